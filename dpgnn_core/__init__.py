@@ -1,0 +1,7 @@
+"""dpgnn_core: the pure library of dpgnn (data, graph sampling, privacy, models, training).
+
+Nothing in this package imports Prefect or MLflow; orchestration lives in ``tasks`` and
+``flows``.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,111 @@
+"""Planetoid raw files (``ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index}``), public split.
+
+Follows the layout of Yang et al. (2016) as PyG's ``Planetoid`` reads it: training nodes are
+the first ``len(y)`` rows, validation the next 500, test the rows listed in ``test.index``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpgnn_core.data.clean import to_undirected
+from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
+from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.errors import DataError
+
+_PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph")
+
+
+def _infer_name(source: Path) -> str:
+    hits = sorted(source.glob("ind.*.graph"))
+    if not hits:
+        raise DataError("no Planetoid files (ind.<name>.graph) in folder", path=source)
+    if len(hits) > 1:
+        names = [h.name.split(".")[1] for h in hits]
+        raise DataError("several Planetoid datasets in folder; pass --name", path=source,
+                        field="name", value=names)
+    return hits[0].name.split(".")[1]
+
+
+def _dense(m: Any) -> np.ndarray:
+    return np.asarray(m.todense() if sp.issparse(m) else m)
+
+
+def load_planetoid(source: str | Path, name: str | None = None) -> GraphData:
+    """Read a Planetoid dataset with its public split.
+
+    Args:
+        source (str or Path): the folder holding ``ind.<name>.*``.
+        name (str, optional): dataset name (``cora``, ``citeseer``, ``pubmed``); inferred
+            from the files when omitted. (default: :obj:`None`)
+
+    The raw adjacency (a dict of neighbour lists) is symmetrised and coalesced, as PyG does;
+    the manifest records how many raw entries were merged or were self-loops.
+    """
+    source = Path(source)
+    name = (name or _infer_name(source)).lower()
+    paths = {p: require_file(source / f"ind.{name}.{p}", f"Planetoid part '{p}'") for p in _PARTS}
+    test_path = require_file(source / f"ind.{name}.test.index", "Planetoid test index")
+    objs: dict[str, Any] = {}
+    for part, p in paths.items():
+        with open(p, "rb") as f:
+            try:
+                objs[part] = pickle.load(f, encoding="latin1")  # noqa: S301 (trusted format)
+            except Exception as e:  # pragma: no cover - corrupt file
+                raise DataError(f"cannot unpickle Planetoid part: {e}", path=p) from e
+    test_idx = np.loadtxt(test_path, dtype=np.int64).reshape(-1)
+    tx, ty = _dense(objs["tx"]), _dense(objs["ty"])
+    allx, ally = _dense(objs["allx"]), _dense(objs["ally"])
+    n_train = _dense(objs["y"]).shape[0]
+    sorted_test = np.sort(test_idx)
+    if name == "citeseer":
+        # Citeseer has isolated test nodes missing from tx: pad with zero rows (as PyG does).
+        full = np.arange(sorted_test.min(), sorted_test.max() + 1)
+        tx_ext = np.zeros((full.shape[0], tx.shape[1]), dtype=tx.dtype)
+        tx_ext[sorted_test - sorted_test.min()] = tx
+        ty_ext = np.zeros((full.shape[0], ty.shape[1]), dtype=ty.dtype)
+        ty_ext[sorted_test - sorted_test.min()] = ty
+        tx, ty = tx_ext, ty_ext
+        sorted_test = full
+    x = np.concatenate([allx, tx]).astype(np.float32)
+    y_onehot = np.concatenate([ally, ty])
+    # Rows of tx/ty are in test.index order: move each to the node id it names.
+    x[test_idx] = x[sorted_test]
+    y_onehot[test_idx] = y_onehot[sorted_test]
+    labeled = y_onehot.sum(axis=1) > 0
+    y = np.where(labeled, y_onehot.argmax(axis=1), -1).astype(np.int64)
+    n = x.shape[0]
+
+    graph = objs["graph"]
+    src = np.fromiter((s for s, nb in graph.items() for _ in nb), dtype=np.int64)
+    dst = np.fromiter((d for nb in graph.values() for d in nb), dtype=np.int64)
+    raw = src.shape[0]
+    if raw and (max(src.max(), dst.max()) >= n or min(src.min(), dst.min()) < 0):
+        raise DataError("adjacency names a node outside the feature rows",
+                        path=paths["graph"], field="graph", value=int(max(src.max(), dst.max())))
+    ei = np.stack([src, dst])
+    loops = ei[0] == ei[1]
+    ei = to_undirected(ei[:, ~loops], n)
+
+    split = np.full(n, UNUSED, dtype=np.int8)
+    split[np.arange(n_train)] = TRAIN
+    split[np.arange(n_train, n_train + 500)] = VAL
+    split[test_idx] = TEST
+    split[(split != UNUSED) & (y < 0)] = UNUSED  # Citeseer's padded test rows carry no label
+    num_classes = int(y_onehot.shape[1])
+    meta = {
+        "source": provenance("planetoid", source, [*paths.values(), test_path], name=name),
+        "split": {"scheme": "planetoid-public", "seed": None},
+        "cleaning": {
+            "raw_adjacency_entries": int(raw),
+            "self_loops_removed": int(loops.sum()),
+            "symmetrised_and_coalesced": True,
+        },
+    }
+    return GraphData(name=name, task="node", x=x, edge_index=ei, y=y, split=split,
+                     num_classes=num_classes, directed=False, meta=meta)

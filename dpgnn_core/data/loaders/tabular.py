@@ -1,0 +1,214 @@
+"""User data: an edge list and a node table, CSV or Parquet, with column names as options."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from dpgnn_core.data.clean import clean_edges, to_undirected
+from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
+from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.splits import stratified_split
+from dpgnn_core.errors import DataError
+
+
+def _read_table(path: Path) -> pa.Table:
+    require_file(path, "table")
+    try:
+        if path.suffix == ".parquet":
+            return pq.read_table(path)
+        if path.name.endswith((".csv", ".csv.gz", ".tsv")):
+            opts = pacsv.ParseOptions(delimiter="\t" if path.suffix == ".tsv" else ",")
+            return pacsv.read_csv(path, parse_options=opts)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(f"cannot read table: {e}", path=path) from e
+    raise DataError("unsupported table type (use .csv, .csv.gz, .tsv or .parquet)", path=path)
+
+
+def _col(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
+    if name not in table.column_names:
+        raise DataError(f"no such column; columns present: {table.column_names}", path=path,
+                        field=name)
+    col = table.column(name)
+    if col.null_count:
+        first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"column has {col.null_count} missing values (first at row {first})",
+                        path=path, field=name, value=None)
+    return col
+
+
+def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    col = _col(table, name, path)
+    if not pa.types.is_integer(col.type):
+        raise DataError(f"expected integer ids, found type {col.type} (pass --relabel to map "
+                        "arbitrary ids to 0..n-1)", path=path, field=name, value=str(col.type))
+    return col.to_numpy().astype(np.int64)
+
+
+def load_tabular(
+    edges: str | Path,
+    nodes: str | Path,
+    *,
+    name: str | None = None,
+    src_col: str = "src",
+    dst_col: str = "dst",
+    id_col: str = "node_id",
+    label_col: str = "label",
+    feature_cols: Sequence[str] | None = None,
+    split_col: str | None = None,
+    undirected: bool = False,
+    relabel: bool = False,
+    remove_self_loops: bool = False,
+    dedupe: bool = False,
+    fractions: tuple[float, float, float] = (0.75, 0.10, 0.15),
+    seed: int = 0,
+) -> GraphData:
+    """Read a node-classification graph from an edge list and a node table.
+
+    Node ids must be the integers 0..n-1 (any row order) unless ``relabel`` maps arbitrary
+    ids (ints or strings) to 0..n-1 in node-table order. Labels may be integers or strings
+    (mapped to 0..C-1 in sorted order); an empty label is unlabeled (-1). Without
+    ``split_col`` a random split stratified by label is drawn with ``seed``.
+
+    Args:
+        edges (str or Path): edge list (.csv, .csv.gz, .tsv or .parquet).
+        nodes (str or Path): node table.
+        name (str, optional): dataset name; the node table's stem by default.
+        src_col, dst_col (str, optional): edge columns. (default: ``src``, ``dst``)
+        id_col (str, optional): node id column. (default: ``node_id``)
+        label_col (str, optional): label column. (default: ``label``)
+        feature_cols (list of str, optional): feature columns; every other numeric column
+            when omitted. (default: :obj:`None`)
+        split_col (str, optional): column of train/val/test/unused. (default: :obj:`None`)
+        undirected (bool, optional): add the reverse of each edge. (default: :obj:`False`)
+        relabel (bool, optional): map arbitrary ids to 0..n-1. (default: :obj:`False`)
+        remove_self_loops (bool, optional): drop self-loops instead of raising.
+        dedupe (bool, optional): drop duplicate edges instead of raising.
+        fractions (tuple, optional): split fractions. (default: ``(0.75, 0.10, 0.15)``)
+        seed (int, optional): split seed. (default: :obj:`0`)
+    """
+    edges, nodes = Path(edges), Path(nodes)
+    et, nt = _read_table(edges), _read_table(nodes)
+    n = nt.num_rows
+    if n == 0:
+        raise DataError("node table is empty", path=nodes)
+
+    # Node ids -> row positions.
+    if relabel:
+        ids = _col(nt, id_col, nodes)
+        uniq = pc.unique(ids)
+        if len(uniq) != n:
+            raise DataError(f"node ids are not unique ({n - len(uniq)} repeats)", path=nodes,
+                            field=id_col)
+        src_raw, dst_raw = _col(et, src_col, edges), _col(et, dst_col, edges)
+        if src_raw.type != ids.type or dst_raw.type != ids.type:
+            src_raw = src_raw.cast(ids.type)
+            dst_raw = dst_raw.cast(ids.type)
+        ids_c = ids.combine_chunks()
+        src = pc.index_in(src_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
+        dst = pc.index_in(dst_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
+        for arr, col, raw in ((src, src_col, src_raw), (dst, dst_col, dst_raw)):
+            missing = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, bool)
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                raise DataError(f"edge endpoint is not in the node table (row {i})",
+                                path=edges, field=col, value=raw[i].as_py())
+        src, dst = src.astype(np.int64), dst.astype(np.int64)
+        perm = np.arange(n)
+    else:
+        node_ids = _int_col(nt, id_col, nodes)
+        perm = np.argsort(node_ids, kind="stable")
+        sorted_ids = node_ids[perm]
+        if sorted_ids[0] != 0 or sorted_ids[-1] != n - 1 or (np.diff(sorted_ids) != 1).any():
+            bad = sorted_ids[np.flatnonzero(sorted_ids != np.arange(n))[0]]
+            raise DataError(f"node ids must be the integers 0..{n - 1}, each once (or pass "
+                            "--relabel)", path=nodes, field=id_col, value=int(bad))
+        src, dst = _int_col(et, src_col, edges), _int_col(et, dst_col, edges)
+        for arr, col in ((src, src_col), (dst, dst_col)):
+            if arr.size and (arr.min() < 0 or arr.max() >= n):
+                bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+                raise DataError(f"edge endpoint out of range [0, {n})", path=edges, field=col,
+                                value=bad)
+
+    # Features.
+    skip = {id_col, label_col, *( [split_col] if split_col else [])}
+    if feature_cols is None:
+        feature_cols = [c for c in nt.column_names if c not in skip
+                        and (pa.types.is_integer(nt.column(c).type)
+                             or pa.types.is_floating(nt.column(c).type))]
+        if not feature_cols:
+            raise DataError("no numeric feature columns found; pass --feature-cols", path=nodes)
+    cols = []
+    for c in feature_cols:
+        col = _col(nt, c, nodes)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            raise DataError(f"feature column is not numeric (type {col.type})", path=nodes,
+                            field=c, value=str(col.type))
+        cols.append(col.to_numpy().astype(np.float32))
+    x = np.stack(cols, axis=1)[perm]
+    finite = np.isfinite(x)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise DataError(f"feature is NaN or inf (node row {perm[r]})", path=nodes,
+                        field=feature_cols[c], value=float(x[r, c]))
+
+    # Labels.
+    if label_col not in nt.column_names:
+        raise DataError(f"no such column; columns present: {nt.column_names}", path=nodes,
+                        field=label_col)
+    lab = nt.column(label_col)
+    valid = ~lab.is_null().to_numpy(zero_copy_only=False)
+    values = np.asarray(lab.to_pylist(), dtype=object)[perm]
+    valid = valid[perm]
+    if pa.types.is_integer(lab.type):
+        ints = np.where(valid, values, -1).astype(np.int64)
+        if (ints[valid] < 0).any():
+            raise DataError("negative label (use an empty cell for unlabeled)", path=nodes,
+                            field=label_col, value=int(ints[valid].min()))
+        classes = np.unique(ints[valid])
+        y = np.where(valid, np.searchsorted(classes, ints), -1).astype(np.int64)
+    else:
+        strs = np.where(valid, values, "").astype(str)
+        classes = np.unique(strs[valid])
+        y = np.where(valid, np.searchsorted(classes, strs), -1).astype(np.int64)
+    if not valid.any():
+        raise DataError("no node has a label", path=nodes, field=label_col)
+
+    # Edges.
+    ei = np.stack([src, dst])
+    ei, counts, _ = clean_edges(ei, n, remove_self_loops=remove_self_loops, dedupe=dedupe,
+                                path=edges)
+    if undirected:
+        ei = to_undirected(ei, n)
+
+    if split_col:
+        raw_split = np.asarray(_col(nt, split_col, nodes).to_pylist(), dtype=object)[perm]
+        bad = ~np.isin(raw_split, SPLIT_NAMES)
+        if bad.any():
+            raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=nodes,
+                            field=split_col, value=raw_split[bad][0])
+        split = np.array([SPLIT_NAMES.index(s) for s in raw_split], dtype=np.int8)
+        scheme = {"scheme": "given", "column": split_col, "seed": None}
+    else:
+        split = stratified_split(y, fractions, rng=np.random.default_rng(seed))
+        scheme = {"scheme": "random-stratified", "fractions": list(fractions), "seed": seed}
+    split[(y < 0) & (split == UNUSED)] = UNUSED
+    meta = {
+        "source": provenance("tabular", nodes, [edges, nodes], src_col=src_col,
+                             dst_col=dst_col, id_col=id_col, label_col=label_col,
+                             feature_cols=list(feature_cols), split_col=split_col,
+                             undirected=undirected, relabel=relabel),
+        "split": scheme,
+        "cleaning": {**counts, "class_values": [str(c) for c in classes],
+                     "self_loops_removed": counts["self_loops"] if remove_self_loops else 0,
+                     "duplicates_removed": counts["duplicate_edges"] if dedupe else 0},
+    }
+    return GraphData(name=name or nodes.name.split(".")[0], task="node", x=x, edge_index=ei,
+                     y=y, split=split, num_classes=int(classes.shape[0]),
+                     directed=not undirected, meta=meta)

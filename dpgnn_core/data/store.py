@@ -1,0 +1,275 @@
+"""Read and write the canonical dataset folder.
+
+One folder per dataset version::
+
+    nodes.parquet     node_id int64 (0..n-1), label int64 (-1 unlabeled),
+                      split dictionary<int8, string>, graph_id int64 (graph datasets)
+    features.parquet  x: FixedSizeList<float32>[d]
+    edges.parquet     src int64, dst int64 (directed; undirected graphs hold both
+                      directions), optional edge_attr FixedSizeList<float32>[k]
+    graphs.parquet    graph_id, label, split (graph classification only)
+    manifest.json     schema version, task, counts, dims, split scheme, provenance,
+                      sha256 of every file, and ``content_sha256`` (the dataset's id)
+
+The folder is written atomically (temp folder, then rename). The reader checks the
+manifest against the files (checksums, counts, id ranges, dtypes) and raises
+:class:`~dpgnn_core.errors.DataError` naming the file, column and offending value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpgnn_core import __version__
+from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.validate import validate_graph_data
+from dpgnn_core.errors import DataError
+from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+_SPLIT_TYPE = pa.dictionary(pa.int8(), pa.string())
+# Features and edges are stored uncompressed and without dictionaries: they are random-looking
+# numbers that compress poorly, and plain pages let the reader hand Arrow's buffer straight to
+# numpy/torch (see benchmarks/bench_parquet_read.py).
+_BULK = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+
+
+def _fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:
+    mat = np.ascontiguousarray(mat, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(mat.reshape(-1)), mat.shape[1])
+
+
+def _matrix(col: pa.ChunkedArray, *, path: Path, field: str) -> np.ndarray:
+    """FixedSizeList<float32> column to a float32 [rows, d] array without a Python loop."""
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not pa.types.is_fixed_size_list(arr.type) or arr.type.value_type != pa.float32():
+        raise DataError("expected FixedSizeList<float32>", path=path, field=field,
+                        value=str(arr.type))
+    if arr.null_count:
+        raise DataError("null feature rows", path=path, field=field, value=arr.null_count)
+    d = arr.type.list_size
+    values = arr.values.slice(arr.offset * d, len(arr) * d)
+    return values.to_numpy(zero_copy_only=False).reshape(len(arr), d)
+
+
+def _split_array(codes: np.ndarray) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes.astype(np.int8), type=pa.int8()), pa.array(list(SPLIT_NAMES))
+    )
+
+
+def _split_codes(col: pa.ChunkedArray, *, path: Path) -> np.ndarray:
+    arr = col.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        names = arr.dictionary.to_pylist()
+        idx = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        names, inv = np.unique(np.asarray(arr.to_pylist(), dtype=object), return_inverse=True)
+        names, idx = list(names), inv
+    remap = np.empty(len(names), dtype=np.int8)
+    for i, name in enumerate(names):
+        if name not in SPLIT_NAMES:
+            raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=path,
+                            field="split", value=name)
+        remap[i] = SPLIT_NAMES.index(name)
+    return remap[idx] if len(names) else np.zeros(0, dtype=np.int8)
+
+
+def _column(table: pa.Table, name: str, *, path: Path, dtype: pa.DataType) -> np.ndarray:
+    if name not in table.column_names:
+        raise DataError(f"missing column; columns present: {table.column_names}", path=path,
+                        field=name)
+    col = table.column(name)
+    if col.type != dtype:
+        raise DataError(f"column has type {col.type}, expected {dtype}", path=path, field=name,
+                        value=str(col.type))
+    if col.null_count:
+        raise DataError("column has null values", path=path, field=name, value=col.null_count)
+    return col.to_numpy()
+
+
+def write_dataset(data: GraphData, folder: str | Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Validate ``data`` and write it as a dataset folder, atomically.
+
+    Args:
+        data (GraphData): the dataset.
+        folder (str or Path): the dataset folder to create.
+        overwrite (bool, optional): replace an existing folder (only once the new one is
+            complete). (default: :obj:`False`)
+
+    Returns:
+        dict: the manifest that was written.
+    """
+    folder = Path(folder)
+    validate_graph_data(data, path=folder)
+    n = data.num_nodes
+    with atomic_dir(folder, overwrite=overwrite) as tmp:
+        nodes: dict[str, pa.Array] = {
+            "node_id": pa.array(np.arange(n, dtype=np.int64)),
+            "label": pa.array(data.y.astype(np.int64)),
+            "split": _split_array(data.split),
+        }
+        if data.graph_id is not None:
+            nodes["graph_id"] = pa.array(data.graph_id.astype(np.int64))
+        pq.write_table(pa.table(nodes), tmp / "nodes.parquet", compression="zstd")
+        pq.write_table(pa.table({"x": _fixed_list(data.x)}), tmp / "features.parquet", **_BULK)
+        edges: dict[str, pa.Array] = {
+            "src": pa.array(data.edge_index[0].astype(np.int64, copy=False)),
+            "dst": pa.array(data.edge_index[1].astype(np.int64, copy=False)),
+        }
+        if data.edge_attr is not None:
+            edges["edge_attr"] = _fixed_list(data.edge_attr)
+        pq.write_table(pa.table(edges), tmp / "edges.parquet", **_BULK)
+        files = ["nodes.parquet", "features.parquet", "edges.parquet"]
+        if data.task == "graph":
+            assert data.graph_y is not None and data.graph_split is not None
+            graphs = pa.table({
+                "graph_id": pa.array(np.arange(data.num_graphs, dtype=np.int64)),
+                "label": pa.array(data.graph_y.astype(np.int64)),
+                "split": _split_array(data.graph_split),
+            })
+            pq.write_table(graphs, tmp / "graphs.parquet", compression="zstd")
+            files.append("graphs.parquet")
+        hashes = {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size}
+                  for f in files}
+        manifest: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "dpgnn_version": __version__,
+            "name": data.name,
+            "task": data.task,
+            "num_nodes": n,
+            "num_edges": data.num_edges,
+            "num_graphs": data.num_graphs,
+            "feature_dim": data.num_features,
+            "edge_feature_dim": 0 if data.edge_attr is None else int(data.edge_attr.shape[1]),
+            "num_classes": int(data.num_classes),
+            "directed": bool(data.directed),
+            "split_counts": data.split_counts(),
+            "split": data.meta.get("split", {}),
+            "source": data.meta.get("source", {}),
+            "cleaning": data.meta.get("cleaning", {}),
+            "files": hashes,
+            "content_sha256": sha256_json({f: h["sha256"] for f, h in hashes.items()}),
+        }
+        write_json_atomic(tmp / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """Read and sanity-check ``manifest.json`` of a dataset folder."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise DataError("dataset folder not found", path=folder)
+    if not path.is_file():
+        raise DataError("not a dataset folder: manifest.json is missing "
+                        "(create one with `dpgnn ingest`)", path=path)
+    try:
+        manifest: dict[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise DataError(f"manifest is not valid JSON: {e}", path=path) from e
+    for key in ("schema_version", "task", "num_nodes", "num_edges", "feature_dim", "files",
+                "num_classes"):
+        if key not in manifest:
+            raise DataError("manifest lacks a required key", path=path, field=key)
+    if manifest["schema_version"] != SCHEMA_VERSION:
+        raise DataError(f"unsupported schema version (this dpgnn reads {SCHEMA_VERSION})",
+                        path=path, field="schema_version", value=manifest["schema_version"])
+    return manifest
+
+
+def verify_checksums(folder: str | Path, manifest: dict[str, Any]) -> None:
+    """Raise if a file listed in the manifest is missing or its sha256 differs."""
+    folder = Path(folder)
+    for name, info in manifest["files"].items():
+        p = folder / name
+        if not p.is_file():
+            raise DataError("file listed in the manifest is missing", path=p)
+        digest = sha256_file(p)
+        if digest != info["sha256"]:
+            raise DataError("checksum mismatch: the file changed after ingest", path=p,
+                            field="sha256", value=digest)
+
+
+def read_dataset(folder: str | Path, *, verify: bool = True) -> GraphData:
+    """Read a dataset folder into :class:`GraphData`, validating it against its manifest.
+
+    Args:
+        folder (str or Path): the dataset folder.
+        verify (bool, optional): check sha256 of every file. (default: :obj:`True`)
+    """
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    if verify:
+        verify_checksums(folder, manifest)
+    n = int(manifest["num_nodes"])
+
+    p = folder / "nodes.parquet"
+    nodes = pq.read_table(p)
+    if nodes.num_rows != n:
+        raise DataError(f"has {nodes.num_rows} rows, manifest says {n}", path=p,
+                        field="node_id", value=nodes.num_rows)
+    node_id = _column(nodes, "node_id", path=p, dtype=pa.int64())
+    if n and (node_id[0] != 0 or not np.array_equal(node_id, np.arange(n))):
+        bad = int(np.flatnonzero(node_id != np.arange(n))[0])
+        raise DataError("node ids must be 0..n-1, contiguous and in order", path=p,
+                        field="node_id", value=int(node_id[bad]))
+    y = _column(nodes, "label", path=p, dtype=pa.int64())
+    if "split" not in nodes.column_names:
+        raise DataError("missing column", path=p, field="split")
+    split = _split_codes(nodes.column("split"), path=p)
+    graph_id = (_column(nodes, "graph_id", path=p, dtype=pa.int64())
+                if "graph_id" in nodes.column_names else None)
+
+    p = folder / "features.parquet"
+    feats = pq.read_table(p)
+    if "x" not in feats.column_names:
+        raise DataError("missing column", path=p, field="x")
+    x = _matrix(feats.column("x"), path=p, field="x")
+    if x.shape != (n, manifest["feature_dim"]):
+        raise DataError(f"features have shape {list(x.shape)}, manifest says "
+                        f"[{n}, {manifest['feature_dim']}]", path=p, field="x")
+
+    p = folder / "edges.parquet"
+    edges = pq.read_table(p)
+    if edges.num_rows != manifest["num_edges"]:
+        raise DataError(f"has {edges.num_rows} rows, manifest says {manifest['num_edges']}",
+                        path=p, field="src", value=edges.num_rows)
+    edge_index = np.stack([_column(edges, "src", path=p, dtype=pa.int64()),
+                           _column(edges, "dst", path=p, dtype=pa.int64())])
+    edge_attr = (_matrix(edges.column("edge_attr"), path=p, field="edge_attr")
+                 if "edge_attr" in edges.column_names else None)
+
+    graph_y = graph_split = None
+    if manifest["task"] == "graph":
+        p = folder / "graphs.parquet"
+        if not p.is_file():
+            raise DataError("graph-classification dataset without graphs.parquet", path=p)
+        graphs = pq.read_table(p)
+        graph_y = _column(graphs, "label", path=p, dtype=pa.int64())
+        graph_split = _split_codes(graphs.column("split"), path=p)
+
+    data = GraphData(
+        name=manifest.get("name", folder.name),
+        task=manifest["task"],
+        x=x,
+        edge_index=edge_index,
+        y=y,
+        split=split,
+        num_classes=int(manifest["num_classes"]),
+        directed=bool(manifest.get("directed", False)),
+        graph_id=graph_id,
+        graph_y=graph_y,
+        graph_split=graph_split,
+        edge_attr=edge_attr,
+        meta={k: manifest.get(k, {}) for k in ("split", "source", "cleaning")},
+    )
+    validate_graph_data(data, path=folder)
+    return data

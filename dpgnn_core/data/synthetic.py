@@ -1,0 +1,137 @@
+"""Contextual stochastic block model (CSBM): the embedded default dataset and the scale graph.
+
+Each node gets a class uniformly at random and a Gaussian feature vector around its class
+mean. Edges are drawn as ``m = n * avg_degree / 2`` undirected pairs: the source with
+probability proportional to a degree weight ``theta`` (all ones, or Pareto weights for
+power-law degrees, as in a degree-corrected SBM), the target from the source's own class
+with probability ``homophily`` (else from a uniformly chosen other class), again in
+proportion to ``theta``. Self-loops are discarded, the graph is symmetrised and duplicate
+pairs merged, so the realised directed edge count is slightly below ``n * avg_degree`` and
+is recorded in the manifest. Deterministic for a given seed; vectorised in chunks so that
+2.5 million nodes and 100 million directed edges fit well within 24 GiB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.splits import stratified_split
+from dpgnn_core.errors import DataError
+
+_CHUNK = 1 << 23
+
+
+def _draw(cum: npt.NDArray[np.float64], lo: npt.NDArray[np.float64],
+          hi: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Inverse-CDF draw: position of ``lo + u * (hi - lo)`` in the cumulative weights."""
+    idx = np.searchsorted(cum, lo + u * (hi - lo), side="right")
+    return np.minimum(idx, cum.shape[0] - 1).astype(np.int64)
+
+
+def csbm(
+    num_nodes: int = 3000,
+    num_classes: int = 5,
+    feature_dim: int = 32,
+    avg_degree: float = 10.0,
+    homophily: float = 0.8,
+    feature_signal: float = 1.0,
+    power_law: float | None = None,
+    seed: int = 0,
+    fractions: tuple[float, float, float] = (0.5, 0.2, 0.3),
+    name: str | None = None,
+) -> GraphData:
+    """Generate a CSBM graph.
+
+    .. math::
+        y_v \\sim \\mathrm{U}\\{0..C-1\\}, \\quad
+        x_v = \\mu_{y_v} + \\varepsilon_v, \\;
+        \\mu_c \\sim \\mathcal{N}(0, \\tfrac{s^2}{d} I), \\; \\varepsilon_v \\sim \\mathcal{N}(0, I)
+
+    Args:
+        num_nodes (int, optional): nodes. (default: :obj:`3000`)
+        num_classes (int, optional): classes. (default: :obj:`5`)
+        feature_dim (int, optional): feature dimension. (default: :obj:`32`)
+        avg_degree (float, optional): expected directed degree before dedup.
+            (default: :obj:`10.0`)
+        homophily (float, optional): probability an edge stays in its source's class.
+            (default: :obj:`0.8`)
+        feature_signal (float, optional): norm ``s`` of the class means relative to unit
+            noise; 0 gives features with no signal. (default: :obj:`1.0`)
+        power_law (float, optional): Pareto exponent ``alpha > 2`` of degree weights,
+            ``theta = (1 - U)^{-1/(alpha-1)}``; :obj:`None` for uniform weights.
+            (default: :obj:`None`)
+        seed (int, optional): seed of the ``numpy.random.Generator``. (default: :obj:`0`)
+        fractions (tuple, optional): train/val/test fractions. (default: ``(0.5, 0.2, 0.3)``)
+        name (str, optional): dataset name. (default: ``csbm-n{num_nodes}-s{seed}``)
+    """
+    checks = {
+        "num_nodes": num_nodes >= 2, "num_classes": 2 <= num_classes <= num_nodes,
+        "feature_dim": feature_dim >= 1, "avg_degree": avg_degree > 0,
+        "homophily": 0.0 <= homophily <= 1.0, "feature_signal": feature_signal >= 0,
+        "power_law": power_law is None or power_law > 2,
+    }
+    for field, ok in checks.items():
+        if not ok:
+            raise DataError("invalid synthetic-graph parameter", field=field,
+                            value=locals()[field])
+    rng = np.random.default_rng(seed)
+    n, c = int(num_nodes), int(num_classes)
+    y = rng.integers(0, c, size=n, dtype=np.int64)
+    if power_law is None:
+        theta = np.ones(n)
+    else:
+        theta = (1.0 - rng.random(n)) ** (-1.0 / (power_law - 1.0))
+    # Nodes sorted by class: class k occupies the cumulative-weight interval [lo_k, hi_k).
+    by_class = np.argsort(y, kind="stable")
+    cum = np.cumsum(theta[by_class])
+    ends = np.searchsorted(y[by_class], np.arange(c), side="right")
+    hi_c = cum[ends - 1]
+    lo_c = np.concatenate([[0.0], hi_c[:-1]])
+    cum_all = np.cumsum(theta)
+
+    m = int(round(n * avg_degree / 2))
+    keys_parts = []
+    for start in range(0, m, _CHUNK):
+        k = min(_CHUNK, m - start)
+        src = _draw(cum_all, np.zeros(k), np.full(k, cum_all[-1]), rng.random(k))
+        cls = y[src]
+        other = (cls + rng.integers(1, c, size=k)) % c
+        tgt_cls = np.where(rng.random(k) < homophily, cls, other)
+        dst = by_class[_draw(cum, lo_c[tgt_cls], hi_c[tgt_cls], rng.random(k))]
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        keys_parts.append(src * n + dst)
+        keys_parts.append(dst * n + src)
+        del src, dst, cls, other, tgt_cls, keep
+    keys = np.concatenate(keys_parts)
+    del keys_parts
+    keys.sort(kind="quicksort")
+    if keys.size:
+        uniq = np.empty(keys.shape[0], dtype=bool)
+        uniq[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=uniq[1:])
+        keys = keys[uniq]
+        del uniq
+    edge_index = np.empty((2, keys.shape[0]), dtype=np.int64)
+    np.floor_divide(keys, n, out=edge_index[0])
+    np.remainder(keys, n, out=edge_index[1])
+    del keys
+
+    means = rng.standard_normal((c, feature_dim)).astype(np.float32)
+    means *= np.float32(feature_signal / np.sqrt(feature_dim))
+    x = rng.standard_normal((n, feature_dim), dtype=np.float32)
+    x += means[y]
+    split = stratified_split(y, fractions, rng=rng)
+    params = {"num_nodes": n, "num_classes": c, "feature_dim": feature_dim,
+              "avg_degree": avg_degree, "homophily": homophily,
+              "feature_signal": feature_signal, "power_law": power_law, "seed": seed}
+    meta = {
+        "source": {"format": "synthetic", "generator": "csbm", "options": params},
+        "split": {"scheme": "random-stratified", "fractions": list(fractions), "seed": seed},
+        "cleaning": {"sampled_pairs": m},
+    }
+    return GraphData(name=name or f"csbm-n{n}-s{seed}", task="node", x=x,
+                     edge_index=edge_index, y=y, split=split, num_classes=c, directed=False,
+                     meta=meta)

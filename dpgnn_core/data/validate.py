@@ -1,0 +1,158 @@
+"""Checks shared by every loader (before writing) and the reader (after reading).
+
+Each check raises :class:`~dpgnn_core.errors.DataError` naming the file, the column and the
+first offending value; none of them changes the data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
+from dpgnn_core.errors import DataError
+
+
+def check_finite(x: npt.NDArray[np.float32], *, path: str | Path, field: str) -> None:
+    """Raise if any feature is NaN or infinite, naming the first (row, column)."""
+    finite = np.isfinite(x)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise DataError(
+            f"features contain NaN or inf (first at row {row}, column {col}; "
+            f"{int((~finite).sum())} entries in all); clean or impute them before ingest",
+            path=path,
+            field=field,
+            value=float(x[row, col]),
+        )
+
+
+def check_edge_range(
+    edge_index: npt.NDArray[np.int64], num_nodes: int, *, path: str | Path, fields: tuple[str, str]
+) -> None:
+    """Raise if an edge endpoint is outside ``[0, num_nodes)``."""
+    for row, name in enumerate(fields):
+        col = edge_index[row]
+        if col.size == 0:
+            continue
+        lo, hi = int(col.min()), int(col.max())
+        if lo < 0 or hi >= num_nodes:
+            bad = lo if lo < 0 else hi
+            raise DataError(
+                f"edge endpoint out of range: node ids must lie in [0, {num_nodes})",
+                path=path,
+                field=name,
+                value=bad,
+            )
+
+
+def check_labels(
+    y: npt.NDArray[np.int64], num_classes: int, *, path: str | Path, field: str
+) -> None:
+    """Raise if a label is below -1 or not below ``num_classes``."""
+    if y.size == 0:
+        return
+    lo, hi = int(y.min()), int(y.max())
+    if lo < -1 or hi >= num_classes:
+        raise DataError(
+            f"label out of range: labels must lie in [0, {num_classes}) or be -1 (unlabeled)",
+            path=path,
+            field=field,
+            value=lo if lo < -1 else hi,
+        )
+
+
+def check_split_labels(
+    y: npt.NDArray[np.int64], split: npt.NDArray[np.int8], *, path: str | Path, field: str
+) -> None:
+    """Raise if a node assigned to train/val/test has no label (-1)."""
+    bad = (split != UNUSED) & (y < 0)
+    if bad.any():
+        idx = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"{int(bad.sum())} nodes in a train/val/test split have no label "
+            f"(first: node {idx} in split {SPLIT_NAMES[int(split[idx])]!r}); "
+            "label them or put them in the 'unused' split",
+            path=path,
+            field=field,
+            value=idx,
+        )
+
+
+def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> None:
+    """Run every structural check on ``data``; raise :class:`DataError` on the first failure."""
+    n = data.num_nodes
+    if n == 0:
+        raise DataError("the graph has no nodes", path=path, field="node_id", value=0)
+    if data.x.ndim != 2 or data.x.dtype != np.float32:
+        raise DataError(
+            "features must be a float32 matrix [num_nodes, dim]",
+            path=path,
+            field="x",
+            value=f"{data.x.dtype}{list(data.x.shape)}",
+        )
+    for name, arr in (("label", data.y), ("split", data.split)):
+        if arr.shape[0] != n:
+            raise DataError(
+                f"{name} has {arr.shape[0]} rows but there are {n} nodes",
+                path=path,
+                field=name,
+                value=arr.shape[0],
+            )
+    if data.edge_index.ndim != 2 or data.edge_index.shape[0] != 2:
+        raise DataError(
+            "edge_index must have shape [2, E]",
+            path=path,
+            field="edge_index",
+            value=list(data.edge_index.shape),
+        )
+    check_finite(data.x, path=path, field="x")
+    check_edge_range(data.edge_index, n, path=path, fields=("src", "dst"))
+    if data.split.size and (int(data.split.min()) < 0 or int(data.split.max()) >= len(SPLIT_NAMES)):
+        raise DataError("invalid split code", path=path, field="split", value=int(data.split.max()))
+    if data.edge_attr is not None:
+        if data.edge_attr.shape[0] != data.num_edges:
+            raise DataError(
+                "edge_attr rows do not match the number of edges",
+                path=path,
+                field="edge_attr",
+                value=data.edge_attr.shape[0],
+            )
+        check_finite(data.edge_attr, path=path, field="edge_attr")
+    if data.task == "node":
+        check_labels(data.y, data.num_classes, path=path, field="label")
+        check_split_labels(data.y, data.split, path=path, field="label")
+        if not (data.split == 0).any():
+            raise DataError(
+                "no node is in the 'train' split", path=path, field="split", value="train"
+            )
+    else:
+        if data.graph_id is None or data.graph_y is None or data.graph_split is None:
+            raise DataError(
+                "a graph-classification dataset needs graph_id, graph labels and graph splits",
+                path=path,
+                field="graph_id",
+            )
+        g = data.num_graphs
+        gid = data.graph_id
+        if gid.shape[0] != n:
+            raise DataError("graph_id length differs from node count", path=path,
+                            field="graph_id", value=gid.shape[0])
+        if gid.size and (int(gid.min()) < 0 or int(gid.max()) >= g):
+            raise DataError(f"graph_id out of range [0, {g})", path=path, field="graph_id",
+                            value=int(gid.max()))
+        if gid.size > 1 and (np.diff(gid) < 0).any():
+            raise DataError("nodes must be grouped by graph (graph_id non-decreasing)",
+                            path=path, field="graph_id")
+        check_labels(data.graph_y, data.num_classes, path=path, field="graphs.label")
+        if (data.graph_y < 0).any():
+            raise DataError("every graph needs a label", path=path, field="graphs.label",
+                            value=int(np.flatnonzero(data.graph_y < 0)[0]))
+        src_g = gid[data.edge_index[0]]
+        dst_g = gid[data.edge_index[1]]
+        if (src_g != dst_g).any():
+            i = int(np.flatnonzero(src_g != dst_g)[0])
+            raise DataError("an edge joins two different graphs", path=path, field="src",
+                            value=i)

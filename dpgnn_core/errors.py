@@ -1,0 +1,44 @@
+"""Errors raised by dpgnn_core. Each names the file, field and value that is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class DpgnnError(Exception):
+    """Base class of every error dpgnn raises on purpose."""
+
+
+class DataError(DpgnnError, ValueError):
+    """Bad input data: names the file, the field (column) and the offending value.
+
+    Args:
+        message (str): what is wrong, in words a user can act on.
+        path (str or Path, optional): the file or folder concerned. (default: :obj:`None`)
+        field (str, optional): the column, key or option concerned. (default: :obj:`None`)
+        value (Any, optional): the offending value (shortened when long). (default: :obj:`None`)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        field: str | None = None,
+        value: Any = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.field = field
+        self.value = value
+        parts = []
+        if self.path is not None:
+            parts.append(f"file {self.path}")
+        if field is not None:
+            parts.append(f"field {field!r}")
+        if value is not None:
+            text = repr(value)
+            parts.append(f"value {text[:200] + '...' if len(text) > 200 else text}")
+        where = f" [{', '.join(parts)}]" if parts else ""
+        super().__init__(f"{message}{where}")
