@@ -1,0 +1,1 @@
+"""Methods: recipes tying data, models, training (and, for private methods, the ledger)."""

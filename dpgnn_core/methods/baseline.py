@@ -1,0 +1,107 @@
+"""Non-private node-classification baselines: MLP, GCN, GraphSAGE (full batch).
+
+These carry no privacy guarantee; their runs report ``epsilon = inf``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.errors import DataError
+from dpgnn_core.io import atomic_file
+from dpgnn_core.models import build_model
+from dpgnn_core.specs import TrainSpec
+from dpgnn_core.training.device import resolve_device
+from dpgnn_core.training.loop import seeded, train_full_batch
+from dpgnn_core.training.metrics import classification_metrics
+
+
+@dataclass
+class FitResult:
+    model: nn.Module
+    history: list[dict[str, Any]]
+
+
+def _check(data: GraphData) -> None:
+    if data.task != "node":
+        raise DataError("baseline methods mlp/gcn/sage classify nodes; this dataset is a "
+                        "graph-classification dataset", field="task", value=data.task)
+
+
+def _tensors(data: GraphData, device: torch.device,
+             feature_norm: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.from_numpy(data.x).to(device)
+    if feature_norm == "row":
+        # Divide by the absolute row sum; all-zero rows stay zero.
+        x = x / x.abs().sum(dim=1, keepdim=True).clamp_min(1e-12)
+    ei = torch.from_numpy(data.edge_index).to(device)
+    return x, ei
+
+
+def fit(data: GraphData, spec: TrainSpec,
+        on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> FitResult:
+    """Train the baseline ``spec.method`` on ``data``'s training split.
+
+    Args:
+        data (GraphData): a node-classification dataset.
+        spec (TrainSpec): hyper-parameters and seed.
+        on_epoch (callable, optional): called as ``on_epoch(epoch, record)`` after each epoch.
+    """
+    _check(data)
+    device = resolve_device(spec.device)
+    x, ei = _tensors(data, device, spec.feature_norm)
+    y = torch.from_numpy(data.y).to(device)
+    split = torch.from_numpy(data.split.astype(np.int64)).to(device)
+    with seeded(spec.seed, device):
+        model = build_model(spec.method, data.num_features, spec.hidden, data.num_classes,
+                            spec.layers, spec.dropout).to(device)
+        history = train_full_batch(model, x, ei, y, split == 0, split == 1, epochs=spec.epochs,
+                                   lr=spec.lr, weight_decay=spec.weight_decay,
+                                   on_epoch=on_epoch)
+    return FitResult(model=model, history=history)
+
+
+def predict(model: nn.Module, data: GraphData, spec: TrainSpec) -> npt.NDArray[np.float32]:
+    """Logits ``[n, C]`` of every node (eval mode, full graph)."""
+    dev = resolve_device(spec.device)
+    model = model.to(dev).eval()
+    x, ei = _tensors(data, dev, spec.feature_norm)
+    with torch.no_grad():
+        return model(x, ei).float().cpu().numpy()
+
+
+def evaluate(data: GraphData, logits: npt.NDArray[np.floating]) -> dict[str, dict[str, float]]:
+    """Metrics per split (train, val, test) of node ``logits``."""
+    out = {}
+    for code, name in enumerate(SPLIT_NAMES[:3]):
+        m = data.split == code
+        out[name] = classification_metrics(data.y[m], logits[m], data.num_classes)
+    return out
+
+
+def save_model(path: str | Path, model: nn.Module, spec: TrainSpec, in_dim: int,
+               num_classes: int) -> None:
+    """Write the weights and what is needed to rebuild the model, atomically."""
+    with atomic_file(path) as tmp:
+        torch.save({"spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+                    "num_classes": num_classes,
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+
+
+def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
+    """Rebuild a model written by :func:`save_model`."""
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    spec = TrainSpec(**blob["spec"])
+    model = build_model(spec.method, blob["in_dim"], spec.hidden, blob["num_classes"],
+                        spec.layers, spec.dropout)
+    model.load_state_dict(blob["state_dict"])
+    return model, spec

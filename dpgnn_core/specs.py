@@ -1,0 +1,78 @@
+"""Frozen specifications passed between the CLI, flows, tasks and the core library.
+
+Specs are pydantic models (validated, hashable through ``cache_key()``), so a flow can take
+them as parameters, Prefect can validate them and cache keys can hash them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dpgnn_core.io import sha256_json
+
+IngestFormat = Literal["planetoid", "facebook100", "tu", "ogb", "csv", "parquet", "synthetic"]
+Method = Literal["mlp", "gcn", "sage"]
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def cache_key(self) -> str:
+        """sha256 of the spec's JSON form (sorted keys)."""
+        return sha256_json(self.model_dump(mode="json"))
+
+
+class IngestSpec(Spec):
+    """What to ingest and how.
+
+    Args:
+        format (str): one of ``planetoid, facebook100, tu, ogb, csv, parquet, synthetic``.
+        source (str, optional): raw folder or file (not used by ``synthetic``).
+        name (str, optional): dataset name; inferred from the files when omitted.
+        options (dict, optional): loader keyword arguments (see each loader's docstring).
+    """
+
+    format: IngestFormat
+    source: str | None = None
+    name: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _need_source(self) -> IngestSpec:
+        if self.format != "synthetic" and not self.source:
+            raise ValueError(f"ingest format {self.format!r} needs a source path")
+        return self
+
+
+class TrainSpec(Spec):
+    """A non-private baseline training run (full-batch).
+
+    Args:
+        method (str): ``mlp``, ``gcn`` or ``sage``.
+        epochs (int, optional): training epochs. (default: :obj:`200`)
+        lr (float, optional): Adam learning rate. (default: :obj:`0.01`)
+        weight_decay (float, optional): L2 penalty. (default: :obj:`5e-4`)
+        hidden (int, optional): hidden width. (default: :obj:`64`)
+        layers (int, optional): number of layers (message-passing layers for GNNs).
+            (default: :obj:`2`)
+        dropout (float, optional): dropout probability. (default: :obj:`0.5`)
+        feature_norm (str, optional): ``row`` divides each node's features by their sum
+            (Planetoid's standard preprocessing; per node, so no privacy cost) or ``none``.
+            (default: :obj:`"row"`)
+        seed (int, optional): seed of initialisation and dropout. (default: :obj:`0`)
+        device (str, optional): ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+            (default: :obj:`"auto"`)
+    """
+
+    method: Method
+    epochs: int = Field(200, ge=1)
+    lr: float = Field(0.01, gt=0)
+    weight_decay: float = Field(5e-4, ge=0)
+    hidden: int = Field(64, ge=1)
+    layers: int = Field(2, ge=1, le=8)
+    dropout: float = Field(0.5, ge=0, lt=1)
+    feature_norm: Literal["row", "none"] = "row"
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -1,0 +1,36 @@
+"""Classification metrics: accuracy, micro/macro F1, ROC AUC (binary, or micro one-vs-rest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.metrics import f1_score, roc_auc_score
+
+
+def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np.floating],
+                           num_classes: int) -> dict[str, float]:
+    """Metrics of predictions ``logits`` ``[n, C]`` against labels ``y_true`` ``[n]``.
+
+    Returns ``accuracy``, ``f1_micro``, ``f1_macro`` and ``roc_auc`` (binary: the positive
+    class's score; multi-class: micro-averaged one-vs-rest), NaN when a metric is undefined
+    (no items, or a single class present for ROC AUC).
+    """
+    out = {"accuracy": float("nan"), "f1_micro": float("nan"), "f1_macro": float("nan"),
+           "roc_auc": float("nan")}
+    if y_true.shape[0] == 0:
+        return out
+    pred = logits.argmax(axis=1)
+    out["accuracy"] = float((pred == y_true).mean())
+    labels = list(range(num_classes))
+    out["f1_micro"] = float(f1_score(y_true, pred, average="micro", labels=labels))
+    out["f1_macro"] = float(f1_score(y_true, pred, average="macro", labels=labels,
+                                     zero_division=0))
+    z = logits - logits.max(axis=1, keepdims=True)
+    prob = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    if len(np.unique(y_true)) > 1:
+        if num_classes == 2:
+            out["roc_auc"] = float(roc_auc_score(y_true, prob[:, 1]))
+        else:
+            onehot = np.eye(num_classes)[y_true]
+            out["roc_auc"] = float(roc_auc_score(onehot, prob, average="micro"))
+    return out
