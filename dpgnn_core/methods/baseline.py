@@ -39,11 +39,12 @@ def _check(data: GraphData) -> None:
 
 def _tensors(data: GraphData, device: torch.device,
              feature_norm: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.from_numpy(data.x).to(device)
+    # A copy: arrays read from Parquet are read-only views of Arrow buffers.
+    x = torch.tensor(data.x, device=device)
     if feature_norm == "row":
         # Divide by the absolute row sum; all-zero rows stay zero.
         x = x / x.abs().sum(dim=1, keepdim=True).clamp_min(1e-12)
-    ei = torch.from_numpy(data.edge_index).to(device)
+    ei = torch.tensor(data.edge_index, device=device)
     return x, ei
 
 

@@ -1,0 +1,371 @@
+"""The ``dpgnn`` command line.
+
+Heavy modules (torch, Prefect, MLflow, pyarrow) are imported inside the commands that need
+them, so ``dpgnn --help`` and ``dpgnn datasets`` answer at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="dpgnn",
+    help="Train graph neural networks with differential privacy: ingest a graph, run a "
+    "method, browse results in MLflow.\n\nProject state (datasets, artifacts, caches, the "
+    "MLflow store) lives in ./.dpgnn unless --home or DPGNN_HOME says otherwise.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+server_app = typer.Typer(help="A local Prefect server that keeps `dpgnn run` fast.",
+                         no_args_is_help=True)
+app.add_typer(server_app, name="server")
+
+
+class Format(str, Enum):
+    planetoid = "planetoid"
+    facebook100 = "facebook100"
+    tu = "tu"
+    ogb = "ogb"
+    csv = "csv"
+    parquet = "parquet"
+    synthetic = "synthetic"
+
+
+class Method(str, Enum):
+    mlp = "mlp"
+    gcn = "gcn"
+    sage = "sage"
+
+
+def _err(msg: str) -> None:
+    typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@app.callback()
+def main_options(
+    home: Annotated[Path | None, typer.Option(
+        help="Project directory (datasets, artifacts, caches, MLflow store).",
+        envvar="DPGNN_HOME")] = None,
+) -> None:
+    if home is not None:
+        os.environ["DPGNN_HOME"] = str(home.resolve())
+
+
+def _parse_kv(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        k, v = pair.split("=", 1)
+        try:
+            out[k.replace("-", "_")] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.replace("-", "_")] = v
+    return out
+
+
+@app.command()
+def ingest(
+    format: Annotated[Format, typer.Option("--format", "-f", help="Raw format.")],
+    out: Annotated[Path, typer.Option(help="Dataset folder to create (manifest and Parquet "
+                                      "files directly inside).")],
+    source: Annotated[Path | None, typer.Option(
+        help="Raw data: Planetoid folder with ind.<name>.*; Facebook100 .mat file; TU folder "
+        "with NAME_A.txt; OGB dataset folder; csv/parquet edge file (or a folder with edges.* "
+        "and nodes.*). Not used by synthetic.")] = None,
+    name: Annotated[str | None, typer.Option(help="Dataset name (inferred by default).")] = None,
+    nodes: Annotated[Path | None, typer.Option(help="csv/parquet: the node table.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Split (and generator) seed.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
+    disjoint: Annotated[bool, typer.Option(
+        help="Inductive variant: remove every edge between different splits.")] = False,
+    remove_self_loops: Annotated[bool, typer.Option(help="Drop self-loops (else an error).")
+                                 ] = False,
+    dedupe_edges: Annotated[bool, typer.Option(help="Drop duplicate edges (else an error).")
+                            ] = False,
+    min_class_size: Annotated[int | None, typer.Option(
+        help="facebook100: drop classes smaller than this (default 100).")] = None,
+    fingerprint_merge: Annotated[bool, typer.Option(
+        help="tu: Fingerprint's 4-class Galton-Henry merge.")] = False,
+    src_col: Annotated[str | None, typer.Option(help="csv/parquet: source column.")] = None,
+    dst_col: Annotated[str | None, typer.Option(help="csv/parquet: target column.")] = None,
+    id_col: Annotated[str | None, typer.Option(help="csv/parquet: node id column.")] = None,
+    label_col: Annotated[str | None, typer.Option(help="csv/parquet: label column.")] = None,
+    feature_cols: Annotated[str | None, typer.Option(
+        help="csv/parquet: comma-separated feature columns (default: all numeric).")] = None,
+    split_col: Annotated[str | None, typer.Option(
+        help="csv/parquet: column of train/val/test/unused (default: random split).")] = None,
+    undirected: Annotated[bool, typer.Option(help="csv/parquet: add reverse edges.")] = False,
+    relabel: Annotated[bool, typer.Option(
+        help="csv/parquet: map arbitrary node ids to 0..n-1.")] = False,
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", "-o", help="Any other loader option as KEY=VALUE (JSON value), e.g. "
+        "-o num_nodes=10000 -o homophily=0.7 for synthetic.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")
+                       ] = False,
+) -> None:
+    """Ingest raw data into a dataset folder (Parquet + manifest), atomically."""
+    opts: dict[str, Any] = _parse_kv(option or [])
+    fmt = format.value
+    if seed is not None and fmt not in ("planetoid", "ogb"):
+        opts["seed"] = seed
+    flags = {"remove_self_loops": remove_self_loops, "dedupe": dedupe_edges}
+    if fmt in ("tu", "csv", "parquet"):
+        opts.update({k: v for k, v in flags.items() if v})
+    elif any(flags.values()):
+        _err(f"--remove-self-loops/--dedupe-edges do not apply to {fmt} (its recipe fixes "
+             "edge handling; see the manifest's 'cleaning' record)")
+        raise typer.Exit(2)
+    if min_class_size is not None:
+        opts["min_class_size"] = min_class_size
+    if fingerprint_merge:
+        opts["fingerprint_merge"] = True
+    tab = {"src_col": src_col, "dst_col": dst_col, "id_col": id_col, "label_col": label_col,
+           "split_col": split_col}
+    opts.update({k: v for k, v in tab.items() if v is not None})
+    if feature_cols:
+        opts["feature_cols"] = [c.strip() for c in feature_cols.split(",") if c.strip()]
+    if undirected:
+        opts["undirected"] = True
+    if relabel:
+        opts["relabel"] = True
+    if nodes is not None:
+        opts["nodes"] = str(nodes)
+    if disjoint:
+        opts["disjoint"] = True
+    if fmt != "synthetic" and source is None:
+        _err(f"--source is required for --format {fmt}")
+        raise typer.Exit(2)
+
+    from dpgnn_core.data.ingest import load_from_spec
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.specs import IngestSpec
+
+    if out.exists() and not overwrite:
+        _err(f"{out} already exists; pass --overwrite to replace it (the old folder stays "
+             "until the new one is complete)")
+        raise typer.Exit(2)
+    try:
+        spec = IngestSpec(format=fmt, source=str(source) if source else None, name=name,
+                          options=opts)
+        with _console().status(f"ingesting {fmt} data…"):
+            data = load_from_spec(spec)
+            manifest = write_dataset(data, out, overwrite=overwrite)
+    except (DpgnnError, FileExistsError, ValueError) as e:
+        _err(str(e))
+        raise typer.Exit(1) from e
+    if as_json:
+        print(json.dumps(manifest))
+    else:
+        typer.echo(f"wrote {out}: {manifest['name']} ({manifest['task']}), "
+                   f"{manifest['num_nodes']} nodes, {manifest['num_edges']} edges, "
+                   f"{manifest['num_graphs']} graphs, {manifest['feature_dim']} features, "
+                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}")
+
+
+def _find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    cands = [root] + (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    for p in cands:
+        m = p / "manifest.json"
+        if m.is_file():
+            try:
+                found.append((p, json.loads(m.read_text())))
+            except json.JSONDecodeError:
+                continue
+    return found
+
+
+@app.command()
+def datasets(
+    root: Annotated[Path | None, typer.Argument(
+        help="A dataset folder or a folder of them (default: $DPGNN_HOME/datasets).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List ingested datasets with their counts."""
+    root = root or Path(os.environ.get("DPGNN_HOME", ".dpgnn")) / "datasets"
+    found = _find_datasets(root)
+    if as_json:
+        for p, m in found:
+            print(json.dumps({"path": str(p), **{k: m.get(k) for k in (
+                "name", "task", "num_nodes", "num_edges", "num_graphs", "feature_dim",
+                "num_classes", "split_counts", "content_sha256")}}))
+        return
+    if not found:
+        typer.echo(f"no datasets under {root}")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "task", "nodes", "edges", "graphs", "features", "classes",
+                  "train/val/test", "path")
+    for p, m in found:
+        s = m.get("split_counts", {})
+        table.add_row(m.get("name", "?"), m.get("task", "?"), f"{m.get('num_nodes', 0):,}",
+                      f"{m.get('num_edges', 0):,}", str(m.get("num_graphs", 0)),
+                      str(m.get("feature_dim")), str(m.get("num_classes")),
+                      f"{s.get('train')}/{s.get('val')}/{s.get('test')}", str(p))
+    Console().print(table)
+
+
+def _use_server_if_running() -> str | None:
+    from flows import server
+
+    url = server.api_url_if_running()
+    if url:
+        os.environ["PREFECT_API_URL"] = url
+    return url
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary, allow_nan=False, default=str))
+        return
+    def fmt(v: Any) -> str:
+        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+    typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
+               f"test accuracy {fmt(summary['test_accuracy'])}, "
+               f"val accuracy {fmt(summary['val_accuracy'])}  [non-private]")
+    typer.echo(f"  MLflow run {summary['mlflow_run_id']} in {summary['mlflow_tracking_uri']}")
+    typer.echo(f"  artifacts  {summary['artifacts_dir']}")
+    typer.echo(f"  cache      {summary['cache']}")
+
+
+@app.command()
+def run(
+    method: Annotated[Method, typer.Option(help="Method to run.")],
+    dataset: Annotated[Path, typer.Option(help="An ingested dataset folder.")],
+    seed: Annotated[int, typer.Option(help="Seed of initialisation and dropout.")] = 0,
+    epochs: Annotated[int, typer.Option(min=1, help="Training epochs.")] = 200,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 0.01,
+    hidden: Annotated[int, typer.Option(min=1, help="Hidden width.")] = 64,
+    layers: Annotated[int, typer.Option(min=1, help="Layers.")] = 2,
+    dropout: Annotated[float, typer.Option(help="Dropout on hidden layers.")] = 0.5,
+    weight_decay: Annotated[float, typer.Option(help="L2 penalty.")] = 5e-4,
+    feature_norm: Annotated[str, typer.Option(help="row or none.")] = "row",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    tracking_uri: Annotated[str | None, typer.Option(
+        help="MLflow tracking URI (default: SQLite under the project).")] = None,
+    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "dpgnn",
+    refresh: Annotated[bool, typer.Option(help="Recompute cached steps.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")
+                       ] = False,
+) -> None:
+    """Run a method on an ingested dataset through the pipeline flow (cached, logged)."""
+    if not (dataset / "manifest.json").is_file():
+        _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
+             "`dpgnn ingest`")
+        raise typer.Exit(2)
+    _use_server_if_running()
+    try:
+        from dpgnn_core.errors import DpgnnError
+        from dpgnn_core.specs import TrainSpec
+
+        spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr, hidden=hidden,
+                         layers=layers, dropout=dropout, weight_decay=weight_decay,
+                         feature_norm=feature_norm, device=device)
+    except ValueError as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    with _console().status(f"running {method.value} on {dataset} (Prefect flow)…"):
+        from flows.pipeline import pipeline
+
+        try:
+            summary = pipeline(train_spec=spec, dataset=str(dataset.resolve()),
+                               tracking_uri=tracking_uri, experiment=experiment,
+                               refresh=refresh)
+        except DpgnnError as e:
+            _err(str(e))
+            raise typer.Exit(1) from e
+    _print_summary(summary, as_json)
+
+
+@app.command()
+def demo(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    epochs: Annotated[int, typer.Option(min=1)] = 200,
+) -> None:
+    """The demo pipeline: ingest the embedded synthetic graph (CSBM), train GCN and MLP,
+    log both runs to MLflow."""
+    _use_server_if_running()
+    from dpgnn_core.specs import IngestSpec, TrainSpec
+
+    ingest_spec = IngestSpec(format="synthetic", name="csbm-demo",
+                             options={"num_nodes": 3000, "num_classes": 5, "feature_dim": 32,
+                                      "avg_degree": 10, "homophily": 0.8,
+                                      "feature_signal": 1.0, "seed": 0})
+    with _console().status("demo: ingest -> train -> evaluate -> MLflow…"):
+        from flows.pipeline import pipeline
+
+        for method in ("gcn", "mlp"):
+            summary = pipeline(train_spec=TrainSpec(method=method, epochs=epochs),
+                               ingest_spec=ingest_spec)
+            _print_summary(summary, as_json)
+    if not as_json:
+        from tasks.tracking import default_tracking_uri
+
+        typer.echo(f"\nBrowse the runs: mlflow ui --backend-store-uri {default_tracking_uri()}")
+
+
+@server_app.command("start")
+def server_start(port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242) -> None:
+    """Start the background Prefect server (SQLite under the project)."""
+    from flows import server
+
+    try:
+        with _console().status("starting Prefect server (first start migrates its DB)…"):
+            info = server.start(port=port)
+    except RuntimeError as e:
+        _err(str(e))
+        raise typer.Exit(1) from e
+    typer.echo(f"Prefect server running at {info['url']} (pid {info['pid']}); `dpgnn run` "
+               "uses it while it is up")
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the background Prefect server."""
+    from flows import server
+
+    typer.echo("stopped" if server.stop() else "no server was running")
+
+
+@server_app.command("status")
+def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Say whether the background Prefect server is up."""
+    from flows import server
+
+    st = server.status()
+    if as_json:
+        print(json.dumps(st))
+    elif st["running"]:
+        typer.echo(f"running at {st['url']} (pid {st['pid']})")
+    else:
+        typer.echo("not running")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
