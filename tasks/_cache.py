@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dpgnn_core.io import sha256_json
-from tasks.config import code_version
+from tasks.config import code_version, project_dir
 
 
 def _plain(value: Any) -> Any:
@@ -27,11 +27,13 @@ def _plain(value: Any) -> Any:
 
 def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = None
                     ) -> Callable[[Any, dict[str, Any]], str]:
-    """A Prefect ``cache_key_fn`` hashing ``name``, the parameters, ``extra(params)`` and
-    the code version."""
+    """A Prefect ``cache_key_fn`` hashing ``name``, the parameters, ``extra(params)``, the
+    project directory and the code version."""
 
     def key(_ctx: Any, params: dict[str, Any]) -> str:
+        # The project directory is part of the key: artifacts live under it.
         blob = {"task": name, "params": _plain(params), "code": code_version(),
+                "home": str(project_dir()),
                 "extra": _plain(extra(params)) if extra else None}
         return f"{name}-{sha256_json(blob)}"
 

@@ -1,0 +1,37 @@
+# One command each on a fresh clone: `make demo` (the main job) and `make test`.
+# Both create .venv when it is missing and install the project into it.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# CPU wheel of torch on these machines; elsewhere see README (CUDA builds).
+TORCH ?= torch==2.13.0
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/dpgnn demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy dpgnn_core
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf .dpgnn .pytest_cache

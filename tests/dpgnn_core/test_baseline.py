@@ -1,0 +1,77 @@
+"""Baselines on real data and their building blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dpgnn_core.data.loaders import load_planetoid
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.errors import DataError
+from dpgnn_core.methods import baseline
+from dpgnn_core.specs import TrainSpec
+from dpgnn_core.training.metrics import classification_metrics
+
+
+@pytest.fixture(scope="module")
+def cora(shared: Path):
+    return load_planetoid(shared / "planetoid" / "Cora" / "raw")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "floor"), [("gcn", 0.79), ("mlp", 0.55)])
+def test_cora_accuracy_over_three_seeds(cora, method: str, floor: float) -> None:
+    accs = []
+    for seed in range(3):
+        fit = baseline.fit(cora, TrainSpec(method=method, seed=seed))
+        spec = TrainSpec(method=method, seed=seed)
+        accs.append(baseline.evaluate(cora, baseline.predict(fit.model, cora, spec))["test"]
+                    ["accuracy"])
+    assert np.mean(accs) >= floor, accs
+
+
+def test_gnn_beats_mlp_on_homophilous_graph() -> None:
+    d = csbm(num_nodes=1500, homophily=0.9, feature_signal=0.7, seed=0)
+    acc = {}
+    for m in ("gcn", "sage", "mlp"):
+        spec = TrainSpec(method=m, epochs=60, feature_norm="none")
+        fit = baseline.fit(d, spec)
+        acc[m] = baseline.evaluate(d, baseline.predict(fit.model, d, spec))["test"]["accuracy"]
+    assert acc["gcn"] > acc["mlp"] + 0.1 and acc["sage"] > acc["mlp"] + 0.1, acc
+
+
+def test_fit_is_deterministic_per_seed(tmp_path: Path) -> None:
+    d = csbm(num_nodes=300, seed=0)
+    specs = [TrainSpec(method="gcn", epochs=5, seed=s) for s in (7, 7, 8)]
+    states = [baseline.fit(d, s).model.state_dict() for s in specs]
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert not all(torch.equal(states[0][k], states[2][k]) for k in states[0])
+    baseline.save_model(tmp_path / "m.pt", baseline.fit(d, specs[0]).model, specs[0],
+                        d.num_features, d.num_classes)
+    model, spec = baseline.load_model(tmp_path / "m.pt")
+    assert spec == specs[0]
+    assert all(torch.equal(model.state_dict()[k], states[0][k]) for k in states[0])
+
+
+def test_graph_dataset_refused() -> None:
+    from tests.dpgnn_core.data.test_store import _graph_task
+
+    with pytest.raises(DataError, match="graph-classification"):
+        baseline.fit(_graph_task(), TrainSpec(method="gcn", epochs=1))
+
+
+def test_metrics_binary_and_multiclass() -> None:
+    from sklearn.metrics import roc_auc_score
+
+    y = np.array([0, 1, 1, 0, 1])
+    logits = np.array([[2, 0], [0, 1], [1, 0], [0, -1], [0, 3]], dtype=float)
+    m = classification_metrics(y, logits, 2)
+    assert m["accuracy"] == pytest.approx(0.8)
+    p1 = np.exp(logits[:, 1]) / np.exp(logits).sum(1)
+    assert m["roc_auc"] == pytest.approx(roc_auc_score(y, p1))
+    single = classification_metrics(np.array([1, 1]), logits[:2], 2)
+    assert np.isnan(single["roc_auc"]) and single["accuracy"] == 0.5
+    assert np.isnan(classification_metrics(np.zeros(0, int), np.zeros((0, 3)), 3)["accuracy"])
