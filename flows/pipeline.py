@@ -4,10 +4,12 @@ Every step but ``log_run`` is cached on its inputs and the code version, so a se
 with the same parameters reuses every artifact and only records a new MLflow run.
 """
 
+# ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
 from typing import Any
 
+import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError

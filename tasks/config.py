@@ -33,6 +33,10 @@ def configure_environment(home: Path | None = None) -> Path:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    # Prefect creates its home without parents; a missing parent leaves its SQLite database
+    # unopenable and the ephemeral server restarting until the start-up timeout.
+    for key in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
+        Path(os.environ[key]).expanduser().mkdir(parents=True, exist_ok=True)
     return home
 
 

@@ -1,0 +1,103 @@
+"""The dpgnn command line: ingest, datasets, run --json, bad input, light imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+runner = CliRunner()
+BIN = Path(sys.executable).parent
+
+
+def test_help_and_datasets_import_nothing_heavy(tmp_path: Path) -> None:
+    code = ("import sys; from flows.cli import app\n"
+            "for argv in (['--help'], ['datasets', sys.argv[1]]):\n"
+            "    try: app(argv)\n"
+            "    except SystemExit: pass\n"
+            "heavy = [m for m in ('torch', 'prefect', 'mlflow', 'pyarrow') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "HEAVY []" in out
+
+
+def test_ingest_synthetic_and_list(tmp_path: Path) -> None:
+    out = tmp_path / "ds" / "g"
+    r = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(out), "--seed", "3",
+                            "-o", "num_nodes=500", "-o", "num_classes=3", "--json"])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads(r.stdout)
+    assert manifest["num_nodes"] == 500 and manifest["num_classes"] == 3
+    r = runner.invoke(app, ["datasets", str(tmp_path / "ds"), "--json"])
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows[0]["num_nodes"] == 500 and rows[0]["content_sha256"] == manifest["content_sha256"]
+    # An existing folder is not replaced without --overwrite.
+    r = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(out)])
+    assert r.exit_code == 2 and "already exists" in r.output
+
+
+def test_ingest_real_formats(shared: Path, tmp_path: Path) -> None:
+    cases = [
+        (["--format", "planetoid", "--source", str(shared / "planetoid/Cora/raw")], 2708),
+        (["--format", "facebook100", "--source", str(shared / "facebook100/Caltech36.mat"),
+          "--min-class-size", "50"], None),
+        (["--format", "tu", "--source", str(shared / "tudataset/Fingerprint/raw"),
+          "--fingerprint-merge"], 15167),
+        (["--format", "ogb", "--source", str(shared / "ogbg_molbace")], 51577),
+    ]
+    for i, (args, nodes) in enumerate(cases):
+        r = runner.invoke(app, ["ingest", *args, "--out", str(tmp_path / str(i)), "--json"])
+        assert r.exit_code == 0, r.output
+        if nodes is not None:
+            assert json.loads(r.stdout)["num_nodes"] == nodes
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--format", "planetoid", "--source", "/nonexistent"], "source not found"),
+    (["--format", "tu"], "--source is required"),
+    (["--format", "csv", "--source", "EDGES"], "--nodes"),
+    (["--format", "planetoid", "--source", "SHARED", "--dedupe-edges"], "do not apply"),
+])
+def test_ingest_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
+    (tmp_path / "e.csv").write_text("src,dst\n0,1\n")
+    args = [a.replace("EDGES", str(tmp_path / "e.csv")).replace("SHARED", str(tmp_path))
+            for a in args]
+    r = runner.invoke(app, ["ingest", *args, "--out", str(tmp_path / "out")])
+    assert r.exit_code != 0
+    assert needle in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_rejects_non_dataset(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["run", "--method", "gcn", "--dataset", str(tmp_path)])
+    assert r.exit_code == 2 and "not a dataset folder" in r.output
+
+
+@pytest.mark.xdist_group("prefect")
+def test_run_json_contract(tmp_path: Path) -> None:
+    """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
+    ds = tmp_path / "ds"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["DPGNN_HOME"] = str(tmp_path / "home")
+    subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
+                    "-o", "num_nodes=300"], check=True, env=env, capture_output=True)
+    r = subprocess.run([BIN / "dpgnn", "run", "--method", "sage", "--dataset", str(ds),
+                        "--epochs", "5", "--seed", "2", "--json"], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    for key in ("method", "dataset", "seed", "test_accuracy", "val_accuracy", "mlflow_run_id",
+                "artifacts_dir"):
+        assert key in out
+    assert out["method"] == "sage" and out["seed"] == 2
+    assert 0.0 <= out["test_accuracy"] <= 1.0
+    assert Path(out["artifacts_dir"]).is_relative_to(tmp_path / "home")
+    assert (tmp_path / "home" / "mlflow.db").is_file()
