@@ -27,4 +27,5 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 
 def machine() -> str:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {platform.python_version()}"
+    py = platform.python_version()
+    return f"{platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {py}"

@@ -6,11 +6,13 @@ them, so ``dpgnn --help`` and ``dpgnn datasets`` answer at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
-from enum import Enum
+from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +32,7 @@ server_app = typer.Typer(help="A local Prefect server that keeps `dpgnn run` fas
 app.add_typer(server_app, name="server")
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     planetoid = "planetoid"
     facebook100 = "facebook100"
     tu = "tu"
@@ -40,7 +42,7 @@ class Format(str, Enum):
     synthetic = "synthetic"
 
 
-class Method(str, Enum):
+class Method(StrEnum):
     mlp = "mlp"
     gcn = "gcn"
     sage = "sage"
@@ -48,6 +50,14 @@ class Method(str, Enum):
 
 def _err(msg: str) -> None:
     typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Keep stdout for dpgnn's own output: libraries (MLflow's run links, say) that print
+    while a command works write to stderr instead, so `--json` prints one object."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def _console() -> Any:
@@ -164,7 +174,7 @@ def ingest(
     try:
         spec = IngestSpec(format=fmt, source=str(source) if source else None, name=name,
                           options=opts)
-        with _console().status(f"ingesting {fmt} data…"):
+        with _console().status(f"ingesting {fmt} data…"), _stdout_to_stderr():
             data = load_from_spec(spec)
             manifest = write_dataset(data, out, overwrite=overwrite)
     except (DpgnnError, FileExistsError, ValueError) as e:
@@ -283,7 +293,8 @@ def run(
     except ValueError as e:
         _err(str(e))
         raise typer.Exit(2) from e
-    with _console().status(f"running {method.value} on {dataset} (Prefect flow)…"):
+    with _console().status(f"running {method.value} on {dataset} (Prefect flow)…"), \
+            _stdout_to_stderr():
         from flows.pipeline import pipeline
 
         try:
@@ -310,13 +321,16 @@ def demo(
                              options={"num_nodes": 3000, "num_classes": 5, "feature_dim": 32,
                                       "avg_degree": 10, "homophily": 0.8,
                                       "feature_signal": 1.0, "seed": 0})
-    with _console().status("demo: ingest -> train -> evaluate -> MLflow…"):
+    summaries = []
+    with _console().status("demo: ingest -> train -> evaluate -> MLflow…"), \
+            _stdout_to_stderr():
         from flows.pipeline import pipeline
 
         for method in ("gcn", "mlp"):
-            summary = pipeline(train_spec=TrainSpec(method=method, epochs=epochs),
-                               ingest_spec=ingest_spec)
-            _print_summary(summary, as_json)
+            summaries.append(pipeline(train_spec=TrainSpec(method=method, epochs=epochs),
+                                      ingest_spec=ingest_spec))
+    for summary in summaries:
+        _print_summary(summary, as_json)
     if not as_json:
         from tasks.tracking import default_tracking_uri
 

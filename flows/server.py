@@ -33,7 +33,7 @@ def state_file(home: Path | None = None) -> Path:
 def healthy(url: str, timeout: float = 2.0) -> bool:
     """Whether the Prefect API at ``url`` answers its health check."""
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:  # noqa: S310
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:
             return bool(r.status == 200)
     except OSError:
         return False
@@ -92,7 +92,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
         "PREFECT_UI_ENABLED": env.get("PREFECT_UI_ENABLED", "true"),
     })
     env.pop("PREFECT_API_URL", None)
-    log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
+    log = open(home / "server.log", "ab")
     proc = subprocess.Popen(
         [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

@@ -16,7 +16,8 @@ from dpgnn_core.errors import DataError
 
 
 def _keys(edge_index: npt.NDArray[np.int64], num_nodes: int) -> npt.NDArray[np.int64]:
-    return edge_index[0] * np.int64(num_nodes) + edge_index[1]
+    keys: npt.NDArray[np.int64] = edge_index[0] * np.int64(num_nodes) + edge_index[1]
+    return keys
 
 
 def clean_edges(

@@ -36,8 +36,8 @@ def stratified_split(
     for c in np.unique(labels[labels >= 0]):
         idx = np.flatnonzero(labels == c)
         idx = idx[rng.permutation(idx.shape[0])]
-        n_tr = int(round(fractions[0] * idx.shape[0]))
-        n_va = int(round(fractions[1] * idx.shape[0]))
+        n_tr = round(fractions[0] * idx.shape[0])
+        n_va = round(fractions[1] * idx.shape[0])
         split[idx[:n_tr]] = TRAIN
         split[idx[n_tr:n_tr + n_va]] = VAL
         split[idx[n_tr + n_va:]] = TEST

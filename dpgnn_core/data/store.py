@@ -56,7 +56,8 @@ def _matrix(col: pa.ChunkedArray, *, path: Path, field: str) -> np.ndarray:
         raise DataError("null feature rows", path=path, field=field, value=arr.null_count)
     d = arr.type.list_size
     values = arr.values.slice(arr.offset * d, len(arr) * d)
-    return values.to_numpy(zero_copy_only=False).reshape(len(arr), d)
+    mat: np.ndarray = values.to_numpy(zero_copy_only=False).reshape(len(arr), d)
+    return mat
 
 
 def _split_array(codes: np.ndarray) -> pa.DictionaryArray:
@@ -92,10 +93,13 @@ def _column(table: pa.Table, name: str, *, path: Path, dtype: pa.DataType) -> np
                         value=str(col.type))
     if col.null_count:
         raise DataError("column has null values", path=path, field=name, value=col.null_count)
-    return col.to_numpy()
+    out: np.ndarray = col.to_numpy()
+    return out
 
 
-def write_dataset(data: GraphData, folder: str | Path, *, overwrite: bool = False) -> dict[str, Any]:
+def write_dataset(
+    data: GraphData, folder: str | Path, *, overwrite: bool = False
+) -> dict[str, Any]:
     """Validate ``data`` and write it as a dataset folder, atomically.
 
     Args:

@@ -27,7 +27,8 @@ def _draw(cum: npt.NDArray[np.float64], lo: npt.NDArray[np.float64],
           hi: npt.NDArray[np.float64], u: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     """Inverse-CDF draw: position of ``lo + u * (hi - lo)`` in the cumulative weights."""
     idx = np.searchsorted(cum, lo + u * (hi - lo), side="right")
-    return np.minimum(idx, cum.shape[0] - 1).astype(np.int64)
+    out: npt.NDArray[np.int64] = np.minimum(idx, cum.shape[0] - 1).astype(np.int64)
+    return out
 
 
 def csbm(
@@ -91,7 +92,7 @@ def csbm(
     lo_c = np.concatenate([[0.0], hi_c[:-1]])
     cum_all = np.cumsum(theta)
 
-    m = int(round(n * avg_degree / 2))
+    m = round(n * avg_degree / 2)
     keys_parts = []
     for start in range(0, m, _CHUNK):
         k = min(_CHUNK, m - start)

@@ -77,7 +77,8 @@ def predict(model: nn.Module, data: GraphData, spec: TrainSpec) -> npt.NDArray[n
     model = model.to(dev).eval()
     x, ei = _tensors(data, dev, spec.feature_norm)
     with torch.no_grad():
-        return model(x, ei).float().cpu().numpy()
+        logits: npt.NDArray[np.float32] = model(x, ei).float().cpu().numpy()
+    return logits
 
 
 def evaluate(data: GraphData, logits: npt.NDArray[np.floating]) -> dict[str, dict[str, float]]:

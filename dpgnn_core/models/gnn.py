@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, SAGEConv
@@ -38,7 +40,7 @@ class GNN(nn.Module):
         if make is None:
             raise ValueError(f"unknown conv {conv!r}; choose gcn or sage")
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(make(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
+        self.convs = nn.ModuleList(make(a, b) for a, b in itertools.pairwise(dims))
         self.dropout = dropout
 
     def forward(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:

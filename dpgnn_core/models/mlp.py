@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import Tensor, nn
 
@@ -26,10 +28,10 @@ class MLP(nn.Module):
                  dropout: float = 0.5) -> None:
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-        self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
+        self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.dropout = dropout
 
-    def forward(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:  # noqa: ARG002
+    def forward(self, x: Tensor, edge_index: Tensor | None = None) -> Tensor:
         for i, lin in enumerate(self.lins):
             if i > 0:
                 x = nn.functional.dropout(x, self.dropout, self.training)

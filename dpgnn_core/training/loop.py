@@ -49,7 +49,7 @@ def train_full_batch(
         opt.zero_grad(set_to_none=True)
         out = model(x, edge_index)
         loss = nn.functional.cross_entropy(out[train_mask], y[train_mask])
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         model.eval()
         with torch.no_grad():

@@ -55,7 +55,7 @@ def load_planetoid(source: str | Path, name: str | None = None) -> GraphData:
     for part, p in paths.items():
         with open(p, "rb") as f:
             try:
-                objs[part] = pickle.load(f, encoding="latin1")  # noqa: S301 (trusted format)
+                objs[part] = pickle.load(f, encoding="latin1")
             except Exception as e:  # pragma: no cover - corrupt file
                 raise DataError(f"cannot unpickle Planetoid part: {e}", path=p) from e
     test_idx = np.loadtxt(test_path, dtype=np.int64).reshape(-1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +49,8 @@ def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
     if not pa.types.is_integer(col.type):
         raise DataError(f"expected integer ids, found type {col.type} (pass --relabel to map "
                         "arbitrary ids to 0..n-1)", path=path, field=name, value=str(col.type))
-    return col.to_numpy().astype(np.int64)
+    out: np.ndarray = col.to_numpy().astype(np.int64)
+    return out
 
 
 def load_tabular(
@@ -194,7 +196,7 @@ def load_tabular(
             raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=nodes,
                             field=split_col, value=raw_split[bad][0])
         split = np.array([SPLIT_NAMES.index(s) for s in raw_split], dtype=np.int8)
-        scheme = {"scheme": "given", "column": split_col, "seed": None}
+        scheme: dict[str, Any] = {"scheme": "given", "column": split_col, "seed": None}
     else:
         split = stratified_split(y, fractions, rng=np.random.default_rng(seed))
         scheme = {"scheme": "random-stratified", "fractions": list(fractions), "seed": seed}

@@ -39,7 +39,7 @@ def _infer_name(source: Path) -> str:
 
 def _read(path: Path, dtype: type, ncols: int | None = None) -> np.ndarray:
     try:
-        arr = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+        arr: np.ndarray = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
     except ValueError as e:
         raise DataError(f"cannot parse: {e}", path=path) from e
     if ncols is not None and arr.shape[1] != ncols:

@@ -155,7 +155,7 @@ def test_empty_graph_rejected(tmp_path: Path) -> None:
 
 def test_manifest_missing_and_bad(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
-    with pytest.raises(DataError, match="manifest.json is missing"):
+    with pytest.raises(DataError, match=r"manifest\.json is missing"):
         read_manifest(tmp_path / "x")
     (tmp_path / "x" / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
