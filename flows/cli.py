@@ -32,6 +32,15 @@ server_app = typer.Typer(help="A local Prefect server that keeps `dpgnn run` fas
 app.add_typer(server_app, name="server")
 
 
+def _privacy_app() -> typer.Typer:
+    from flows.privacy_cli import app as privacy_app
+
+    return privacy_app
+
+
+app.add_typer(_privacy_app(), name="privacy")
+
+
 class Format(StrEnum):
     planetoid = "planetoid"
     facebook100 = "facebook100"

@@ -1,0 +1,109 @@
+"""Planning: the smallest noise meeting a target (ε, δ), and steps until a budget is spent.
+
+Both are monotone searches (ε falls with noise, rises with steps) that keep the feasible
+side of the bracket, so the returned plan never exceeds the target. They never minimise
+|ε − target| (GAP's calibration does, and can return a plan just over budget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dpgnn_core.privacy.accountants import Accountant, check_delta, check_epsilon
+from dpgnn_core.privacy.events import Ledger, PrivacyError
+
+
+@dataclass(frozen=True)
+class Calibration:
+    noise_multiplier: float
+    epsilon: float
+    delta: float
+    evaluations: int
+
+
+def calibrate_noise(
+    plan: Callable[[float], Ledger],
+    epsilon: float,
+    delta: float,
+    accountant: Accountant,
+    *,
+    rtol: float = 1e-4,
+    max_noise: float = 1e6,
+) -> Calibration:
+    """Smallest noise multiplier z (to relative tolerance ``rtol``) with ε(plan(z)) ≤ target.
+
+    Args:
+        plan (callable): z ↦ the ledger of the whole training plan at noise z.
+        epsilon (float): target ε.
+        delta (float): δ.
+        accountant (Accountant): how to compose the ledger.
+        rtol (float, optional): relative width of the final bracket. (default: :obj:`1e-4`)
+        max_noise (float, optional): give up above this noise. (default: :obj:`1e6`)
+    """
+    check_epsilon(epsilon)
+    check_delta(delta)
+    evals = 0
+
+    def eps(z: float) -> float:
+        nonlocal evals
+        evals += 1
+        return accountant.epsilon(plan(z), delta)
+
+    hi = 1.0
+    e_hi = eps(hi)
+    while e_hi > epsilon:
+        hi *= 2.0
+        if hi > max_noise:
+            raise PrivacyError(f"no noise multiplier up to {max_noise:g} reaches epsilon "
+                               f"{epsilon} at delta {delta}")
+        e_hi = eps(hi)
+    lo = hi / 2.0
+    e_lo = eps(lo)
+    while e_lo <= epsilon and lo > 1e-6:
+        hi, e_hi = lo, e_lo
+        lo = lo / 2.0
+        e_lo = eps(lo)
+    while hi / lo - 1.0 > rtol:
+        mid = (lo * hi) ** 0.5
+        e_mid = eps(mid)
+        if e_mid <= epsilon:
+            hi, e_hi = mid, e_mid
+        else:
+            lo = mid
+    return Calibration(hi, e_hi, delta, evals)
+
+
+def max_steps(
+    plan: Callable[[int], Ledger],
+    epsilon: float,
+    delta: float,
+    accountant: Accountant,
+    *,
+    limit: int = 10**9,
+) -> int:
+    """Largest number of steps T with ε(plan(T)) ≤ target; 0 if even one step exceeds it.
+
+    Args:
+        plan (callable): T ↦ the ledger after T steps.
+    """
+    check_epsilon(epsilon)
+    check_delta(delta)
+
+    def ok(t: int) -> bool:
+        return accountant.epsilon(plan(t), delta) <= epsilon
+
+    if not ok(1):
+        return 0
+    lo, hi = 1, 2
+    while ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
