@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -32,14 +32,14 @@ app = typer.Typer(help="Privacy accounting: epsilon of a plan, or calibrate its 
                   epilog=CONVENTIONS, no_args_is_help=True, rich_markup_mode=None)
 
 
-class Mechanism(str, Enum):
+class Mechanism(StrEnum):
     gaussian = "gaussian"
     poisson_gaussian = "poisson-gaussian"
     uniform_gaussian = "uniform-gaussian"
     dpgnn = "dpgnn"
 
 
-class AccountantName(str, Enum):
+class AccountantName(StrEnum):
     rdp = "rdp"
     pld = "pld"
 

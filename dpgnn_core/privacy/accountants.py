@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -115,17 +116,18 @@ class PldAccountant(Accountant):
 
     Args:
         value_discretization_interval (float, optional): grid of the privacy loss; losses
-            are rounded up, so the answer stays an upper bound. (default: :obj:`1e-3`)
+            discretised pessimistically, so the answer stays an upper bound.
+            (default: :obj:`1e-4`)
     """
 
     name = "pld"
 
-    def __init__(self, value_discretization_interval: float = 1e-3) -> None:
+    def __init__(self, value_discretization_interval: float = 1e-4) -> None:
         if not value_discretization_interval > 0:
             raise PrivacyError("value_discretization_interval must be > 0")
         self.value_discretization_interval = value_discretization_interval
 
-    def pld(self, ledger: Ledger):  # type: ignore[no-untyped-def]
+    def pld(self, ledger: Ledger) -> Any:
         from dpgnn_core.privacy.pld import pld_for_event
 
         self.validate(ledger)

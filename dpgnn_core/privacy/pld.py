@@ -42,9 +42,11 @@ The revealed-ρ mixture of loss distributions is discretised here by hand for th
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from dpgnn_core.privacy.events import (
     DpgnnEvent,
@@ -55,47 +57,73 @@ from dpgnn_core.privacy.events import (
 )
 from dpgnn_core.privacy.rdp import hypergeometric_log_pmf
 
-PLD = pld_lib.PrivacyLossDistribution
+# dp-accounting ships no type information: its PLD objects are typed Any here.
+PLD = Any
 _TAIL_SD = 12.0  # mass beyond 12 standard deviations (< 1e-32) goes to +inf (pessimistic)
 
 
+def _gaussian_mixture_delta(eps: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Hockey-stick divergence of the revealed-ρ pair at each ``eps``:
+    :math:`\delta(\varepsilon) = \sum_k p_k [\Phi(a_k/2 - \varepsilon/a_k)
+    - e^{\varepsilon}\Phi(-a_k/2 - \varepsilon/a_k)]`, and :math:`(1 - e^\varepsilon)_+`
+    for :math:`a_k = 0`."""
+    out = np.zeros_like(eps)
+    for pk, ak in zip(p, a, strict=True):
+        if pk == 0.0:
+            continue
+        if ak == 0.0:
+            out += pk * np.maximum(0.0, -np.expm1(eps))
+            continue
+        first = ndtr(ak / 2.0 - eps / ak)
+        second = np.exp(eps + log_ndtr(-ak / 2.0 - eps / ak))
+        out += pk * np.maximum(0.0, first - second)
+    return out
+
+
 def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occurrences: int,
-                   value_discretization_interval: float = 1e-3) -> PLD:
+                   value_discretization_interval: float = 1e-4) -> PLD:
     """PLD of one DP-GNN step for the revealed-ρ dominating pair (module docstring).
 
-    Each loss value is rounded *up* to the grid (pessimistic); loss mass below the grid's
-    lowest point is moved up to it, mass above the highest point is put at +infinity.
+    Discretised by "connect the dots" (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, 2022):
+    the grid-supported PLD whose hockey-stick curve equals the pair's exact curve
+    :math:`\delta(\varepsilon)` at every grid point, and so bounds it from above between
+    them (δ of a grid PLD is convex in e^ε between grid points). Losses above the grid go
+    to +infinity. Plain rounding up would bias ε by up to T·Δ over T steps.
     """
     k, logp = hypergeometric_log_pmf(num_train, occurrences, batch_size)
     p = np.exp(logp)
-    mu = (k.astype(np.float64) / (noise_multiplier * occurrences)) ** 2 / 2.0
-    sd = np.sqrt(2.0 * mu)
+    a = k.astype(np.float64) / (noise_multiplier * occurrences)  # shift / noise std
+    mu, sd = a**2 / 2.0, a
     d = value_discretization_interval
-    lo = np.floor(np.min(mu - _TAIL_SD * sd) / d)
-    hi = np.ceil(np.max(mu + _TAIL_SD * sd) / d)
-    n_points = int(hi - lo) + 1
-    if n_points > 5_000_000:
-        raise PrivacyError(f"PLD grid of {n_points} points: raise value_discretization_interval"
-                           " or use the RDP accountant")
-    grid = (lo + np.arange(n_points)) * d  # the value each bucket's mass is rounded up to
-    pmf = np.zeros(n_points)
-    infinity = 0.0
-    for pk, mk, sk in zip(p, mu, sd, strict=True):
-        if pk == 0.0:
-            continue
-        if sk == 0.0:  # rho = 0: zero loss, exactly on the grid
-            pmf[int(round(-lo))] += pk
-            continue
-        cdf = ndtr((grid - mk) / sk)  # P(L <= grid_i)
-        mass = np.diff(cdf, prepend=0.0)  # bucket i holds L in (grid_{i-1}, grid_i]
-        pmf += pk * mass
-        infinity += pk * (1.0 - cdf[-1])
-    nz = np.flatnonzero(pmf > 0)
-    rounded = {int(lo) + int(i): float(pmf[i]) for i in nz}
-    return PLD.create_from_rounded_probability(rounded, infinity, d, pessimistic_estimate=True)
+    top = float(np.max(mu + _TAIL_SD * sd))
+    hi = int(np.ceil(max(top, d) / d))
+    lo = -hi  # losses under the pair are symmetric about their mean; the floor absorbs the rest
+    n_points = hi - lo + 1
+    if n_points * int((p > 0).sum()) > 50_000_000:
+        raise PrivacyError(f"PLD grid of {n_points} points x {int((p > 0).sum())} mixture "
+                           "components: raise value_discretization_interval or use the RDP "
+                           "accountant")
+    eps = (lo + np.arange(n_points)) * d
+    delta = _gaussian_mixture_delta(eps, p, a)
+    # delta_j = A_j - exp(eps_j) B_j with A_j = w_inf + sum_{i>j} w_i and
+    # B_j = sum_{i>j} w_i exp(-eps_i); eliminating B gives
+    # A_j = (delta_j - exp(-d) delta_{j+1}) / (1 - exp(-d)), A_n = w_inf, w_{j+1} = A_j - A_{j+1}.
+    w_inf = float(delta[-1])
+    big_a = np.empty(n_points)
+    big_a[-1] = w_inf
+    big_a[:-1] = (delta[:-1] - np.exp(-d) * delta[1:]) / -np.expm1(-d)
+    w = np.empty(n_points)
+    w[1:] = big_a[:-1] - big_a[1:]
+    w[0] = 1.0 - big_a[0]
+    # Rounding leaves entries of order 1e-16 / d below zero; they carry no mass.
+    w = np.maximum(w, 0.0)
+    nz = np.flatnonzero(w > 0)
+    rounded = {lo + int(i): float(w[i]) for i in nz}
+    return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        rounded, w_inf, d, pessimistic_estimate=True)
 
 
-def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-3) -> PLD:
+def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
     """The composed PLD of one event."""
     d = value_discretization_interval
     if isinstance(event, GaussianEvent):

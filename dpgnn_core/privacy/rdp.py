@@ -117,7 +117,25 @@ def rdp_dpgnn(noise_multiplier: float, num_train: int, batch_size: int, max_degr
     a = np.asarray(orders, dtype=np.float64)[:, None]
     expo = a * (a - 1.0) * (k[None, :].astype(np.float64) ** 2) / (
         2.0 * noise_multiplier**2 * float(occ) ** 2)
-    out: FloatArray = steps * logsumexp(logp[None, :] + expo, axis=1) / (a[:, 0] - 1.0)
+    return steps * _log_mean_exp(logp, expo) / (a[:, 0] - 1.0)
+
+
+def _log_mean_exp(logp: FloatArray, expo: FloatArray) -> FloatArray:
+    """``log(sum_k p_k exp(expo[:, k]) / sum_k p_k)`` per row, accurate at both ends.
+
+    For a large N the result can be ~1e-8 while the pmf sums to 1 only to ~1e-10: so
+    small rows use ``log1p(sum_k p_k expm1(x_k) / sum p)`` (the k = 0 term is exactly 0
+    and the pmf's rounding cancels), rows that would overflow use a normalised
+    log-sum-exp.
+    """
+    log_norm = float(logsumexp(logp))
+    w = np.exp(logp - log_norm)
+    out = np.empty(expo.shape[0])
+    small = expo.max(axis=1) < 50.0
+    if small.any():
+        out[small] = np.log1p(np.expm1(expo[small]) @ w)
+    if (~small).any():
+        out[~small] = logsumexp(logp[None, :] + expo[~small], axis=1) - log_norm
     return out
 
 
