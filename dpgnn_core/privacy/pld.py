@@ -63,7 +63,7 @@ _TAIL_SD = 12.0  # mass beyond 12 standard deviations (< 1e-32) goes to +inf (pe
 
 
 def _gaussian_mixture_delta(eps: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Hockey-stick divergence of the revealed-ρ pair at each ``eps``:
+    r"""Hockey-stick divergence of the revealed-ρ pair at each ``eps``:
     :math:`\delta(\varepsilon) = \sum_k p_k [\Phi(a_k/2 - \varepsilon/a_k)
     - e^{\varepsilon}\Phi(-a_k/2 - \varepsilon/a_k)]`, and :math:`(1 - e^\varepsilon)_+`
     for :math:`a_k = 0`."""
@@ -82,7 +82,7 @@ def _gaussian_mixture_delta(eps: np.ndarray, p: np.ndarray, a: np.ndarray) -> np
 
 def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occurrences: int,
                    value_discretization_interval: float = 1e-4) -> PLD:
-    """PLD of one DP-GNN step for the revealed-ρ dominating pair (module docstring).
+    r"""PLD of one DP-GNN step for the revealed-ρ dominating pair (module docstring).
 
     Discretised by "connect the dots" (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, 2022):
     the grid-supported PLD whose hockey-stick curve equals the pair's exact curve
