@@ -72,7 +72,7 @@ def main() -> None:
     finally:
         subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True)
     core = res["core_direct_s"]
-    ratios = {k.replace("_s", "_over_core"): v / core for k, v in res.items()
+    ratios = {f"{k.removesuffix('_s')}_over_core": v / core for k, v in res.items()
               if k != "core_direct_s"}
     print(json.dumps({"machine": machine(), "epochs": args.epochs, "repeat": args.repeat,
                       "seconds": res, "ratios": ratios}, indent=2))

@@ -41,26 +41,23 @@ def stage_generate(args: argparse.Namespace) -> dict:
 
 def stage_read(args: argparse.Namespace) -> dict:
     import numpy as np
-    import pyarrow.parquet as pq
     import torch
     from _util import peak_rss_gib, timed
 
-    from dpgnn_core.data.store import _matrix
+    from dpgnn_core.data.store import read_edges, read_features
 
     d = Path(args.dir)
 
     def parquet_edges():
-        t = pq.read_table(d / "ds" / "edges.parquet", columns=["src", "dst"])
-        return (torch.from_numpy(t.column("src").to_numpy()),
-                torch.from_numpy(t.column("dst").to_numpy()))
+        ei, _ = read_edges(d / "ds")
+        return torch.from_numpy(ei[0]), torch.from_numpy(ei[1])
 
     def fromfile_edges():
         return (torch.from_numpy(np.fromfile(d / "src.bin", dtype=np.int64)),
                 torch.from_numpy(np.fromfile(d / "dst.bin", dtype=np.int64)))
 
     def parquet_x():
-        t = pq.read_table(d / "ds" / "features.parquet")
-        return torch.from_numpy(_matrix(t.column("x"), path=d, field="x"))
+        return torch.from_numpy(read_features(d / "ds"))
 
     def fromfile_x():
         return torch.from_numpy(np.fromfile(d / "x.bin", dtype=np.float32))
