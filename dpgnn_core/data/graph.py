@@ -25,7 +25,8 @@ class GraphData:
         x (np.ndarray): node features, float32 ``[n, d]``.
         edge_index (np.ndarray): directed edges, int64 ``[2, E]``; an undirected graph holds
             both directions.
-        y (np.ndarray): node labels, int64 ``[n]`` with -1 for unlabeled; for graph tasks all -1.
+        y (np.ndarray): node labels, int64 ``[n]`` with -1 for unlabeled; or, multi-label,
+            int64 ``[n, C]`` of 0/1 with a row of -1 for unlabeled; for graph tasks all -1.
         split (np.ndarray): int8 ``[n]`` codes into :data:`SPLIT_NAMES`.
         num_classes (int): number of classes of the prediction target.
         directed (bool): whether the graph is directed.
@@ -49,6 +50,14 @@ class GraphData:
     graph_split: npt.NDArray[np.int8] | None = None
     edge_attr: npt.NDArray[np.float32] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def multi_label(self) -> bool:
+        return bool(self.y.ndim == 2)
+
+    def labeled(self) -> npt.NDArray[np.bool_]:
+        """Mask of nodes that carry a label."""
+        return np.asarray(self.y[:, 0] >= 0 if self.multi_label else self.y >= 0)
 
     @property
     def num_nodes(self) -> int:

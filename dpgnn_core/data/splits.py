@@ -29,6 +29,9 @@ def stratified_split(
             (default: :obj:`(0.75, 0.10, 0.15)`)
         rng (np.random.Generator): the source of randomness.
     """
+    if labels.ndim != 1:
+        raise DataError("stratified splits need single-label data; give multi-label data a "
+                        "split column", field="label", value=list(labels.shape))
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6:
         raise DataError("split fractions must be three non-negative numbers summing to 1",
                         field="fractions", value=tuple(fractions))

@@ -2,7 +2,8 @@
 
 One folder per dataset version::
 
-    nodes.parquet     node_id int64 (0..n-1), label int64 (-1 unlabeled),
+    nodes.parquet     node_id int64 (0..n-1), label int64 (-1 unlabeled) or, for
+                      multi-label data, FixedSizeList<int8>[C] of 0/1 (all -1 unlabeled),
                       split dictionary<int8, string>, graph_id int64 (graph datasets)
     features.parquet  x: FixedSizeList<float32>[d]
     edges.parquet     src int64, dst int64 (directed; undirected graphs hold both
@@ -63,6 +64,14 @@ def _matrix(col: pa.ChunkedArray, *, path: Path, field: str) -> np.ndarray:
     return mat
 
 
+def _labels_array(y: np.ndarray) -> pa.Array:
+    """int64 labels, or a FixedSizeList<int8>[C] column for multi-label rows."""
+    if y.ndim == 1:
+        return pa.array(y.astype(np.int64))
+    flat = pa.array(np.ascontiguousarray(y, dtype=np.int8).reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, y.shape[1])
+
+
 def _split_array(codes: np.ndarray) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(
         pa.array(codes.astype(np.int8), type=pa.int8()), pa.array(list(SPLIT_NAMES))
@@ -84,6 +93,19 @@ def _split_codes(col: pa.ChunkedArray, *, path: Path) -> np.ndarray:
                             field="split", value=name)
         remap[i] = SPLIT_NAMES.index(name)
     return remap[idx] if len(names) else np.zeros(0, dtype=np.int8)
+
+
+def _read_labels(nodes: pa.Table, *, path: Path) -> np.ndarray:
+    if "label" in nodes.column_names and pa.types.is_fixed_size_list(nodes.column("label").type):
+        col = nodes.column("label").combine_chunks()
+        if col.type.value_type != pa.int8() or col.null_count:
+            raise DataError("multi-label column must be FixedSizeList<int8> without nulls",
+                            path=path, field="label", value=str(col.type))
+        c = col.type.list_size
+        vals = col.values.slice(col.offset * c, len(col) * c).to_numpy(zero_copy_only=False)
+        out: np.ndarray = vals.reshape(len(col), c).astype(np.int64)
+        return out
+    return _column(nodes, "label", path=path, dtype=pa.int64())
 
 
 def _column(table: pa.Table, name: str, *, path: Path, dtype: pa.DataType) -> np.ndarray:
@@ -120,7 +142,7 @@ def write_dataset(
     with atomic_dir(folder, overwrite=overwrite) as tmp:
         nodes: dict[str, pa.Array] = {
             "node_id": pa.array(np.arange(n, dtype=np.int64)),
-            "label": pa.array(data.y.astype(np.int64)),
+            "label": _labels_array(data.y),
             "split": _split_array(data.split),
         }
         if data.graph_id is not None:
@@ -157,6 +179,7 @@ def write_dataset(
             "feature_dim": data.num_features,
             "edge_feature_dim": 0 if data.edge_attr is None else int(data.edge_attr.shape[1]),
             "num_classes": int(data.num_classes),
+            "multi_label": data.multi_label,
             "directed": bool(data.directed),
             "split_counts": data.split_counts(),
             "split": data.meta.get("split", {}),
@@ -249,7 +272,7 @@ def read_dataset(folder: str | Path, *, verify: bool = True) -> GraphData:
         bad = int(np.flatnonzero(node_id != np.arange(n))[0])
         raise DataError("node ids must be 0..n-1, contiguous and in order", path=p,
                         field="node_id", value=int(node_id[bad]))
-    y = _column(nodes, "label", path=p, dtype=pa.int64())
+    y = _read_labels(nodes, path=p)
     if "split" not in nodes.column_names:
         raise DataError("missing column", path=p, field="split")
     split = _split_codes(nodes.column("split"), path=p)

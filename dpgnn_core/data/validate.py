@@ -64,11 +64,27 @@ def check_labels(
         )
 
 
+def check_multi_labels(
+    y: npt.NDArray[np.int64], num_classes: int, *, path: str | Path, field: str
+) -> None:
+    """Multi-label rows: ``num_classes`` entries of 0/1, or all -1 (unlabeled)."""
+    if y.shape[1] != num_classes:
+        raise DataError(f"multi-label rows have {y.shape[1]} entries, expected {num_classes}",
+                        path=path, field=field, value=y.shape[1])
+    unlabeled = (y == -1).all(axis=1)
+    bad = ~unlabeled & ((y < 0) | (y > 1)).any(axis=1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(f"multi-label row {i} must hold only 0/1 (or only -1 if unlabeled)",
+                        path=path, field=field, value=y[i].tolist()[:10])
+
+
 def check_split_labels(
     y: npt.NDArray[np.int64], split: npt.NDArray[np.int8], *, path: str | Path, field: str
 ) -> None:
     """Raise if a node assigned to train/val/test has no label (-1)."""
-    bad = (split != UNUSED) & (y < 0)
+    missing = (y < 0).all(axis=1) if y.ndim == 2 else y < 0
+    bad = (split != UNUSED) & missing
     if bad.any():
         idx = int(np.flatnonzero(bad)[0])
         raise DataError(
@@ -122,7 +138,10 @@ def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> No
             )
         check_finite(data.edge_attr, path=path, field="edge_attr")
     if data.task == "node":
-        check_labels(data.y, data.num_classes, path=path, field="label")
+        if data.y.ndim == 2:
+            check_multi_labels(data.y, data.num_classes, path=path, field="label")
+        else:
+            check_labels(data.y, data.num_classes, path=path, field="label")
         check_split_labels(data.y, data.split, path=path, field="label")
         if not (data.split == 0).any():
             raise DataError(

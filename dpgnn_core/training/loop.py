@@ -37,29 +37,43 @@ def train_full_batch(
     weight_decay: float,
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train ``model`` with Adam on cross-entropy over ``train_mask``; return the history.
+    """Train ``model`` with Adam over ``train_mask``; return the history.
 
-    Each history entry has ``epoch``, ``train_loss``, ``train_accuracy``, ``val_accuracy``
-    (the latter two measured in eval mode after the step).
+    The loss is cross-entropy for labels ``[n]`` and binary cross-entropy on logits for
+    multi-label targets ``[n, C]``. Each history entry has ``epoch``, ``train_loss``,
+    ``train_accuracy``, ``val_accuracy`` (measured in eval mode after the step; for
+    multi-label, the fraction of correct label entries).
     """
+    multi = y.dim() == 2
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def loss_fn(out: Tensor, target: Tensor) -> Tensor:
+        if multi:
+            return nn.functional.binary_cross_entropy_with_logits(out, target.float())
+        return nn.functional.cross_entropy(out, target)
+
+    def accuracy(out: Tensor, target: Tensor) -> float:
+        if target.shape[0] == 0:
+            return float("nan")
+        hit = (out > 0).long() == target if multi else out.argmax(dim=1) == target
+        return float(hit.float().mean())
+
     history: list[dict[str, Any]] = []
     for epoch in range(1, epochs + 1):
         model.train()
         opt.zero_grad(set_to_none=True)
         out = model(x, edge_index)
-        loss = nn.functional.cross_entropy(out[train_mask], y[train_mask])
+        loss = loss_fn(out[train_mask], y[train_mask])
         loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         model.eval()
         with torch.no_grad():
-            pred = model(x, edge_index).argmax(dim=1)
+            logits = model(x, edge_index)
         rec = {
             "epoch": epoch,
             "train_loss": float(loss.item()),
-            "train_accuracy": float((pred[train_mask] == y[train_mask]).float().mean()),
-            "val_accuracy": float((pred[val_mask] == y[val_mask]).float().mean())
-            if bool(val_mask.any()) else float("nan"),
+            "train_accuracy": accuracy(logits[train_mask], y[train_mask]),
+            "val_accuracy": accuracy(logits[val_mask], y[val_mask]),
         }
         history.append(rec)
         if on_epoch is not None:

@@ -7,9 +7,22 @@ import numpy.typing as npt
 from sklearn.metrics import f1_score, roc_auc_score
 
 
+def _multi_label_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np.floating],
+                         out: dict[str, float]) -> dict[str, float]:
+    """Multi-label: subset accuracy, F1 of logits > 0, micro ROC AUC over label entries."""
+    pred = (logits > 0).astype(np.int64)
+    out["accuracy"] = float((pred == y_true).all(axis=1).mean())
+    out["f1_micro"] = float(f1_score(y_true, pred, average="micro", zero_division=0))
+    out["f1_macro"] = float(f1_score(y_true, pred, average="macro", zero_division=0))
+    if len(np.unique(y_true)) > 1:
+        out["roc_auc"] = float(roc_auc_score(y_true.ravel(), logits.ravel()))
+    return out
+
+
 def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np.floating],
                            num_classes: int) -> dict[str, float]:
-    """Metrics of predictions ``logits`` ``[n, C]`` against labels ``y_true`` ``[n]``.
+    """Metrics of predictions ``logits`` ``[n, C]`` against labels ``y_true`` ``[n]`` (or
+    multi-label 0/1 targets ``[n, C]``).
 
     Returns ``accuracy``, ``f1_micro``, ``f1_macro`` and ``roc_auc`` (binary: the positive
     class's score; multi-class: micro-averaged one-vs-rest), NaN when a metric is undefined
@@ -19,6 +32,8 @@ def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np
            "roc_auc": float("nan")}
     if y_true.shape[0] == 0:
         return out
+    if y_true.ndim == 2:
+        return _multi_label_metrics(y_true, logits, out)
     pred = logits.argmax(axis=1)
     out["accuracy"] = float((pred == y_true).mean())
     labels = list(range(num_classes))

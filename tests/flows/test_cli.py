@@ -101,3 +101,30 @@ def test_run_json_contract(tmp_path: Path) -> None:
     assert 0.0 <= out["test_accuracy"] <= 1.0
     assert Path(out["artifacts_dir"]).is_relative_to(tmp_path / "home")
     assert (tmp_path / "home" / "mlflow.db").is_file()
+
+
+def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
+    """SIGKILL while edges.parquet is being written: no dataset folder, nothing listed, and
+    a new ingest to the same place succeeds."""
+    out = tmp_path / "ds" / "g"
+    code = (
+        "import os, signal, sys\n"
+        "import pyarrow.parquet as pq\n"
+        "real = pq.write_table\n"
+        "def killer(table, where, **kw):\n"
+        "    if str(where).endswith('edges.parquet'):\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(table, where, **kw)\n"
+        "pq.write_table = killer\n"
+        "from flows.cli import app\n"
+        "app(['ingest', '--format', 'synthetic', '--out', sys.argv[1], '-o', 'num_nodes=500'])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True)
+    assert r.returncode == -9
+    assert not out.exists()
+    listing = runner.invoke(app, ["datasets", str(tmp_path / "ds"), "--json"])
+    assert listing.stdout.strip() == ""
+    again = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(out),
+                                "-o", "num_nodes=500"])
+    assert again.exit_code == 0, again.output
+    assert (out / "manifest.json").is_file()

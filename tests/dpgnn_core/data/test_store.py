@@ -196,3 +196,23 @@ def test_failed_overwrite_keeps_old(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(pq, "write_table", real)
     new = write_dataset(csbm(num_nodes=50, seed=2), tmp_path / "ds", overwrite=True)
     assert read_manifest(tmp_path / "ds")["content_sha256"] == new["content_sha256"]
+
+
+def test_multi_label_roundtrip_and_validation(tmp_path: Path) -> None:
+    base = csbm(num_nodes=120, num_classes=4, seed=2)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, size=(120, 4)).astype(np.int64)
+    y[base.split == 3] = -1
+    data = GraphData(name="ml", task="node", x=base.x, edge_index=base.edge_index, y=y,
+                     split=base.split, num_classes=4)
+    m = write_dataset(data, tmp_path / "ml")
+    assert m["multi_label"] is True
+    assert pq.read_schema(tmp_path / "ml" / "nodes.parquet").field("label").type == \
+        pa.list_(pa.int8(), 4)
+    back = read_dataset(tmp_path / "ml")
+    assert back.multi_label and np.array_equal(back.y, y)
+    bad = y.copy()
+    bad[np.flatnonzero(base.split == 0)[0], 2] = 3
+    with pytest.raises(DataError, match="only 0/1"):
+        write_dataset(GraphData(name="ml", task="node", x=base.x, edge_index=base.edge_index,
+                                y=bad, split=base.split, num_classes=4), tmp_path / "bad")
