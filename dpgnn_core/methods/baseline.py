@@ -60,8 +60,8 @@ def fit(data: GraphData, spec: TrainSpec,
     _check(data)
     device = resolve_device(spec.device)
     x, ei = _tensors(data, device, spec.feature_norm)
-    y = torch.from_numpy(data.y).to(device)
-    split = torch.from_numpy(data.split.astype(np.int64)).to(device)
+    y = torch.tensor(data.y, device=device)
+    split = torch.tensor(data.split.astype(np.int64), device=device)
     with seeded(spec.seed, device):
         model = build_model(spec.method, data.num_features, spec.hidden, data.num_classes,
                             spec.layers, spec.dropout).to(device)

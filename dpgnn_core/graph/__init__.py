@@ -1,0 +1,1 @@
+"""Graph samplers whose bounds the privacy analysis rests on (tested, not assumed)."""

@@ -1,0 +1,179 @@
+"""DP-GNN's degree-bounded subgraphs (Daigavane et al., Alg. 1-3).
+
+What is implemented, exactly:
+
+* SAMPLE-EDGELISTS. The edge list of node v is RE_v, its incoming edges u -> v with both u
+  and v training nodes and u != v. Each is kept independently with probability
+  min(1, K / (2 |RE_v|)). A node whose kept in-degree still exceeds K is dropped from all
+  edge lists: its own list is emptied and it is removed from every other list. Every node
+  of the result has in-degree <= K.
+* RECURSIVE-NEIGHBORHOOD / SAMPLE-SUBGRAPHS. The subgraph of training node v is v with every
+  node it reaches within r hops along sampled edges (its r-hop out-ball). A node w is in
+  v's subgraph only if v lies in w's r-hop in-ball, which holds at most
+  N(K, r) = sum_{i=0..r} K^i nodes: every node occurs in at most N(K, r) training subgraphs.
+  Messages inside a subgraph flow along the reversed sampled edges (from w towards v); on an
+  undirected graph (both directions stored) every such edge is an edge of the graph. For a
+  directed graph, pass the reversed edge index, so that messages follow real edges.
+* Only training subgraphs are bounded; evaluation uses the full graph (transductive) or the
+  test graph (inductive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dpgnn_core.errors import DataError
+from dpgnn_core.graph._csr import csr, expand
+from dpgnn_core.privacy.events import neighbourhood_size
+
+IntArray = npt.NDArray[np.int64]
+
+#: The batch-sampling scheme DP-GNN's accountant assumes for these subgraphs.
+SAMPLING_SCHEME = "fixed_size_without_replacement"
+
+
+@dataclass(frozen=True)
+class SampledEdges:
+    """Result of SAMPLE-EDGELISTS.
+
+    Attributes:
+        edge_index (np.ndarray): kept edges ``[2, E']`` (u -> v: v kept u in its list),
+            sorted by (src, dst).
+        dropped_nodes (np.ndarray): nodes removed for exceeding K after sampling.
+        candidate_edges (int): size of the union of the lists RE_v before sampling.
+    """
+
+    edge_index: IntArray
+    dropped_nodes: IntArray
+    candidate_edges: int
+
+
+def _check(max_degree: int, layers: int, train_mask: npt.NDArray[np.bool_]) -> None:
+    if int(max_degree) != max_degree or max_degree < 1:
+        raise DataError("max degree K must be an integer >= 1", field="max_degree",
+                        value=max_degree)
+    if int(layers) != layers or layers < 0:
+        raise DataError("layers r must be an integer >= 0", field="layers", value=layers)
+    if not train_mask.any():
+        raise DataError("the training set is empty: no subgraph to sample", field="split",
+                        value="train")
+
+
+def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
+                     max_degree: int, rng: np.random.Generator) -> SampledEdges:
+    """SAMPLE-EDGELISTS: bound every node's in-degree by ``max_degree`` (module docstring).
+
+    Args:
+        edge_index (np.ndarray): directed edges ``[2, E]`` (both directions if undirected).
+        num_nodes (int): number of nodes.
+        train_mask (np.ndarray): boolean mask of training nodes.
+        max_degree (int): K.
+        rng (np.random.Generator): the source of randomness.
+    """
+    _check(max_degree, 0, train_mask)
+    src, dst = edge_index[0], edge_index[1]
+    cand = train_mask[src] & train_mask[dst] & (src != dst)
+    src, dst = src[cand], dst[cand]
+    deg = np.bincount(dst, minlength=num_nodes)
+    p = np.minimum(1.0, max_degree / (2.0 * np.maximum(deg[dst], 1)))
+    keep = rng.random(src.shape[0]) < p
+    src, dst = src[keep], dst[keep]
+    kept_deg = np.bincount(dst, minlength=num_nodes)
+    over = kept_deg > max_degree
+    if over.any():
+        stay = ~over[dst] & ~over[src]
+        src, dst = src[stay], dst[stay]
+    order = np.lexsort((dst, src))
+    return SampledEdges(np.stack([src[order], dst[order]]).astype(np.int64),
+                        np.flatnonzero(over).astype(np.int64), int(cand.sum()))
+
+
+@dataclass(frozen=True)
+class Subgraphs:
+    """Training subgraphs in flat form.
+
+    Attributes:
+        roots (np.ndarray): root of each subgraph ``[S]`` (subgraph id = position).
+        offsets (np.ndarray): ``[S + 1]``; nodes of subgraph i are
+            ``nodes[offsets[i]:offsets[i+1]]``, root first, then by hop and node id.
+        nodes (np.ndarray): global node ids.
+        edge_offsets (np.ndarray): ``[S + 1]`` into ``edges``.
+        edges (np.ndarray): ``[2, M]`` message edges (src sends to dst, global ids).
+        occurrence_bound (int): N(K, r), the declared bound.
+    """
+
+    roots: IntArray
+    offsets: IntArray
+    nodes: IntArray
+    edge_offsets: IntArray
+    edges: IntArray
+    occurrence_bound: int
+
+    def occurrences(self, num_nodes: int) -> IntArray:
+        """How many subgraphs each node occurs in."""
+        out: IntArray = np.bincount(self.nodes, minlength=num_nodes).astype(np.int64)
+        return out
+
+
+def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDArray[np.bool_],
+                     layers: int, max_degree: int) -> Subgraphs:
+    """SAMPLE-SUBGRAPHS: the r-hop out-ball of every training node over sampled edges.
+
+    A training node without sampled out-edges (isolated, or dropped) gets a subgraph of one
+    node: itself.
+    """
+    _check(max_degree, layers, train_mask)
+    roots = np.flatnonzero(train_mask).astype(np.int64)
+    n = np.int64(num_nodes)
+    indptr, indices = csr(sampled.edge_index[0], sampled.edge_index[1], num_nodes)
+    # (root, node, hop) triples, grown hop by hop; first visit wins.
+    owners, members, hops = [roots], [roots], [np.zeros(roots.shape[0], np.int64)]
+    seen = roots * n + roots
+    f_owner, f_node = roots, roots
+    for hop in range(1, layers + 1):
+        o, v = expand(indptr, indices, f_owner, f_node)
+        keys = o * n + v
+        keys, first = np.unique(keys, return_index=True)
+        o, v = o[first], v[first]
+        new = ~np.isin(keys, seen, assume_unique=True)
+        o, v, keys = o[new], v[new], keys[new]
+        owners.append(o)
+        members.append(v)
+        hops.append(np.full(o.shape[0], hop, np.int64))
+        seen = np.union1d(seen, keys)
+        f_owner, f_node = o, v
+    own = np.concatenate(owners)
+    mem = np.concatenate(members)
+    hop_arr = np.concatenate(hops)
+    # Order: by subgraph (root's position), then hop, then node id: the root comes first.
+    pos_of_root = np.full(num_nodes, -1, np.int64)
+    pos_of_root[roots] = np.arange(roots.shape[0])
+    sid = pos_of_root[own]
+    order = np.lexsort((mem, hop_arr, sid))
+    sid, mem, hop_arr = sid[order], mem[order], hop_arr[order]
+    counts = np.bincount(sid, minlength=roots.shape[0])
+    offsets = np.zeros(roots.shape[0] + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+
+    # Message edges: sampled edge a -> b with a at hop < r and b in the same subgraph, sent
+    # from b to a (towards the root).
+    if layers > 0:
+        inner = hop_arr < layers
+        e_owner, e_b = expand(indptr, indices, sid[inner], mem[inner])
+        e_a = np.repeat(mem[inner], indptr[mem[inner] + 1] - indptr[mem[inner]])
+        member_keys = np.unique(sid * n + mem)
+        ok = np.isin(e_owner * n + e_b, member_keys, assume_unique=False)
+        e_owner, e_a, e_b = e_owner[ok], e_a[ok], e_b[ok]
+        eorder = np.lexsort((e_a, e_b, e_owner))
+        e_owner, e_a, e_b = e_owner[eorder], e_a[eorder], e_b[eorder]
+    else:
+        e_owner = e_a = e_b = np.zeros(0, np.int64)
+    ecounts = np.bincount(e_owner, minlength=roots.shape[0])
+    eoffsets = np.zeros(roots.shape[0] + 1, np.int64)
+    np.cumsum(ecounts, out=eoffsets[1:])
+    return Subgraphs(roots=roots, offsets=offsets, nodes=mem.astype(np.int64),
+                     edge_offsets=eoffsets, edges=np.stack([e_b, e_a]).astype(np.int64),
+                     occurrence_bound=neighbourhood_size(max_degree, layers))
