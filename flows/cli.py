@@ -343,7 +343,9 @@ def demo(
     if not as_json:
         from tasks.tracking import default_tracking_uri
 
-        typer.echo(f"\nBrowse the runs: mlflow ui --backend-store-uri {default_tracking_uri()}")
+        mlflow_exe = Path(sys.executable).parent / "mlflow"
+        typer.echo(f"\nBrowse the runs: {mlflow_exe} ui --backend-store-uri "
+                   f"{default_tracking_uri()}")
 
 
 @server_app.command("start")
