@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph._csr import csr, expand
+from dpgnn_core.graph.subgraphs import Subgraphs
 from dpgnn_core.privacy.events import neighbourhood_size
 
 IntArray = npt.NDArray[np.int64]
@@ -91,33 +92,6 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
                         np.flatnonzero(over).astype(np.int64), int(cand.sum()))
 
 
-@dataclass(frozen=True)
-class Subgraphs:
-    """Training subgraphs in flat form.
-
-    Attributes:
-        roots (np.ndarray): root of each subgraph ``[S]`` (subgraph id = position).
-        offsets (np.ndarray): ``[S + 1]``; nodes of subgraph i are
-            ``nodes[offsets[i]:offsets[i+1]]``, root first, then by hop and node id.
-        nodes (np.ndarray): global node ids.
-        edge_offsets (np.ndarray): ``[S + 1]`` into ``edges``.
-        edges (np.ndarray): ``[2, M]`` message edges (src sends to dst, global ids).
-        occurrence_bound (int): N(K, r), the declared bound.
-    """
-
-    roots: IntArray
-    offsets: IntArray
-    nodes: IntArray
-    edge_offsets: IntArray
-    edges: IntArray
-    occurrence_bound: int
-
-    def occurrences(self, num_nodes: int) -> IntArray:
-        """How many subgraphs each node occurs in."""
-        out: IntArray = np.bincount(self.nodes, minlength=num_nodes).astype(np.int64)
-        return out
-
-
 def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDArray[np.bool_],
                      layers: int, max_degree: int) -> Subgraphs:
     """SAMPLE-SUBGRAPHS: the r-hop out-ball of every training node over sampled edges.
@@ -176,4 +150,5 @@ def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDAr
     np.cumsum(ecounts, out=eoffsets[1:])
     return Subgraphs(roots=roots, offsets=offsets, nodes=mem.astype(np.int64),
                      edge_offsets=eoffsets, edges=np.stack([e_b, e_a]).astype(np.int64),
-                     occurrence_bound=neighbourhood_size(max_degree, layers))
+                     occurrence_bound=neighbourhood_size(max_degree, layers),
+                     sampling_scheme=SAMPLING_SCHEME)
