@@ -76,3 +76,37 @@ class TrainSpec(Spec):
     feature_norm: Literal["row", "none"] = "row"
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+Sampler = Literal["degree-bounded", "drw", "drw-r", "gap-degree"]
+
+
+class SamplerSpec(Spec):
+    """How to materialise training subgraphs (or GAP's degree-bounded graph).
+
+    Args:
+        sampler (str): ``degree-bounded`` (DP-GNN), ``drw``, ``drw-r`` (Ayle et al.) or
+            ``gap-degree`` (GAP's degree bound).
+        max_degree (int, optional): K for ``degree-bounded``, D for ``gap-degree``.
+        layers (int, optional): r for ``degree-bounded``. (default: :obj:`1`)
+        walk_length (int, optional): L for ``drw`` / ``drw-r``.
+        restarts (int, optional): R for ``drw-r``. (default: :obj:`1`)
+        seed (int, optional): sampler seed. (default: :obj:`0`)
+    """
+
+    sampler: Sampler
+    max_degree: int | None = Field(None, ge=1)
+    layers: int = Field(1, ge=0)
+    walk_length: int | None = Field(None, ge=1)
+    restarts: int = Field(1, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _needs(self) -> SamplerSpec:
+        if self.sampler in ("degree-bounded", "gap-degree") and self.max_degree is None:
+            raise ValueError(f"sampler {self.sampler!r} needs max_degree (--max-degree)")
+        if self.sampler in ("drw", "drw-r") and self.walk_length is None:
+            raise ValueError(f"sampler {self.sampler!r} needs walk_length (--walk-length)")
+        if self.sampler == "drw" and self.restarts != 1:
+            raise ValueError("drw walks once from each root; use drw-r for restarts")
+        return self
