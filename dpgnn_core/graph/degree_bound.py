@@ -1,8 +1,8 @@
 """GAP's degree bound for node-level PMA: keep a random subset of edges so that every node
 has degree at most D (undirected degree for undirected graphs; in + out for directed ones).
 
-Each edge gets a random priority; every node selects its D incident edges of highest
-priority; an edge is kept when both its endpoints selected it. A node therefore keeps at
+The edges are put in a uniformly random order; every node selects its first D incident
+edges in that order; an edge is kept when both its endpoints selected it. A node therefore keeps at
 most D edges, every kept edge existed, and low-degree nodes keep all edges whose other
 endpoint also selected them. Vectorised: one sort over (node, priority).
 """
@@ -17,10 +17,10 @@ from dpgnn_core.errors import DataError
 IntArray = npt.NDArray[np.int64]
 
 
-def _select(endpoint: IntArray, priority: npt.NDArray[np.float64], max_degree: int
-            ) -> npt.NDArray[np.bool_]:
-    """For items incident to ``endpoint``, whether each is among its node's top D."""
-    order = np.lexsort((-priority, endpoint))
+def _select(endpoint: IntArray, priority: IntArray, max_degree: int) -> npt.NDArray[np.bool_]:
+    """For incidences (``endpoint``, ``priority`` a distinct rank per edge), whether each is
+    among its node's D incidences of lowest rank. One argsort of int64 keys."""
+    order = np.argsort(endpoint * np.int64(priority.max(initial=0) + 1) + priority)
     sorted_nodes = endpoint[order]
     starts = np.flatnonzero(np.r_[True, sorted_nodes[1:] != sorted_nodes[:-1]])
     group_start = np.repeat(starts, np.diff(np.r_[starts, sorted_nodes.shape[0]]))
@@ -58,7 +58,7 @@ def bound_degree(edge_index: IntArray, num_nodes: int, max_degree: int, *, direc
     if src.shape[0] == 0:
         return np.zeros((2, 0), dtype=np.int64)
     m = src.shape[0]
-    priority = rng.random(m)
+    priority = rng.permutation(m).astype(np.int64)  # a uniformly random order of the edges
     # Every edge is incident to both endpoints; rank each node over all its incidences.
     chosen = _select(np.concatenate([src, dst]), np.concatenate([priority, priority]),
                      max_degree)

@@ -103,31 +103,35 @@ def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDAr
     roots = np.flatnonzero(train_mask).astype(np.int64)
     n = np.int64(num_nodes)
     indptr, indices = csr(sampled.edge_index[0], sampled.edge_index[1], num_nodes)
-    # (root, node, hop) triples, grown hop by hop; first visit wins.
-    owners, members, hops = [roots], [roots], [np.zeros(roots.shape[0], np.int64)]
-    seen = roots * n + roots
-    f_owner, f_node = roots, roots
+    # (subgraph, node, hop) for every path of length <= r; the frontier of each hop is
+    # deduplicated, and a node reached at several hops keeps its first (smallest) hop.
+    sids = [np.arange(roots.shape[0], dtype=np.int64)]
+    members, hops = [roots], [np.zeros(roots.shape[0], np.int64)]
+    f_sid, f_node = sids[0], roots
     for hop in range(1, layers + 1):
-        o, v = expand(indptr, indices, f_owner, f_node)
-        keys = o * n + v
-        keys, first = np.unique(keys, return_index=True)
-        o, v = o[first], v[first]
-        new = ~np.isin(keys, seen, assume_unique=True)
-        o, v, keys = o[new], v[new], keys[new]
-        owners.append(o)
+        o, v = expand(indptr, indices, f_sid, f_node)
+        if 1 < hop < layers and o.shape[0]:  # dedupe only a frontier that grows further
+            keys = np.unique(o * n + v)
+            o, v = keys // n, keys % n
+        sids.append(o)
         members.append(v)
         hops.append(np.full(o.shape[0], hop, np.int64))
-        seen = np.union1d(seen, keys)
-        f_owner, f_node = o, v
-    own = np.concatenate(owners)
+        f_sid, f_node = o, v
+    sid = np.concatenate(sids)
     mem = np.concatenate(members)
     hop_arr = np.concatenate(hops)
-    # Order: by subgraph (root's position), then hop, then node id: the root comes first.
-    pos_of_root = np.full(num_nodes, -1, np.int64)
-    pos_of_root[roots] = np.arange(roots.shape[0])
-    sid = pos_of_root[own]
-    order = np.lexsort((mem, hop_arr, sid))
-    sid, mem, hop_arr = sid[order], mem[order], hop_arr[order]
+    # Sort by (subgraph, node, hop) with one int64 key and keep the first hop of each
+    # (subgraph, node); then move each root to the front of its subgraph.
+    span = np.int64(layers + 1)
+    key = (sid * n + mem) * span + hop_arr
+    order = np.argsort(key)
+    key = key[order]
+    pair = key // span
+    first = np.r_[True, pair[1:] != pair[:-1]] if pair.shape[0] else np.zeros(0, bool)
+    pair, hop_arr = pair[first], key[first] % span
+    sid, mem = pair // n, pair % n
+    front = np.argsort(sid * (n + 1) + np.where(hop_arr == 0, 0, mem + 1))
+    sid, mem, hop_arr = sid[front], mem[front], hop_arr[front]
     counts = np.bincount(sid, minlength=roots.shape[0])
     offsets = np.zeros(roots.shape[0] + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
@@ -138,8 +142,10 @@ def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDAr
         inner = hop_arr < layers
         e_owner, e_b = expand(indptr, indices, sid[inner], mem[inner])
         e_a = np.repeat(mem[inner], indptr[mem[inner] + 1] - indptr[mem[inner]])
-        member_keys = np.unique(sid * n + mem)
-        ok = np.isin(e_owner * n + e_b, member_keys, assume_unique=False)
+        member_keys = np.sort(sid * n + mem)  # unique after the first-hop pass
+        probe = e_owner * n + e_b
+        at = np.minimum(np.searchsorted(member_keys, probe), member_keys.shape[0] - 1)
+        ok = member_keys[at] == probe
         e_owner, e_a, e_b = e_owner[ok], e_a[ok], e_b[ok]
         eorder = np.lexsort((e_a, e_b, e_owner))
         e_owner, e_a, e_b = e_owner[eorder], e_a[eorder], e_b[eorder]
