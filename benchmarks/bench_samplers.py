@@ -21,18 +21,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import machine  # noqa: E402
-from reference_samplers import (  # noqa: E402
+from _util import machine
+from reference_samplers import (
     degree_bound_ref,
     drw_ref,
     sample_edgelists_ref,
     subgraphs_ref,
 )
 
-from dpgnn_core.data.synthetic import csbm  # noqa: E402
-from dpgnn_core.graph.degree_bound import bound_degree  # noqa: E402
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs  # noqa: E402
-from dpgnn_core.graph.random_walk import drw  # noqa: E402
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.graph.degree_bound import bound_degree
+from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.random_walk import drw
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -111,7 +111,7 @@ def main() -> None:
     tr170 = np.ones(g170.num_nodes, bool)
     t, gib, sg = stage(lambda: drw(g170.edge_index, g170.num_nodes, tr170, 4, seed=0))
     res["drw_170k"] = {"seconds": t, "subgraphs": sg.num_subgraphs, "peak_rss_gib": gib}
-    del g170, small
+    del g170
 
     # Full scale.
     t, gib, big = stage(lambda: csbm(num_nodes=args.nodes, avg_degree=args.avg_degree,
