@@ -111,7 +111,6 @@ def main() -> None:
     tr170 = np.ones(g170.num_nodes, bool)
     t, gib, sg = stage(lambda: drw(g170.edge_index, g170.num_nodes, tr170, 4, seed=0))
     res["drw_170k"] = {"seconds": t, "subgraphs": sg.num_subgraphs, "peak_rss_gib": gib}
-    del g170
 
     # Full scale.
     t, gib, big = stage(lambda: csbm(num_nodes=args.nodes, avg_degree=args.avg_degree,
@@ -130,7 +129,6 @@ def main() -> None:
             "max_occurrence": int(sg.occurrences(big.num_nodes).max()),
             "bound": sg.occurrence_bound, "peak_rss_gib": gib}
         del sg
-    del sampled
     t, gib, bounded = stage(lambda: bound_degree(big.edge_index, big.num_nodes, 10,
                                                  directed=False, rng=np.random.default_rng(0)))
     res["gap_degree_bound_100M"] = {"seconds": t, "edges_per_s": big.num_edges / t,
