@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,13 @@ def _tabular_paths(source: Path, options: dict[str, Any]) -> tuple[Path, Path]:
     return source, Path(nodes)
 
 
+# Loaders taking (source, name, **options); csv/parquet and synthetic are handled apart.
+_LOADERS: dict[str, Callable[..., GraphData]] = {
+    "planetoid": load_planetoid, "facebook100": load_facebook100, "tu": load_tu,
+    "ogb": load_ogbg,
+}
+
+
 def load_from_spec(spec: IngestSpec) -> GraphData:
     """Run the loader that ``spec.format`` names with ``spec.options``.
 
@@ -52,20 +60,11 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
     try:
         if spec.format == "synthetic":
             data = csbm(name=spec.name, **opts)
-        elif spec.format == "planetoid":
-            assert src is not None
-            data = load_planetoid(src, spec.name, **opts)
-        elif spec.format == "facebook100":
-            assert src is not None
-            data = load_facebook100(src, spec.name, **opts)
-        elif spec.format == "tu":
-            assert src is not None
-            data = load_tu(src, spec.name, **opts)
-        elif spec.format == "ogb":
-            assert src is not None
-            data = load_ogbg(src, spec.name, **opts)
+        elif src is None:
+            raise DataError(f"format {spec.format!r} needs a source", field="source")
+        elif spec.format in _LOADERS:
+            data = _LOADERS[spec.format](src, spec.name, **opts)
         else:
-            assert src is not None
             edges, nodes = _tabular_paths(src, opts)
             data = load_tabular(edges, nodes, name=spec.name, **opts)
     except TypeError as e:
