@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph._csr import csr, expand
+from dpgnn_core.graph._csr import csr
 from dpgnn_core.graph.subgraphs import Subgraphs
 from dpgnn_core.privacy.events import neighbourhood_size
 
@@ -76,11 +77,15 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
     """
     _check(max_degree, 0, train_mask)
     src, dst = edge_index[0], edge_index[1]
-    cand = train_mask[src] & train_mask[dst] & (src != dst)
-    src, dst = src[cand], dst[cand]
+    cand = src != dst
+    if not train_mask.all():
+        cand &= train_mask[src] & train_mask[dst]
+    if not cand.all():
+        src, dst = src[cand], dst[cand]
     deg = np.bincount(dst, minlength=num_nodes)
-    p = np.minimum(1.0, max_degree / (2.0 * np.maximum(deg[dst], 1)))
-    keep = rng.random(src.shape[0]) < p
+    # Keep probability per node, compared with float32 uniforms (one per candidate edge).
+    p_node = np.minimum(1.0, max_degree / (2.0 * np.maximum(deg, 1))).astype(np.float32)
+    keep = rng.random(src.shape[0], dtype=np.float32) < p_node[dst]
     src, dst = src[keep], dst[keep]
     kept_deg = np.bincount(dst, minlength=num_nodes)
     over = kept_deg > max_degree
@@ -89,72 +94,75 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
         src, dst = src[stay], dst[stay]
     order = np.lexsort((dst, src))
     return SampledEdges(np.stack([src[order], dst[order]]).astype(np.int64),
-                        np.flatnonzero(over).astype(np.int64), int(cand.sum()))
+                        np.flatnonzero(over).astype(np.int64), int(np.count_nonzero(cand)))
+
+
+@numba.njit(cache=True)
+def _balls(indptr: IntArray, indices: IntArray, roots: IntArray, layers: int,
+           stamp: IntArray, stamp_base: int, fill: bool, offsets: IntArray,
+           eoffsets: IntArray, nodes: IntArray, esrc: IntArray, edst: IntArray
+           ) -> tuple[IntArray, IntArray]:
+    """Breadth-first r-hop out-ball of every root. First pass (``fill`` false) counts nodes
+    and message edges per root; second pass writes them. ``stamp[v] == stamp_base + i``
+    marks v as seen for root i, so nothing is reset between roots."""
+    sizes = np.zeros(roots.shape[0], np.int64)
+    esizes = np.zeros(roots.shape[0], np.int64)
+    queue = np.empty(stamp.shape[0], np.int64)
+    for i in range(roots.shape[0]):
+        mark = stamp_base + i
+        root = roots[i]
+        stamp[root] = mark
+        queue[0] = root
+        head, tail, ecount = 0, 1, 0
+        for _hop in range(layers):
+            level_end = tail
+            if head == level_end:
+                break
+            while head < level_end:
+                a = queue[head]
+                head += 1
+                for j in range(indptr[a], indptr[a + 1]):
+                    b = indices[j]
+                    if fill:  # sampled a -> b: the message runs b -> a
+                        esrc[eoffsets[i] + ecount] = b
+                        edst[eoffsets[i] + ecount] = a
+                    ecount += 1
+                    if stamp[b] != mark:
+                        stamp[b] = mark
+                        queue[tail] = b
+                        tail += 1
+        if fill:
+            nodes[offsets[i]:offsets[i] + tail] = queue[:tail]
+        sizes[i] = tail
+        esizes[i] = ecount
+    return sizes, esizes
 
 
 def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDArray[np.bool_],
                      layers: int, max_degree: int) -> Subgraphs:
     """SAMPLE-SUBGRAPHS: the r-hop out-ball of every training node over sampled edges.
 
-    A training node without sampled out-edges (isolated, or dropped) gets a subgraph of one
-    node: itself.
+    Nodes are listed in breadth-first order from the root (root first); message edges are
+    the sampled edges leaving nodes closer than r hops, reversed. A training node without
+    sampled out-edges (isolated, or dropped) gets a subgraph of one node: itself. A numba
+    kernel, linear in the output (the breadth-first search is sequential per root).
     """
     _check(max_degree, layers, train_mask)
     roots = np.flatnonzero(train_mask).astype(np.int64)
-    n = np.int64(num_nodes)
     indptr, indices = csr(sampled.edge_index[0], sampled.edge_index[1], num_nodes)
-    # (subgraph, node, hop) for every path of length <= r; the frontier of each hop is
-    # deduplicated, and a node reached at several hops keeps its first (smallest) hop.
-    sids = [np.arange(roots.shape[0], dtype=np.int64)]
-    members, hops = [roots], [np.zeros(roots.shape[0], np.int64)]
-    f_sid, f_node = sids[0], roots
-    for hop in range(1, layers + 1):
-        o, v = expand(indptr, indices, f_sid, f_node)
-        if 1 < hop < layers and o.shape[0]:  # dedupe only a frontier that grows further
-            keys = np.unique(o * n + v)
-            o, v = keys // n, keys % n
-        sids.append(o)
-        members.append(v)
-        hops.append(np.full(o.shape[0], hop, np.int64))
-        f_sid, f_node = o, v
-    sid = np.concatenate(sids)
-    mem = np.concatenate(members)
-    hop_arr = np.concatenate(hops)
-    # Sort by (subgraph, node, hop) with one int64 key and keep the first hop of each
-    # (subgraph, node); then move each root to the front of its subgraph.
-    span = np.int64(layers + 1)
-    key = (sid * n + mem) * span + hop_arr
-    order = np.argsort(key)
-    key = key[order]
-    pair = key // span
-    first = np.r_[True, pair[1:] != pair[:-1]] if pair.shape[0] else np.zeros(0, bool)
-    pair, hop_arr = pair[first], key[first] % span
-    sid, mem = pair // n, pair % n
-    front = np.argsort(sid * (n + 1) + np.where(hop_arr == 0, 0, mem + 1))
-    sid, mem, hop_arr = sid[front], mem[front], hop_arr[front]
-    counts = np.bincount(sid, minlength=roots.shape[0])
+    stamp = np.full(num_nodes, -1, np.int64)
+    empty = np.zeros(0, np.int64)
+    sizes, esizes = _balls(indptr, indices, roots, int(layers), stamp, 0, False, empty, empty,
+                           empty, empty, empty)
     offsets = np.zeros(roots.shape[0] + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-
-    # Message edges: sampled edge a -> b with a at hop < r and b in the same subgraph, sent
-    # from b to a (towards the root).
-    if layers > 0:
-        inner = hop_arr < layers
-        e_owner, e_b = expand(indptr, indices, sid[inner], mem[inner])
-        e_a = np.repeat(mem[inner], indptr[mem[inner] + 1] - indptr[mem[inner]])
-        member_keys = np.sort(sid * n + mem)  # unique after the first-hop pass
-        probe = e_owner * n + e_b
-        at = np.minimum(np.searchsorted(member_keys, probe), member_keys.shape[0] - 1)
-        ok = member_keys[at] == probe
-        e_owner, e_a, e_b = e_owner[ok], e_a[ok], e_b[ok]
-        eorder = np.lexsort((e_a, e_b, e_owner))
-        e_owner, e_a, e_b = e_owner[eorder], e_a[eorder], e_b[eorder]
-    else:
-        e_owner = e_a = e_b = np.zeros(0, np.int64)
-    ecounts = np.bincount(e_owner, minlength=roots.shape[0])
+    np.cumsum(sizes, out=offsets[1:])
     eoffsets = np.zeros(roots.shape[0] + 1, np.int64)
-    np.cumsum(ecounts, out=eoffsets[1:])
-    return Subgraphs(roots=roots, offsets=offsets, nodes=mem.astype(np.int64),
-                     edge_offsets=eoffsets, edges=np.stack([e_b, e_a]).astype(np.int64),
-                     occurrence_bound=neighbourhood_size(max_degree, layers),
-                     sampling_scheme=SAMPLING_SCHEME)
+    np.cumsum(esizes, out=eoffsets[1:])
+    nodes = np.empty(int(offsets[-1]), np.int64)
+    esrc = np.empty(int(eoffsets[-1]), np.int64)
+    edst = np.empty(int(eoffsets[-1]), np.int64)
+    _balls(indptr, indices, roots, int(layers), stamp, roots.shape[0], True, offsets, eoffsets,
+           nodes, esrc, edst)
+    return Subgraphs(roots=roots, offsets=offsets, nodes=nodes, edge_offsets=eoffsets,
+                     edges=np.stack([esrc, edst]), occurrence_bound=neighbourhood_size(
+                         max_degree, layers), sampling_scheme=SAMPLING_SCHEME)
