@@ -83,11 +83,13 @@ class SubgraphGNN(nn.Module):
         h = self.act(self.encoder(x)) * m
         for i in range(len(self.lins)):
             h = self._layer(i, h, torch.bmm(a, h)) * m
-        return self.decoder(h[:, 0])
+        out: Tensor = self.decoder(h[:, 0])
+        return out
 
     def forward_sparse(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Logits ``[n, C]`` of every node of a graph (``edge_index`` src -> dst)."""
         h = self.act(self.encoder(x))
         for i in range(len(self.lins)):
             h = self._layer(i, h, self._sparse(h, edge_index))
-        return self.decoder(h)
+        out: Tensor = self.decoder(h)
+        return out
