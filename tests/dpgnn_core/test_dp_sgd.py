@@ -1,0 +1,93 @@
+"""Samplers declare the scheme they implement; the DP optimizer clips and adds the noise
+each mechanism states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from opacus import GradSampleModule
+
+from dpgnn_core.privacy import DpgnnEvent, Ledger, PoissonGaussianEvent, PrivacyError
+from dpgnn_core.training.dp_sgd import (
+    FixedSizeSampler,
+    PoissonSampler,
+    dp_optimizer,
+    dpgnn_noise_std,
+)
+
+
+def test_fixed_size_sampler_is_uniform_without_replacement() -> None:
+    s = FixedSizeSampler(50, 10, torch.Generator().manual_seed(0))
+    counts = np.zeros(50)
+    for _ in range(4000):
+        b = s.sample()
+        assert b.shape == (10,) and len(set(b.tolist())) == 10
+        assert int(b.min()) >= 0 and int(b.max()) < 50
+        counts[b.numpy()] += 1
+    expected = 4000 * 10 / 50
+    assert np.abs(counts - expected).max() < 0.15 * expected
+    again = FixedSizeSampler(50, 10, torch.Generator().manual_seed(0))
+    assert torch.equal(FixedSizeSampler(50, 10, torch.Generator().manual_seed(0)).sample(),
+                       again.sample())
+    with pytest.raises(PrivacyError, match="batch size"):
+        FixedSizeSampler(5, 6)
+
+
+def test_poisson_sampler_rate() -> None:
+    s = PoissonSampler(1000, 0.05, torch.Generator().manual_seed(0))
+    sizes = [s.sample().shape[0] for _ in range(300)]
+    assert abs(np.mean(sizes) - 50) < 2
+    with pytest.raises(PrivacyError):
+        PoissonSampler(10, 0.0)
+
+
+def test_samplers_meet_the_ledger_contract() -> None:
+    event = DpgnnEvent(noise_multiplier=1.0, num_train=50, batch_size=10, max_degree=3,
+                       layers=1)
+    Ledger().add(event, sampler_scheme=FixedSizeSampler(50, 10).scheme)
+    with pytest.raises(PrivacyError, match="batch sampling"):
+        Ledger().add(event, sampler_scheme=PoissonSampler(50, 0.2).scheme)
+    poisson = PoissonGaussianEvent(noise_multiplier=1.0, sampling_rate=0.2)
+    Ledger().add(poisson, sampler_scheme=PoissonSampler(50, 0.2).scheme)
+
+
+def _setup(noise_std: float, clip: float, m: int = 8):
+    torch.manual_seed(0)
+    model = GradSampleModule(torch.nn.Linear(6, 3))
+    opt = dp_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), noise_std=noise_std,
+                       clip=clip, batch_size=m, generator=torch.Generator().manual_seed(1))
+    x, y = torch.randn(m, 6) * 10, torch.randint(0, 3, (m,))
+    return model, opt, x, y
+
+
+def test_clipping_bounds_each_example() -> None:
+    clip, m = 0.5, 8
+    model, opt, x, y = _setup(0.0, clip, m)
+    before = [p.detach().clone() for p in model.parameters()]
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    per = torch.cat([p.grad_sample.reshape(m, -1) for p in model.parameters()], dim=1)
+    factor = (clip / (per.norm(dim=1) + 1e-6)).clamp(max=1.0)
+    expected = (per * factor[:, None]).sum(0) / m
+    opt.step()
+    step = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters(),
+                                                                    strict=True)])
+    torch.testing.assert_close(step, expected, rtol=1e-4, atol=1e-6)
+    assert step.norm() <= clip + 1e-5  # an average of vectors of norm <= C
+
+
+@pytest.mark.parametrize(("lam", "k", "r"), [(1.0, 3, 1), (0.5, 2, 2)])
+def test_noise_std_is_lambda_2c_nkr(lam: float, k: int, r: int) -> None:
+    clip, m = 0.7, 8
+    std = dpgnn_noise_std(lam, clip, k, r)
+    assert std == pytest.approx(lam * 2 * clip * sum(k**i for i in range(r + 1)))
+    model = GradSampleModule(torch.nn.Linear(200, 50))
+    opt = dp_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), noise_std=std, clip=clip,
+                       batch_size=m, generator=torch.Generator().manual_seed(2))
+    before = [p.detach().clone() for p in model.parameters()]
+    (model(torch.zeros(m, 200)).sum() * 0.0).backward()  # zero gradients: the step is noise
+    opt.step()
+    noise = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters(),
+                                                                     strict=True)]) * m
+    assert noise.std().item() == pytest.approx(std, rel=0.03)
+    assert abs(noise.mean().item()) < 0.05 * std
