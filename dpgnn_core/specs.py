@@ -110,3 +110,44 @@ class SamplerSpec(Spec):
         if self.sampler == "drw" and self.restarts != 1:
             raise ValueError("drw walks once from each root; use drw-r for restarts")
         return self
+
+
+class DpgnnSpec(Spec):
+    """DP-GNN training (Daigavane et al.): degree-bounded subgraphs, DP-Adam / DP-SGD over
+    fixed-size batches of them, privacy by the hypergeometric amplification theorem.
+
+    Args:
+        conv (str): ``gcn``, ``sage`` or ``gin``. (default: ``gcn``)
+        layers (int): message-passing layers r. (default: 1)
+        max_degree (int): in-degree bound K. (default: 7)
+        hidden (int): latent size. (default: 256)
+        activation (str): ``tanh``, ``relu`` or ``elu``. (default: ``tanh``)
+        batch_size (int): subgraphs per step m. (default: 256)
+        steps (int): training steps T. (default: 500)
+        lr (float): learning rate. (default: 3e-3)
+        optimizer (str): ``adam`` or ``sgd``. (default: ``adam``)
+        clip (float): per-subgraph gradient clipping norm C, fixed (no data-dependent
+            threshold, so nothing unaccounted). (default: 1.0)
+        epsilon (float, optional): target ε; :obj:`None` trains without privacy (no noise,
+            no clipping), through the same code path.
+        delta (float, optional): δ; 1 / (10 N) by default.
+        accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
+        seed (int): seeds sampling, initialisation, batches and noise. (default: 0)
+        device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
+    """
+
+    conv: Literal["gcn", "sage", "gin"] = "gcn"
+    layers: int = Field(1, ge=1, le=4)
+    max_degree: int = Field(7, ge=1)
+    hidden: int = Field(256, ge=1)
+    activation: Literal["tanh", "relu", "elu"] = "tanh"
+    batch_size: int = Field(256, ge=1)
+    steps: int = Field(500, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    optimizer: Literal["adam", "sgd"] = "adam"
+    clip: float = Field(1.0, gt=0)
+    epsilon: float | None = Field(None, gt=0)
+    delta: float | None = Field(None, gt=0, lt=1)
+    accountant: Literal["rdp", "pld"] = "rdp"
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
