@@ -55,6 +55,9 @@ class Method(StrEnum):
     mlp = "mlp"
     gcn = "gcn"
     sage = "sage"
+    dp_gcn = "dp-gcn"
+    dp_sage = "dp-sage"
+    dp_gin = "dp-gin"
 
 
 def _err(msg: str | Exception) -> None:
@@ -316,9 +319,13 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         return
     def fmt(v: Any) -> str:
         return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+    privacy = (f"epsilon {summary['epsilon']:.4g}, delta {summary['delta']:.3g}"
+               if summary.get("private") else "non-private")
     typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
                f"test accuracy {fmt(summary['test_accuracy'])}, "
-               f"val accuracy {fmt(summary['val_accuracy'])}  [non-private]")
+               f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
+    if summary.get("privacy_report"):
+        typer.echo(f"  ledger     {summary['privacy_report']}")
     typer.echo(f"  MLflow run {summary['mlflow_run_id']} in {summary['mlflow_tracking_uri']}")
     typer.echo(f"  artifacts  {summary['artifacts_dir']}")
     typer.echo(f"  cache      {summary['cache']}")
@@ -330,9 +337,12 @@ def run(
     dataset: Annotated[Path, typer.Option(help="An ingested dataset folder.")],
     seed: Annotated[int, typer.Option(help="Seed of initialisation and dropout.")] = 0,
     epochs: Annotated[int, typer.Option(min=1, help="Training epochs.")] = 200,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 0.01,
-    hidden: Annotated[int, typer.Option(min=1, help="Hidden width.")] = 64,
-    layers: Annotated[int, typer.Option(min=1, help="Layers.")] = 2,
+    lr: Annotated[float | None, typer.Option(
+        help="Learning rate (baselines: 0.01; DP-GNN: 3e-3).")] = None,
+    hidden: Annotated[int | None, typer.Option(
+        min=1, help="Hidden width (baselines: 64; DP-GNN latent size: 256).")] = None,
+    layers: Annotated[int | None, typer.Option(
+        min=1, help="Layers (baselines: 2; DP-GNN: message-passing layers r, 1).")] = None,
     dropout: Annotated[float, typer.Option(help="Dropout on hidden layers.")] = 0.5,
     weight_decay: Annotated[float, typer.Option(help="L2 penalty.")] = 5e-4,
     feature_norm: Annotated[str, typer.Option(help="row or none.")] = "row",
@@ -341,22 +351,56 @@ def run(
         help="MLflow tracking URI (default: SQLite under the project).")] = None,
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "dpgnn",
     refresh: Annotated[bool, typer.Option(help="Recompute cached steps.")] = False,
+    epsilon: Annotated[float | None, typer.Option(
+        help="dp-*: target epsilon (required unless --non-private).")] = None,
+    delta: Annotated[float | None, typer.Option(
+        help="dp-*: delta (default 1/(10 N_train)).")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="dp-*: training steps T.")] = 500,
+    batch_size: Annotated[int, typer.Option(min=1, help="dp-*: subgraphs per step m.")] = 256,
+    max_degree: Annotated[int, typer.Option(min=1, help="dp-*: in-degree bound K.")] = 7,
+    clip: Annotated[float, typer.Option(help="dp-*: per-subgraph clipping norm C.")] = 1.0,
+    accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
+    non_private: Annotated[bool, typer.Option(
+        help="dp-*: the same training path without noise or clipping (NOT private).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")
                        ] = False,
 ) -> None:
-    """Run a method on an ingested dataset through the pipeline flow (cached, logged)."""
+    """Run a method on an ingested dataset through the pipeline flow (cached, logged).
+
+    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin train DP-GNN with
+    node-level differential privacy at --epsilon / --delta; --json then adds epsilon, delta,
+    noise_multiplier, steps and privacy_report (the ledger)."""
     if not (dataset / "manifest.json").is_file():
         _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
     _use_server_if_running()
+    is_dp = method.value.startswith("dp-")
+    if is_dp and epsilon is None and not non_private:
+        _err(f"{method.value} needs --epsilon (or --non-private for the same path without "
+             "privacy)")
+        raise typer.Exit(2)
+    if not is_dp and (epsilon is not None or non_private):
+        _err(f"{method.value} is a non-private baseline; use dp-gcn, dp-sage or dp-gin")
+        raise typer.Exit(2)
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import TrainSpec
+        from dpgnn_core.specs import DpgnnSpec, TrainSpec
 
-        spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr, hidden=hidden,
-                         layers=layers, dropout=dropout, weight_decay=weight_decay,
-                         feature_norm=feature_norm, device=device)
+        spec: Any = None
+        dspec: Any = None
+        if is_dp:
+            dspec = DpgnnSpec(conv=method.value[3:], layers=layers or 1, max_degree=max_degree,
+                              hidden=hidden or 256, batch_size=batch_size,
+                              steps=steps, lr=lr or 3e-3, clip=clip,
+                              epsilon=None if non_private else epsilon, delta=delta,
+                              accountant=accountant, seed=seed, device=device)
+        else:
+            spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr or 0.01,
+                             hidden=hidden or 64, layers=layers or 2, dropout=dropout,
+                             weight_decay=weight_decay, feature_norm=feature_norm,
+                             device=device)
     except ValueError as e:
         _err(e)
         raise typer.Exit(2) from e
@@ -365,9 +409,9 @@ def run(
         from flows.pipeline import pipeline
 
         try:
-            summary = pipeline(train_spec=spec, dataset=str(dataset.resolve()),
-                               tracking_uri=tracking_uri, experiment=experiment,
-                               refresh=refresh)
+            summary = pipeline(train_spec=spec, dpgnn_spec=dspec,
+                               dataset=str(dataset.resolve()), tracking_uri=tracking_uri,
+                               experiment=experiment, refresh=refresh)
         except DpgnnError as e:
             _err(str(e))
             raise typer.Exit(1) from e

@@ -13,7 +13,7 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import IngestSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, IngestSpec, TrainSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -43,17 +43,20 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
 
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
-    train_spec: TrainSpec,
+    train_spec: TrainSpec | None = None,
     dataset: str | None = None,
     ingest_spec: IngestSpec | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
     refresh: bool = False,
+    dpgnn_spec: DpgnnSpec | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
     Args:
-        train_spec (TrainSpec): method, hyper-parameters, seed.
+        train_spec (TrainSpec, optional): a non-private baseline (mlp, gcn, sage).
+        dpgnn_spec (DpgnnSpec, optional): a DP-GNN run instead (private when its epsilon is
+            set); exactly one of the two.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -63,8 +66,10 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    from tasks.train import train
+    from tasks.train import train, train_dpgnn
 
+    if (train_spec is None) == (dpgnn_spec is None):
+        raise ValueError("pass exactly one of train_spec or dpgnn_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     states: dict[str, str] = {}
@@ -72,34 +77,52 @@ def pipeline(
         ds = dataset_summary(dataset)
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
-    model, states["train"] = _run(train, refresh, dataset=ds, spec=train_spec)
-    ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
-    params = {"method": train_spec.method, "train": train_spec.model_dump(mode="json"),
-              "dataset": {"name": ds["name"], "path": ds["path"],
-                          "content_sha256": ds["content_sha256"]}}
     from pathlib import Path
 
+    spec: Any
+    if dpgnn_spec is not None:
+        spec = dpgnn_spec
+        model, states["train"] = _run(train_dpgnn, refresh, dataset=ds, spec=dpgnn_spec)
+        report = model["report"]
+        method = report["method"]
+    else:
+        spec = train_spec
+        model, states["train"] = _run(train, refresh, dataset=ds, spec=train_spec)
+        report = {"private": False, "epsilon": None}
+        method = train_spec.method  # type: ignore[union-attr]
+    ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
+    params = {"method": method, "train": spec.model_dump(mode="json"),
+              "dataset": {"name": ds["name"], "path": ds["path"],
+                          "content_sha256": ds["content_sha256"]}}
+    mdir = Path(model["path"])
+    artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
+                 str(mdir / "history.json"), str(Path(ev["path"]) / "metrics.json")]
+    artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
     run = log_run(
-        run_name=f"{train_spec.method}-{ds['name']}-s{train_spec.seed}",
+        run_name=f"{method}-{ds['name']}-s{spec.seed}",
         params=params,
-        history_path=str(Path(model["path"]) / "history.json"),
+        history_path=str(mdir / "history.json"),
         metrics=ev["metrics"],
-        artifacts=[str(Path(ds["path"]) / "manifest.json"),
-                   str(Path(model["path"]) / "manifest.json"),
-                   str(Path(model["path"]) / "history.json"),
-                   str(Path(ev["path"]) / "metrics.json")],
-        tags={"dpgnn.method": train_spec.method, "dpgnn.private": "false",
+        artifacts=artifacts,
+        tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
               "dpgnn.dataset_sha256": ds["content_sha256"]},
         tracking_uri=tracking_uri,
         experiment=experiment,
     )
     m = ev["metrics"]
+    private_fields: dict[str, Any] = {}
+    if report["private"]:
+        private_fields = {"epsilon": report["epsilon"], "delta": report["delta"],
+                          "noise_multiplier": report["noise_multiplier"],
+                          "steps": report["steps"],
+                          "privacy_report": str(mdir / "ledger.json")}
     return {
-        "method": train_spec.method,
+        "method": method,
         "dataset": ds["name"],
         "dataset_path": ds["path"],
-        "seed": train_spec.seed,
-        "private": False,
+        "seed": spec.seed,
+        "private": bool(report["private"]),
+        **private_fields,
         "test_accuracy": m["test"]["accuracy"],
         "val_accuracy": m["val"]["accuracy"],
         "test_f1_micro": m["test"]["f1_micro"],

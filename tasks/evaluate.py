@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import torch
 from prefect import task
 
 from dpgnn_core.data.store import read_dataset
@@ -34,8 +35,16 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     """Metrics (accuracy, micro/macro F1, ROC AUC) on train, val and test."""
     verify_files(model["path"], model["files"])
     data = read_dataset(dataset["path"], verify=False)
-    net, spec = baseline.load_model(Path(model["path"]) / "model.pt")
-    metrics = baseline.evaluate(data, baseline.predict(net, data, spec))
+    path = Path(model["path"]) / "model.pt"
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if blob.get("kind") == "dpgnn":
+        from dpgnn_core.methods import dp_gnn
+
+        net, dspec = dp_gnn.load_dpgnn(blob)
+        metrics = dp_gnn.evaluate_dpgnn(net, data, dspec.device)
+    else:
+        net, spec = baseline.load_model(path)
+        metrics = baseline.evaluate(data, baseline.predict(net, data, spec))
     out = artifact_dir("evaluate", dataset["content_sha256"], model["files"])
     clean = {s: {k: (None if math.isnan(v) else v) for k, v in m.items()}
              for s, m in metrics.items()}

@@ -82,9 +82,10 @@ def log_run(
         if history_path:
             history = json.loads(Path(history_path).read_text())
             for rec in history:
+                step = int(rec.get("epoch", rec.get("step", 0)))
                 for k, v in rec.items():
-                    if k != "epoch" and v is not None and not math.isnan(v):
-                        series.append(Metric(k, float(v), now, int(rec["epoch"])))
+                    if k not in ("epoch", "step") and v is not None and not math.isnan(v):
+                        series.append(Metric(k, float(v), now, step))
         for split, m in metrics.items():
             for k, v in m.items():
                 if v is not None and not math.isnan(v):

@@ -94,7 +94,7 @@ def save_model(path: str | Path, model: nn.Module, spec: TrainSpec, in_dim: int,
                num_classes: int) -> None:
     """Write the weights and what is needed to rebuild the model, atomically."""
     with atomic_file(path) as tmp:
-        torch.save({"spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+        torch.save({"kind": "baseline", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
                     "num_classes": num_classes,
                     "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
 

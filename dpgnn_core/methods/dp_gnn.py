@@ -151,3 +151,34 @@ def evaluate_dpgnn(model: SubgraphGNN, data: GraphData, device: str = "auto"
     return {name: classification_metrics(data.y[data.split == code], logits[data.split == code],
                                          data.num_classes)
             for code, name in enumerate(SPLIT_NAMES[:3])}
+
+
+def epsilon_curve(spec: DpgnnSpec, num_train: int, noise_multiplier: float, delta: float,
+                  points: int = 20) -> list[tuple[int, float]]:
+    """ε spent after t steps, at ``points`` evenly spaced t (for tracking)."""
+    acc = make_accountant(spec.accountant)
+    steps = sorted({max(1, round(spec.steps * i / points)) for i in range(1, points + 1)})
+    out = []
+    for t in steps:
+        ledger = plan(spec.model_copy(update={"steps": t}), num_train)(noise_multiplier)
+        out.append((t, acc.epsilon(ledger, delta)))
+    return out
+
+
+def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
+               num_classes: int) -> None:
+    """Write weights and what rebuilds the model, atomically."""
+    from dpgnn_core.io import atomic_file
+
+    with atomic_file(path) as tmp:
+        torch.save({"kind": "dpgnn", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+                    "num_classes": num_classes,
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+
+
+def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:
+    spec = DpgnnSpec(**blob["spec"])
+    model = SubgraphGNN(spec.conv, blob["in_dim"], blob["num_classes"], spec.hidden,
+                        spec.layers, spec.activation)
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), spec

@@ -128,3 +128,18 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
                                 "-o", "num_nodes=500"])
     assert again.exit_code == 0, again.output
     assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--method", "dp-gcn"], "needs --epsilon"),
+    (["--method", "gcn", "--epsilon", "1"], "non-private baseline"),
+    (["--method", "dp-gcn", "--epsilon", "-1"], "greater than 0"),
+    (["--method", "dp-gcn", "--epsilon", "1", "--delta", "2"], "less than 1"),
+])
+def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.synthetic import csbm
+
+    write_dataset(csbm(num_nodes=100), tmp_path / "ds")
+    r = runner.invoke(app, ["run", *args, "--dataset", str(tmp_path / "ds")])
+    assert r.exit_code == 2 and needle in r.output

@@ -79,3 +79,31 @@ def test_changed_dataset_is_refused(pipeline, tmp_path: Path) -> None:
     p.write_bytes(p.read_bytes()[:-10] + b"0123456789")
     with pytest.raises(DataError, match="checksum mismatch"):
         pipeline(train_spec=TrainSpec(method="mlp", epochs=2), dataset=str(tmp_path / "ds"))
+
+
+def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.privacy import Ledger, RdpAccountant
+    from dpgnn_core.specs import DpgnnSpec
+
+    write_dataset(csbm(num_nodes=800, homophily=0.9, feature_signal=1.5, seed=31),
+                  tmp_path / "ds")
+    spec = DpgnnSpec(epsilon=3.0, steps=40, batch_size=50, hidden=16, max_degree=4,
+                     device="cpu")
+    out = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
+    assert out["private"] and out["method"] == "dp-gcn" and out["steps"] == 40
+    ledger = Ledger.load(out["privacy_report"])
+    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    assert out["epsilon"] <= 3.0
+    client = MlflowClient(out["mlflow_tracking_uri"])
+    curve = client.get_metric_history(out["mlflow_run_id"], "epsilon_spent")
+    assert curve[-1].step == 40 and curve[-1].value == pytest.approx(out["epsilon"])
+    assert all(a.value <= b.value for a, b in zip(curve, curve[1:], strict=False))
+    names = {a.path for a in client.list_artifacts(out["mlflow_run_id"])}
+    assert {"ledger.json", "report.json"} <= names
+    again = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
+    assert again["cache"]["train"] == "Cached" and again["epsilon"] == out["epsilon"]
+    nonpriv = pipeline(dpgnn_spec=spec.model_copy(update={"epsilon": None}),
+                       dataset=str(tmp_path / "ds"))
+    assert nonpriv["private"] is False and "epsilon" not in nonpriv
