@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sqlite3
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
     client = MlflowClient(out["mlflow_tracking_uri"])
     curve = client.get_metric_history(out["mlflow_run_id"], "epsilon_spent")
     assert curve[-1].step == 40 and curve[-1].value == pytest.approx(out["epsilon"])
-    assert all(a.value <= b.value for a, b in zip(curve, curve[1:], strict=False))
+    assert all(a.value <= b.value for a, b in itertools.pairwise(curve))
     names = {a.path for a in client.list_artifacts(out["mlflow_run_id"])}
     assert {"ledger.json", "report.json"} <= names
     again = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
