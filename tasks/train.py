@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
 
+from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.methods import baseline
@@ -27,24 +29,33 @@ def files_manifest(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
             for n in names}
 
 
+def load_keyed_dataset(dataset: dict[str, Any]) -> GraphData:
+    """Read the dataset a task was keyed on. ``read_dataset`` checks every file against the
+    manifest; the manifest must be the one whose hash is in the cache key."""
+    if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
+        raise RuntimeError(f"dataset {dataset['path']} changed since it was ingested")
+    return read_dataset(dataset["path"])
+
+
+def progress(unit: str, total: int) -> Callable[[int, dict[str, float]], None]:
+    """A callback logging the loss at every tenth of ``total`` (epochs or steps)."""
+    logger = get_run_logger()
+    every = max(1, total // 10)
+
+    def log(i: int, rec: dict[str, float]) -> None:
+        if i % every == 0 or i == total:
+            extra = {k: round(v, 4) for k, v in rec.items() if k not in (unit, "train_loss")}
+            logger.info("%s %d/%d loss %.4f %s", unit, i, total, rec["train_loss"], extra)
+
+    return log
+
+
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
 def train(dataset: dict[str, Any], spec: TrainSpec) -> dict[str, Any]:
     """Fit ``spec`` on the dataset; write ``model.pt``, ``history.json``, ``manifest.json``."""
-    logger = get_run_logger()
-    # read_dataset checks every file against the manifest; the manifest must be the one
-    # this run was keyed on.
-    if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
-        raise RuntimeError(f"dataset {dataset['path']} changed since it was ingested")
-    data = read_dataset(dataset["path"])
-    step = max(1, spec.epochs // 10)
-
-    def on_epoch(epoch: int, rec: dict[str, float]) -> None:
-        if epoch % step == 0 or epoch == spec.epochs:
-            logger.info("epoch %d/%d loss %.4f val_acc %.4f", epoch, spec.epochs,
-                        rec["train_loss"], rec["val_accuracy"])
-
-    result = baseline.fit(data, spec, on_epoch=on_epoch)
+    data = load_keyed_dataset(dataset)
+    result = baseline.fit(data, spec, on_epoch=progress("epoch", spec.epochs))
     out = artifact_dir("train", dataset["content_sha256"], spec)
     with atomic_dir(out, overwrite=True) as tmp:
         baseline.save_model(tmp / "model.pt", result.model, spec, data.num_features,
@@ -67,17 +78,8 @@ def train_dpgnn(dataset: dict[str, Any], spec: DpgnnSpec) -> dict[str, Any]:
     (the privacy report) and ``history.json`` (loss per step, ε spent at 20 points)."""
     from dpgnn_core.methods import dp_gnn
 
-    logger = get_run_logger()
-    if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
-        raise RuntimeError(f"dataset {dataset['path']} changed since it was ingested")
-    data = read_dataset(dataset["path"])
-    step = max(1, spec.steps // 10)
-
-    def on_step(t: int, rec: dict[str, float]) -> None:
-        if t % step == 0 or t == spec.steps:
-            logger.info("step %d/%d loss %.4f", t, spec.steps, rec["train_loss"])
-
-    result = dp_gnn.train_dpgnn(data, spec, on_step=on_step)
+    data = load_keyed_dataset(dataset)
+    result = dp_gnn.train_dpgnn(data, spec, on_step=progress("step", spec.steps))
     history: list[dict[str, Any]] = [dict(r) for r in result.history]
     if result.report["private"]:
         n_train = int(data.mask("train").sum())
