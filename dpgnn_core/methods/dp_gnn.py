@@ -32,7 +32,12 @@ from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger, calibrate_noise, make_accountant
 from dpgnn_core.specs import DpgnnSpec
 from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import FixedSizeSampler, dp_optimizer, dpgnn_noise_std
+from dpgnn_core.training.dp_sgd import (
+    FixedSizeSampler,
+    check_dp_compatible,
+    dp_optimizer,
+    dpgnn_noise_std,
+)
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import classification_metrics
 
@@ -117,6 +122,7 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
         net: torch.nn.Module = model
         opt: torch.optim.Optimizer = base
         if private:
+            check_dp_compatible(model)
             net = GradSampleModule(model)
             noise_std = dpgnn_noise_std(lam, spec.clip, spec.max_degree, spec.layers)
             opt = dp_optimizer(base, noise_std=noise_std, clip=spec.clip,

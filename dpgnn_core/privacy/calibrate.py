@@ -55,8 +55,11 @@ def calibrate_noise(
     while e_hi > epsilon:
         hi *= 2.0
         if hi > max_noise:
+            floor = eps(max_noise)
             raise PrivacyError(f"no noise multiplier up to {max_noise:g} reaches epsilon "
-                               f"{epsilon} at delta {delta}")
+                               f"{epsilon} at delta {delta}: the smallest epsilon this plan "
+                               f"reaches is {floor:.4g} (fewer steps, a smaller sampling rate "
+                               "or a larger delta lower it)")
         e_hi = eps(hi)
     lo = hi / 2.0
     e_lo = eps(lo)

@@ -73,3 +73,15 @@ def dp_optimizer(optimizer: torch.optim.Optimizer, *, noise_std: float, clip: fl
     return DPOptimizer(optimizer, noise_multiplier=noise_std / clip, max_grad_norm=clip,
                        expected_batch_size=batch_size, loss_reduction="mean",
                        generator=generator)
+
+
+def check_dp_compatible(model: torch.nn.Module) -> None:
+    """Refuse layers that break per-example privacy (BatchNorm mixes the examples of a batch)
+    before any training starts, with Opacus's validator."""
+    from opacus.validators import ModuleValidator
+
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        raise PrivacyError("model is not compatible with DP training: "
+                           + "; ".join(str(e) for e in errors)
+                           + " (use GroupNorm, LayerNorm or InstanceNorm instead of BatchNorm)")

@@ -91,3 +91,24 @@ def test_noise_std_is_lambda_2c_nkr(lam: float, k: int, r: int) -> None:
                                                                      strict=True)]) * m
     assert noise.std().item() == pytest.approx(std, rel=0.03)
     assert abs(noise.mean().item()) < 0.05 * std
+
+
+def test_batchnorm_refused() -> None:
+    from dpgnn_core.training.dp_sgd import check_dp_compatible
+
+    check_dp_compatible(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)))
+    with pytest.raises(PrivacyError, match="BatchNorm"):
+        check_dp_compatible(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)))
+
+
+def test_budget_too_small_names_the_smallest_epsilon() -> None:
+    from dpgnn_core.privacy import RdpAccountant, calibrate_noise
+
+    def plan(z: float) -> Ledger:
+        return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=1.0,
+                                                 steps=10_000), sampler_scheme="poisson")
+
+    with pytest.raises(PrivacyError, match="smallest epsilon this plan reaches is") as e:
+        calibrate_noise(plan, 1e-4, 1e-5, RdpAccountant(), max_noise=100.0)
+    floor = float(str(e.value).split("reaches is ")[1].split(" ")[0])
+    assert floor > 1e-4
