@@ -151,3 +151,36 @@ class DpgnnSpec(Spec):
     accountant: Literal["rdp", "pld"] = "rdp"
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+class DpMlpSpec(Spec):
+    """DP-MLP: an MLP on node features only, DP-Adam over Poisson-sampled training rows.
+
+    One node is one row, so the guarantee is node-level under add/remove of a node.
+
+    Args:
+        hidden (int): hidden width. (default: 256)
+        layers (int): linear layers. (default: 2)
+        batch_size (int): expected rows per step; the Poisson rate is batch_size / N.
+            (default: 256)
+        steps (int): training steps T. (default: 500)
+        lr (float): learning rate. (default: 3e-3)
+        clip (float): per-row clipping norm C. (default: 1.0)
+        epsilon (float, optional): target ε; :obj:`None` trains without privacy.
+        delta (float, optional): δ; 1 / (10 N) by default.
+        accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
+        seed (int): seeds sampling, initialisation and noise. (default: 0)
+        device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
+    """
+
+    hidden: int = Field(256, ge=1)
+    layers: int = Field(2, ge=1, le=8)
+    batch_size: int = Field(256, ge=1)
+    steps: int = Field(500, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    clip: float = Field(1.0, gt=0)
+    epsilon: float | None = Field(None, gt=0)
+    delta: float | None = Field(None, gt=0, lt=1)
+    accountant: Literal["rdp", "pld"] = "rdp"
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -32,6 +32,10 @@ DEFAULT_ORDERS: FloatArray = np.array(sorted(set(
 )))
 
 
+#: Smallest order at which the Poisson-subsampled Gaussian is evaluated (see below).
+POISSON_MIN_ORDER = 1.5
+
+
 def rdp_gaussian(noise_multiplier: float, orders: FloatArray = DEFAULT_ORDERS,
                  count: int = 1) -> FloatArray:
     """RDP of ``count`` Gaussian releases with noise std / sensitivity = ``noise_multiplier``.
@@ -46,12 +50,21 @@ def rdp_gaussian(noise_multiplier: float, orders: FloatArray = DEFAULT_ORDERS,
 def rdp_poisson_gaussian(sampling_rate: float, noise_multiplier: float, steps: int,
                          orders: FloatArray = DEFAULT_ORDERS) -> FloatArray:
     """RDP of ``steps`` Poisson-subsampled Gaussian releases (add/remove), Mironov et al.
-    (2019), through dp-accounting."""
-    acc = dpa_rdp.RdpAccountant(list(orders))
-    acc.compose(dp_event.PoissonSampledDpEvent(sampling_rate,
-                                               dp_event.GaussianDpEvent(noise_multiplier)),
-                int(steps))
-    return np.asarray(acc.rdp, dtype=np.float64)
+    (2019), through dp-accounting.
+
+    Orders below :data:`POISSON_MIN_ORDER` are reported as +inf (unused): dp-accounting's
+    fractional-order series does not converge there for common rates and would exclude them
+    anyway, with a warning per order. An unused order can only raise ε, never lower it.
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    out = np.full(orders.shape, np.inf)
+    usable = orders >= POISSON_MIN_ORDER
+    if usable.any():
+        acc = dpa_rdp.RdpAccountant(list(orders[usable]))
+        acc.compose(dp_event.PoissonSampledDpEvent(
+            sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)), int(steps))
+        out[usable] = np.asarray(acc.rdp, dtype=np.float64)
+    return out
 
 
 def rdp_uniform_gaussian(sampling_rate: float, noise_multiplier: float, steps: int,
