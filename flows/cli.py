@@ -55,6 +55,7 @@ class Method(StrEnum):
     mlp = "mlp"
     gcn = "gcn"
     sage = "sage"
+    dp_mlp = "dp-mlp"
     dp_gcn = "dp-gcn"
     dp_sage = "dp-sage"
     dp_gin = "dp-gin"
@@ -368,9 +369,10 @@ def run(
 ) -> None:
     """Run a method on an ingested dataset through the pipeline flow (cached, logged).
 
-    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin train DP-GNN with
-    node-level differential privacy at --epsilon / --delta; --json then adds epsilon, delta,
-    noise_multiplier, steps and privacy_report (the ledger)."""
+    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin train DP-GNN and
+    dp-mlp trains DP-MLP, with node-level differential privacy at --epsilon / --delta;
+    --json then adds epsilon, delta, noise_multiplier, steps and privacy_report (the
+    ledger)."""
     if not (dataset / "manifest.json").is_file():
         _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
@@ -386,11 +388,17 @@ def run(
         raise typer.Exit(2)
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import DpgnnSpec, TrainSpec
+        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, TrainSpec
 
         spec: Any = None
         dspec: Any = None
-        if is_dp:
+        mspec: Any = None
+        if method.value == "dp-mlp":
+            mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2, batch_size=batch_size,
+                              steps=steps, lr=lr or 3e-3, clip=clip,
+                              epsilon=None if non_private else epsilon, delta=delta,
+                              accountant=accountant, seed=seed, device=device)
+        elif is_dp:
             dspec = DpgnnSpec(conv=method.value[3:], layers=layers or 1, max_degree=max_degree,
                               hidden=hidden or 256, batch_size=batch_size,
                               steps=steps, lr=lr or 3e-3, clip=clip,
@@ -409,7 +417,7 @@ def run(
         from flows.pipeline import pipeline
 
         try:
-            summary = pipeline(train_spec=spec, dpgnn_spec=dspec,
+            summary = pipeline(train_spec=spec, dpgnn_spec=dspec, dp_mlp_spec=mspec,
                                dataset=str(dataset.resolve()), tracking_uri=tracking_uri,
                                experiment=experiment, refresh=refresh)
         except DpgnnError as e:

@@ -13,7 +13,7 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import DpgnnSpec, IngestSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, IngestSpec, TrainSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -50,13 +50,16 @@ def pipeline(
     experiment: str = DEFAULT_EXPERIMENT,
     refresh: bool = False,
     dpgnn_spec: DpgnnSpec | None = None,
+    dp_mlp_spec: DpMlpSpec | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
     Args:
         train_spec (TrainSpec, optional): a non-private baseline (mlp, gcn, sage).
         dpgnn_spec (DpgnnSpec, optional): a DP-GNN run instead (private when its epsilon is
-            set); exactly one of the two.
+            set).
+        dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead. Exactly one of the three
+            specs.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -66,10 +69,10 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    from tasks.train import train, train_dpgnn
+    from tasks.train import train, train_dp_mlp, train_dpgnn
 
-    if (train_spec is None) == (dpgnn_spec is None):
-        raise ValueError("pass exactly one of train_spec or dpgnn_spec")
+    if sum(s is not None for s in (train_spec, dpgnn_spec, dp_mlp_spec)) != 1:
+        raise ValueError("pass exactly one of train_spec, dpgnn_spec or dp_mlp_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     states: dict[str, str] = {}
@@ -80,9 +83,10 @@ def pipeline(
     from pathlib import Path
 
     spec: Any
-    if dpgnn_spec is not None:
-        spec = dpgnn_spec
-        model, states["train"] = _run(train_dpgnn, refresh, dataset=ds, spec=dpgnn_spec)
+    if dpgnn_spec is not None or dp_mlp_spec is not None:
+        spec = dpgnn_spec or dp_mlp_spec
+        task_fn = train_dpgnn if dpgnn_spec is not None else train_dp_mlp
+        model, states["train"] = _run(task_fn, refresh, dataset=ds, spec=spec)
         report = model["report"]
         method = report["method"]
     else:

@@ -42,6 +42,11 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
 
         net, dspec = dp_gnn.load_dpgnn(blob)
         metrics = dp_gnn.evaluate_dpgnn(net, data, dspec.device)
+    elif blob.get("kind") == "dp_mlp":
+        from dpgnn_core.methods import dp_mlp
+
+        mlp, mspec = dp_mlp.load_dp_mlp(blob)
+        metrics = dp_mlp.evaluate_dp_mlp(mlp, data, mspec.device)
     else:
         net, spec = baseline.load_model(path)
         metrics = baseline.evaluate(data, baseline.predict(net, data, spec))

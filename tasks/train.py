@@ -12,7 +12,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.methods import baseline
-from dpgnn_core.specs import DpgnnSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, TrainSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
 
@@ -71,6 +71,41 @@ def train(dataset: dict[str, Any], spec: TrainSpec) -> dict[str, Any]:
 
 
 
+def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: GraphData,
+                       result: Any, make_plan: Any, save: Any) -> dict[str, Any]:
+    """Write a private method's model, ledger, privacy report and history (with ε spent at
+    20 points), atomically; return the small manifest the flow passes on."""
+    from dpgnn_core.privacy import make_accountant
+    from dpgnn_core.privacy.calibrate import epsilon_curve
+
+    history: list[dict[str, Any]] = [dict(r) for r in result.history]
+    if result.report["private"]:
+        n_train = int(data.mask("train").sum())
+        lam = result.report["noise_multiplier"]
+
+        def ledger_after(t: int) -> Any:
+            return make_plan(spec.model_copy(update={"steps": t}), n_train)(lam)
+
+        for t, eps in epsilon_curve(ledger_after, spec.steps, result.report["delta"],
+                                    make_accountant(spec.accountant)):
+            history[t - 1]["epsilon_spent"] = eps
+    out = artifact_dir(kind, dataset["content_sha256"], spec)
+    report = {**result.report, "epsilon": None if result.report["epsilon"] == float("inf")
+              else result.report["epsilon"]}
+    with atomic_dir(out, overwrite=True) as tmp:
+        save(str(tmp / "model.pt"), result.model, spec, data.num_features, data.num_classes)
+        result.ledger.save(tmp / "ledger.json")
+        write_json_atomic(tmp / "report.json", report)
+        write_json_atomic(tmp / "history.json", history)
+        files = files_manifest(tmp, ["model.pt", "ledger.json", "report.json", "history.json"])
+        write_json_atomic(tmp / "manifest.json", {
+            "kind": kind, "spec": spec.model_dump(mode="json"),
+            "dataset": dataset["content_sha256"], "code_version": code_version(),
+            "private": report["private"], "files": files})
+    return {"path": str(out), "files": files, "spec": spec.model_dump(mode="json"),
+            "dataset": dataset["content_sha256"], "report": report}
+
+
 @task(name="train_dpgnn", cache_key_fn=inputs_and_code("train_dpgnn"), persist_result=True,
       result_serializer="json")
 def train_dpgnn(dataset: dict[str, Any], spec: DpgnnSpec) -> dict[str, Any]:
@@ -80,26 +115,17 @@ def train_dpgnn(dataset: dict[str, Any], spec: DpgnnSpec) -> dict[str, Any]:
 
     data = load_keyed_dataset(dataset)
     result = dp_gnn.train_dpgnn(data, spec, on_step=progress("step", spec.steps))
-    history: list[dict[str, Any]] = [dict(r) for r in result.history]
-    if result.report["private"]:
-        n_train = int(data.mask("train").sum())
-        for t, eps in dp_gnn.epsilon_curve(spec, n_train, result.report["noise_multiplier"],
-                                           result.report["delta"]):
-            history[t - 1]["epsilon_spent"] = eps
-    out = artifact_dir("train_dpgnn", dataset["content_sha256"], spec)
-    with atomic_dir(out, overwrite=True) as tmp:
-        dp_gnn.save_dpgnn(str(tmp / "model.pt"), result.model, spec, data.num_features,
-                          data.num_classes)
-        result.ledger.save(tmp / "ledger.json")
-        report = {**result.report,
-                  "epsilon": None if result.report["epsilon"] == float("inf")
-                  else result.report["epsilon"]}
-        write_json_atomic(tmp / "report.json", report)
-        write_json_atomic(tmp / "history.json", history)
-        files = files_manifest(tmp, ["model.pt", "ledger.json", "report.json", "history.json"])
-        write_json_atomic(tmp / "manifest.json", {
-            "kind": "train_dpgnn", "spec": spec.model_dump(mode="json"),
-            "dataset": dataset["content_sha256"], "code_version": code_version(),
-            "private": report["private"], "files": files})
-    return {"path": str(out), "files": files, "spec": spec.model_dump(mode="json"),
-            "dataset": dataset["content_sha256"], "report": report}
+    return _private_artifacts("train_dpgnn", dataset, spec, data, result, dp_gnn.plan,
+                              dp_gnn.save_dpgnn)
+
+
+@task(name="train_dp_mlp", cache_key_fn=inputs_and_code("train_dp_mlp"), persist_result=True,
+      result_serializer="json")
+def train_dp_mlp(dataset: dict[str, Any], spec: DpMlpSpec) -> dict[str, Any]:
+    """DP-MLP: the same artifacts as ``train_dpgnn``."""
+    from dpgnn_core.methods import dp_mlp
+
+    data = load_keyed_dataset(dataset)
+    result = dp_mlp.train_dp_mlp(data, spec, on_step=progress("step", spec.steps))
+    return _private_artifacts("train_dp_mlp", dataset, spec, data, result, dp_mlp.plan,
+                              dp_mlp.save_dp_mlp)

@@ -159,18 +159,6 @@ def evaluate_dpgnn(model: SubgraphGNN, data: GraphData, device: str = "auto"
             for code, name in enumerate(SPLIT_NAMES[:3])}
 
 
-def epsilon_curve(spec: DpgnnSpec, num_train: int, noise_multiplier: float, delta: float,
-                  points: int = 20) -> list[tuple[int, float]]:
-    """ε spent after t steps, at ``points`` evenly spaced t (for tracking)."""
-    acc = make_accountant(spec.accountant)
-    steps = sorted({max(1, round(spec.steps * i / points)) for i in range(1, points + 1)})
-    out = []
-    for t in steps:
-        ledger = plan(spec.model_copy(update={"steps": t}), num_train)(noise_multiplier)
-        out.append((t, acc.epsilon(ledger, delta)))
-    return out
-
-
 def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
                num_classes: int) -> None:
     """Write weights and what rebuilds the model, atomically."""

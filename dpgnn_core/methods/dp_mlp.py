@@ -121,3 +121,20 @@ def evaluate_dp_mlp(model: MLP, data: GraphData, device: str = "auto"
     return {name: classification_metrics(data.y[data.split == code], logits[data.split == code],
                                          data.num_classes)
             for code, name in enumerate(SPLIT_NAMES[:3])}
+
+
+def save_dp_mlp(path: str, model: MLP, spec: DpMlpSpec, in_dim: int, num_classes: int) -> None:
+    """Write weights and what rebuilds the model, atomically."""
+    from dpgnn_core.io import atomic_file
+
+    with atomic_file(path) as tmp:
+        torch.save({"kind": "dp_mlp", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+                    "num_classes": num_classes,
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+
+
+def load_dp_mlp(blob: dict[str, Any]) -> tuple[MLP, DpMlpSpec]:
+    spec = DpMlpSpec(**blob["spec"])
+    model = MLP(blob["in_dim"], spec.hidden, blob["num_classes"], spec.layers, dropout=0.0)
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), spec

@@ -110,3 +110,11 @@ def max_steps(
         else:
             hi = mid
     return lo
+
+
+def epsilon_curve(plan: Callable[[int], Ledger], total_steps: int, delta: float,
+                  accountant: Accountant, points: int = 20) -> list[tuple[int, float]]:
+    """ε spent after t steps for ``points`` evenly spaced t up to ``total_steps`` (for
+    tracking the budget over a run). ``plan`` maps a number of steps to its ledger."""
+    steps = sorted({max(1, round(total_steps * i / points)) for i in range(1, points + 1)})
+    return [(t, accountant.epsilon(plan(t), delta)) for t in steps]

@@ -108,3 +108,17 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
     nonpriv = pipeline(dpgnn_spec=spec.model_copy(update={"epsilon": None}),
                        dataset=str(tmp_path / "ds"))
     assert nonpriv["private"] is False and "epsilon" not in nonpriv
+
+
+def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
+    from dpgnn_core.privacy import Ledger, RdpAccountant
+    from dpgnn_core.specs import DpMlpSpec
+
+    write_dataset(csbm(num_nodes=600, feature_signal=3.0, seed=32), tmp_path / "ds")
+    out = pipeline(dp_mlp_spec=DpMlpSpec(epsilon=2.0, steps=30, batch_size=40, hidden=16,
+                                         device="cpu"), dataset=str(tmp_path / "ds"))
+    assert out["method"] == "dp-mlp" and out["private"] and out["epsilon"] <= 2.0
+    ledger = Ledger.load(out["privacy_report"])
+    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    assert ledger.entries[0].sampler_scheme == "poisson"
+    assert 0.0 <= out["test_accuracy"] <= 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -186,3 +187,12 @@ def test_dpgnn_rdp_grid_includes_large_and_fractional_orders() -> None:
     _, order = epsilon_from_rdp(DEFAULT_ORDERS, curve, 1e-6)
     assert order > 10
     assert DEFAULT_ORDERS.min() < 1.01 and DEFAULT_ORDERS.max() >= 1024
+
+
+def test_epsilon_curve_is_monotone_and_ends_at_total() -> None:
+    from dpgnn_core.privacy.calibrate import epsilon_curve
+
+    curve = epsilon_curve(lambda t: _poisson(1.2, 0.02, t), 500, 1e-5, RDP, points=10)
+    assert [t for t, _ in curve][-1] == 500 and len(curve) == 10
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(curve))
+    assert curve[-1][1] == pytest.approx(RDP.epsilon(_poisson(1.2, 0.02, 500), 1e-5))
