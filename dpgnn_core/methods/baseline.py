@@ -15,14 +15,14 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
 from dpgnn_core.models import build_model
 from dpgnn_core.specs import TrainSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded, train_full_batch
-from dpgnn_core.training.metrics import classification_metrics
+from dpgnn_core.training.metrics import metrics_by_split
 
 
 @dataclass
@@ -83,11 +83,7 @@ def predict(model: nn.Module, data: GraphData, spec: TrainSpec) -> npt.NDArray[n
 
 def evaluate(data: GraphData, logits: npt.NDArray[np.floating]) -> dict[str, dict[str, float]]:
     """Metrics per split (train, val, test) of node ``logits``."""
-    out = {}
-    for code, name in enumerate(SPLIT_NAMES[:3]):
-        m = data.split == code
-        out[name] = classification_metrics(data.y[m], logits[m], data.num_classes)
-    return out
+    return metrics_by_split(data, logits)
 
 
 def save_model(path: str | Path, model: nn.Module, spec: TrainSpec, in_dim: int,

@@ -14,7 +14,6 @@ and the ledger is empty with ``epsilon = inf`` in the report.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,12 +23,13 @@ import torch
 from opacus import GradSampleModule
 
 from dpgnn_core.data.clean import is_symmetric
-from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
+from dpgnn_core.methods._private import calibrated_plan, save_model
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
-from dpgnn_core.privacy import DpgnnEvent, Ledger, calibrate_noise, make_accountant
+from dpgnn_core.privacy import DpgnnEvent, Ledger
 from dpgnn_core.specs import DpgnnSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import (
@@ -39,7 +39,7 @@ from dpgnn_core.training.dp_sgd import (
     dpgnn_noise_std,
 )
 from dpgnn_core.training.loop import seeded
-from dpgnn_core.training.metrics import classification_metrics
+from dpgnn_core.training.metrics import metrics_by_split
 
 
 @dataclass
@@ -88,26 +88,11 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     if spec.batch_size > n_train:
         raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
                         field="batch_size", value=spec.batch_size)
-    private = spec.epsilon is not None
-    delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    report: dict[str, Any] = {"method": f"dp-{spec.conv}" if private else spec.conv,
-                              "private": private, "delta": delta, "steps": spec.steps,
-                              "unaccounted": [], "protects": "model parameters against "
-                              "replacing one node (features, label, edges) of the training "
-                              "graph; not predictions made on the private graph"}
-    ledger = Ledger()
-    lam = 0.0
-    if private:
-        assert spec.epsilon is not None
-        cal = calibrate_noise(plan(spec, n_train), spec.epsilon, delta,
-                              make_accountant(spec.accountant))
-        lam = cal.noise_multiplier
-        ledger = plan(spec, n_train)(lam)
-        report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                       "noise_multiplier": lam, "accountant": spec.accountant})
-    else:
-        report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
-
+    ledger, lam, report = calibrated_plan(
+        spec, n_train, plan(spec, n_train), method=f"dp-{spec.conv}",
+        protects="model parameters against replacing one node (features, label, edges) of "
+        "the training graph; not predictions made on the private graph")
+    private = report["private"]
     sg = _subgraphs(data, spec)
     report["occurrence_bound"] = sg.occurrence_bound
     device = resolve_device(spec.device)
@@ -154,20 +139,13 @@ def evaluate_dpgnn(model: SubgraphGNN, data: GraphData, device: str = "auto"
     with torch.no_grad():
         logits = model.forward_sparse(torch.tensor(data.x, device=dev),
                                       torch.tensor(data.edge_index, device=dev)).cpu().numpy()
-    return {name: classification_metrics(data.y[data.split == code], logits[data.split == code],
-                                         data.num_classes)
-            for code, name in enumerate(SPLIT_NAMES[:3])}
+    return metrics_by_split(data, logits)
 
 
 def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
                num_classes: int) -> None:
     """Write weights and what rebuilds the model, atomically."""
-    from dpgnn_core.io import atomic_file
-
-    with atomic_file(path) as tmp:
-        torch.save({"kind": "dpgnn", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
-                    "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+    save_model(path, "dpgnn", model, spec, in_dim, num_classes)
 
 
 def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:

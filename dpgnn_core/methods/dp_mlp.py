@@ -5,7 +5,6 @@ never reads an edge."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,15 +13,16 @@ import numpy as np
 import torch
 from opacus import GradSampleModule
 
-from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
+from dpgnn_core.methods._private import calibrated_plan, save_model
 from dpgnn_core.models.mlp import MLP
-from dpgnn_core.privacy import Ledger, PoissonGaussianEvent, calibrate_noise, make_accountant
+from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
 from dpgnn_core.specs import DpMlpSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import PoissonSampler, check_dp_compatible, dp_optimizer
 from dpgnn_core.training.loop import seeded
-from dpgnn_core.training.metrics import classification_metrics
+from dpgnn_core.training.metrics import metrics_by_split
 
 
 @dataclass
@@ -57,24 +57,13 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     if spec.batch_size > n_train:
         raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
                         field="batch_size", value=spec.batch_size)
-    private = spec.epsilon is not None
-    delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    report: dict[str, Any] = {"method": "dp-mlp" if private else "mlp-same-path",
-                              "private": private, "delta": delta, "steps": spec.steps,
-                              "unaccounted": [], "protects": "model parameters against "
-                              "adding or removing one node (its features and label)"}
-    ledger, z = Ledger(), 0.0
+    ledger, z, report = calibrated_plan(
+        spec, n_train, plan(spec, n_train), method="dp-mlp",
+        protects="model parameters against adding or removing one node (its features and "
+        "label)")
+    private = report["private"]
     if private:
-        assert spec.epsilon is not None
-        cal = calibrate_noise(plan(spec, n_train), spec.epsilon, delta,
-                              make_accountant(spec.accountant))
-        z = cal.noise_multiplier
-        ledger = plan(spec, n_train)(z)
-        report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                       "noise_multiplier": z, "noise_std": z * spec.clip,
-                       "accountant": spec.accountant})
-    else:
-        report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
+        report["noise_std"] = z * spec.clip
     device = resolve_device(spec.device)
     gen = torch.Generator().manual_seed(spec.seed)
     x = torch.tensor(data.x[train_idx], device=device)
@@ -118,19 +107,12 @@ def evaluate_dp_mlp(model: MLP, data: GraphData, device: str = "auto"
     dev = resolve_device(device)
     with torch.no_grad():
         logits = model.to(dev).eval()(torch.tensor(data.x, device=dev)).cpu().numpy()
-    return {name: classification_metrics(data.y[data.split == code], logits[data.split == code],
-                                         data.num_classes)
-            for code, name in enumerate(SPLIT_NAMES[:3])}
+    return metrics_by_split(data, logits)
 
 
 def save_dp_mlp(path: str, model: MLP, spec: DpMlpSpec, in_dim: int, num_classes: int) -> None:
     """Write weights and what rebuilds the model, atomically."""
-    from dpgnn_core.io import atomic_file
-
-    with atomic_file(path) as tmp:
-        torch.save({"kind": "dp_mlp", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
-                    "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+    save_model(path, "dp_mlp", model, spec, in_dim, num_classes)
 
 
 def load_dp_mlp(blob: dict[str, Any]) -> tuple[MLP, DpMlpSpec]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from sklearn.metrics import f1_score, roc_auc_score
@@ -49,3 +51,12 @@ def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np
             onehot = np.eye(num_classes)[y_true]
             out["roc_auc"] = float(roc_auc_score(onehot, prob, average="micro"))
     return out
+
+
+def metrics_by_split(data: Any, logits: npt.NDArray[np.floating]) -> dict[str, dict[str, float]]:
+    """:func:`classification_metrics` on the train, val and test nodes of ``data``."""
+    from dpgnn_core.data.graph import SPLIT_NAMES
+
+    return {name: classification_metrics(data.y[data.split == code], logits[data.split == code],
+                                         data.num_classes)
+            for code, name in enumerate(SPLIT_NAMES[:3])}

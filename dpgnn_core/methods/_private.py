@@ -1,0 +1,46 @@
+"""What every private method shares: calibrating its plan to the target (ε, δ) with the
+report that goes with it, and saving its model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dpgnn_core.io import atomic_file
+from dpgnn_core.privacy import Ledger, calibrate_noise, make_accountant
+
+
+def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
+                    method: str, protects: str) -> tuple[Ledger, float, dict[str, Any]]:
+    """Calibrate ``plan`` (noise ↦ ledger) to ``spec.epsilon`` at ``spec.delta`` (1/(10 N)
+    by default). Without ``spec.epsilon`` the run is non-private: an empty ledger, noise 0
+    and ε = inf in the report, which says so.
+
+    Returns:
+        (Ledger, float, dict): the ledger of the whole plan, the noise multiplier, and the
+        privacy report.
+    """
+    private = spec.epsilon is not None
+    delta = spec.delta if spec.delta is not None else 1.0 / (10 * num_train)
+    report: dict[str, Any] = {"method": method if private else f"{method}-non-private",
+                              "private": private, "delta": delta, "steps": spec.steps,
+                              "unaccounted": [], "protects": protects if private else "nothing"}
+    if not private:
+        report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
+        return Ledger(), 0.0, report
+    cal = calibrate_noise(plan, spec.epsilon, delta, make_accountant(spec.accountant))
+    report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
+                   "noise_multiplier": cal.noise_multiplier, "accountant": spec.accountant})
+    return plan(cal.noise_multiplier), cal.noise_multiplier, report
+
+
+def save_model(path: str, kind: str, model: torch.nn.Module, spec: Any, in_dim: int,
+               num_classes: int) -> None:
+    """Write the weights with what rebuilds the model (kind, spec, dims), atomically."""
+    with atomic_file(path) as tmp:
+        torch.save({"kind": kind, "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+                    "num_classes": num_classes,
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
