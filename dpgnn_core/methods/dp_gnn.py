@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from opacus import GradSampleModule
 
 from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
@@ -34,9 +33,8 @@ from dpgnn_core.specs import DpgnnSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import (
     FixedSizeSampler,
-    check_dp_compatible,
-    dp_optimizer,
     dpgnn_noise_std,
+    train_steps,
 )
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
@@ -98,36 +96,27 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     device = resolve_device(spec.device)
     gen = torch.Generator().manual_seed(spec.seed)
     y = torch.from_numpy(np.asarray(data.y[sg.roots]))
-    history: list[dict[str, float]] = []
     with seeded(spec.seed, device):
         model = SubgraphGNN(spec.conv, data.num_features, data.num_classes, spec.hidden,
                             spec.layers, spec.activation).to(device)
         base = (torch.optim.Adam(model.parameters(), lr=spec.lr) if spec.optimizer == "adam"
                 else torch.optim.SGD(model.parameters(), lr=spec.lr))
-        net: torch.nn.Module = model
-        opt: torch.optim.Optimizer = base
+        noise_std = 0.0
         if private:
-            check_dp_compatible(model)
-            net = GradSampleModule(model)
             noise_std = dpgnn_noise_std(lam, spec.clip, spec.max_degree, spec.layers)
-            opt = dp_optimizer(base, noise_std=noise_std, clip=spec.clip,
-                               batch_size=spec.batch_size, generator=gen)
             report["noise_std"] = noise_std
         sampler = FixedSizeSampler(n_train, spec.batch_size, gen)
-        for step in range(1, spec.steps + 1):
+
+        def step_loss(net: torch.nn.Module) -> tuple[torch.Tensor, float]:
             ids = sampler.sample().numpy()
             batch = build_batch(sg, ids, data.x, normalisation="none")
             logits = net(batch.x.to(device), batch.adj.to(device), batch.mask.to(device))
             loss = torch.nn.functional.cross_entropy(logits, y[ids].to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            opt.step()
-            rec = {"step": step, "train_loss": float(loss.item())}
-            history.append(rec)
-            if on_step is not None:
-                on_step(step, rec)
-        if isinstance(net, GradSampleModule):
-            net._close()
+            return loss, float(loss.item())
+
+        history = train_steps(model, base, spec.steps, step_loss, private=private,
+                              noise_std=noise_std, clip=spec.clip, batch_size=spec.batch_size,
+                              generator=gen, on_step=on_step)
     return DpgnnResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

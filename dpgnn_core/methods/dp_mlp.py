@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from opacus import GradSampleModule
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
@@ -20,7 +19,7 @@ from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
 from dpgnn_core.specs import DpMlpSpec
 from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import PoissonSampler, check_dp_compatible, dp_optimizer
+from dpgnn_core.training.dp_sgd import PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 
@@ -68,36 +67,24 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     gen = torch.Generator().manual_seed(spec.seed)
     x = torch.tensor(data.x[train_idx], device=device)
     y = torch.tensor(data.y[train_idx], device=device)
-    history: list[dict[str, float]] = []
     with seeded(spec.seed, device):
         model = MLP(data.num_features, spec.hidden, data.num_classes, spec.layers,
                     dropout=0.0).to(device)
-        net: torch.nn.Module = model
-        opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
-        if private:
-            check_dp_compatible(model)
-            net = GradSampleModule(model)
-            opt = dp_optimizer(opt, noise_std=z * spec.clip, clip=spec.clip,
-                               batch_size=spec.batch_size, generator=gen)
+        opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
         sampler = PoissonSampler(n_train, spec.batch_size / n_train, gen)
-        for step in range(1, spec.steps + 1):
+
+        def step_loss(net: torch.nn.Module) -> tuple[torch.Tensor, float]:
             # Poisson batches vary in size and may be empty: the noise is added regardless,
             # and the sum is divided by the expected batch size, as the analysis assumes.
             ids = sampler.sample().to(device) if private else \
                 torch.randperm(n_train, generator=gen)[: spec.batch_size].to(device)
-            logits = net(x[ids])
-            loss = torch.nn.functional.cross_entropy(logits, y[ids], reduction="sum")
+            loss = torch.nn.functional.cross_entropy(net(x[ids]), y[ids], reduction="sum")
             loss = loss / spec.batch_size
-            opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            opt.step()
-            rec = {"step": step, "train_loss": float(loss.item()) * spec.batch_size
-                   / max(1, int(ids.shape[0]))}
-            history.append(rec)
-            if on_step is not None:
-                on_step(step, rec)
-        if isinstance(net, GradSampleModule):
-            net._close()
+            return loss, float(loss.item()) * spec.batch_size / max(1, int(ids.shape[0]))
+
+        history = train_steps(model, opt, spec.steps, step_loss, private=private,
+                              noise_std=z * spec.clip, clip=spec.clip,
+                              batch_size=spec.batch_size, generator=gen, on_step=on_step)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

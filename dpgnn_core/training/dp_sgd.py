@@ -9,9 +9,11 @@ multiplier alone" (the pitfall of Mueller et al.'s code).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
 from dpgnn_core.privacy.events import PrivacyError, neighbourhood_size
@@ -85,3 +87,47 @@ def check_dp_compatible(model: torch.nn.Module) -> None:
         raise PrivacyError("model is not compatible with DP training: "
                            + "; ".join(str(e) for e in errors)
                            + " (use GroupNorm, LayerNorm or InstanceNorm instead of BatchNorm)")
+
+
+def train_steps(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    steps: int,
+    step_loss: Callable[[torch.nn.Module], tuple[torch.Tensor, float]],
+    *,
+    private: bool,
+    noise_std: float = 0.0,
+    clip: float = 1.0,
+    batch_size: int = 1,
+    generator: torch.Generator | None = None,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Run ``steps`` optimisation steps; return ``[{"step", "train_loss"}]``.
+
+    ``step_loss(net)`` draws a batch, runs ``net`` and returns (the loss to minimise, the
+    loss to report). With ``private``, the model is validated for DP, wrapped in Opacus's
+    ``GradSampleModule``, and the optimizer clips per-sample gradients to ``clip`` and adds
+    noise of std ``noise_std`` (:func:`dp_optimizer`); the hooks are removed afterwards.
+    """
+    net: torch.nn.Module = model
+    opt = optimizer
+    if private:
+        check_dp_compatible(model)
+        net = GradSampleModule(model)
+        opt = dp_optimizer(optimizer, noise_std=noise_std, clip=clip, batch_size=batch_size,
+                           generator=generator)
+    history: list[dict[str, float]] = []
+    try:
+        for step in range(1, steps + 1):
+            loss, reported = step_loss(net)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            opt.step()
+            rec = {"step": step, "train_loss": reported}
+            history.append(rec)
+            if on_step is not None:
+                on_step(step, rec)
+    finally:
+        if isinstance(net, GradSampleModule):
+            net.cleanup()
+    return history
