@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import torch
 
 from dpgnn_core.io import atomic_file
 from dpgnn_core.privacy import Ledger, calibrate_noise, make_accountant
+
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+@dataclass
+class PrivateResult(Generic[M]):
+    """A trained model with its ledger, privacy report and per-step history."""
+
+    model: M
+    ledger: Ledger
+    report: dict[str, Any]
+    history: list[dict[str, float]]
 
 
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,

@@ -15,7 +15,6 @@ and the ledger is empty with ``epsilon = inf`` in the report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
-from dpgnn_core.methods._private import calibrated_plan, save_model
+from dpgnn_core.methods._private import PrivateResult, calibrated_plan, save_model
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger
 from dpgnn_core.specs import DpgnnSpec
@@ -39,13 +38,7 @@ from dpgnn_core.training.dp_sgd import (
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 
-
-@dataclass
-class DpgnnResult:
-    model: SubgraphGNN
-    ledger: Ledger
-    report: dict[str, Any]
-    history: list[dict[str, float]]
+DpgnnResult = PrivateResult[SubgraphGNN]
 
 
 def plan(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:

@@ -6,7 +6,6 @@ never reads an edge."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.methods._private import calibrated_plan, save_model
+from dpgnn_core.methods._private import PrivateResult, calibrated_plan, save_model
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
 from dpgnn_core.specs import DpMlpSpec
@@ -23,13 +22,7 @@ from dpgnn_core.training.dp_sgd import PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 
-
-@dataclass
-class DpMlpResult:
-    model: MLP
-    ledger: Ledger
-    report: dict[str, Any]
-    history: list[dict[str, float]]
+DpMlpResult = PrivateResult[MLP]
 
 
 def plan(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
