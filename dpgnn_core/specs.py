@@ -112,7 +112,23 @@ class SamplerSpec(Spec):
         return self
 
 
-class DpgnnSpec(Spec):
+class PrivateSpec(Spec):
+    """Fields every private training method shares (see each method's spec for meaning):
+    batch size, steps, learning rate, clipping norm C, target epsilon (None: non-private),
+    delta (1/(10 N) by default), accountant, seed and device."""
+
+    batch_size: int = Field(256, ge=1)
+    steps: int = Field(500, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    clip: float = Field(1.0, gt=0)
+    epsilon: float | None = Field(None, gt=0)
+    delta: float | None = Field(None, gt=0, lt=1)
+    accountant: Literal["rdp", "pld"] = "rdp"
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+class DpgnnSpec(PrivateSpec):
     """DP-GNN training (Daigavane et al.): degree-bounded subgraphs, DP-Adam / DP-SGD over
     fixed-size batches of them, privacy by the hypergeometric amplification theorem.
 
@@ -141,19 +157,10 @@ class DpgnnSpec(Spec):
     max_degree: int = Field(7, ge=1)
     hidden: int = Field(256, ge=1)
     activation: Literal["tanh", "relu", "elu"] = "tanh"
-    batch_size: int = Field(256, ge=1)
-    steps: int = Field(500, ge=1)
-    lr: float = Field(3e-3, gt=0)
     optimizer: Literal["adam", "sgd"] = "adam"
-    clip: float = Field(1.0, gt=0)
-    epsilon: float | None = Field(None, gt=0)
-    delta: float | None = Field(None, gt=0, lt=1)
-    accountant: Literal["rdp", "pld"] = "rdp"
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
-class DpMlpSpec(Spec):
+class DpMlpSpec(PrivateSpec):
     """DP-MLP: an MLP on node features only, DP-Adam over Poisson-sampled training rows.
 
     One node is one row, so the guarantee is node-level under add/remove of a node.
@@ -175,12 +182,3 @@ class DpMlpSpec(Spec):
 
     hidden: int = Field(256, ge=1)
     layers: int = Field(2, ge=1, le=8)
-    batch_size: int = Field(256, ge=1)
-    steps: int = Field(500, ge=1)
-    lr: float = Field(3e-3, gt=0)
-    clip: float = Field(1.0, gt=0)
-    epsilon: float | None = Field(None, gt=0)
-    delta: float | None = Field(None, gt=0, lt=1)
-    accountant: Literal["rdp", "pld"] = "rdp"
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
