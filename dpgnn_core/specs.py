@@ -128,36 +128,108 @@ class PrivateSpec(Spec):
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
-class DpgnnSpec(PrivateSpec):
+class SubgraphSpec(PrivateSpec):
+    """What DP-GNN and DRW share: the subgraph model, its clipping, model selection.
+
+    Args:
+        conv (str): ``gcn``, ``sage``, ``gin`` or ``gat`` (10-head dot-product attention).
+            (default: ``gcn``)
+        layers (int): message-passing layers r. (default: 1)
+        hidden (int): latent size. (default: 256)
+        activation (str): ``tanh``, ``relu`` or ``elu``. (default: ``tanh``)
+        optimizer (str): ``adam`` (DP-Adam) or ``sgd`` (DP-SGD). (default: ``adam``)
+        clipping (str): ``global`` (one norm C over all parameters) or ``layerwise``
+            (encoder / aggregation / decoder clipped to their own norms, noise per group with
+            one common multiplier). (default: ``global``)
+        layer_clips (tuple, optional): (encoder, aggregation, decoder) norms for
+            ``layerwise``; ``clip`` for each when omitted.
+        clip_percentile (float, optional): set the norms to this percentile (the paper: 75)
+            of per-sample gradient norms at initialisation, on one batch. That reads private
+            data without noise: the run's privacy report and ledger flag it as unaccounted.
+        select_on_validation (bool): keep the weights with the best validation accuracy,
+            checked every ``select_every`` steps. Reads validation labels: flagged in the
+            privacy report. (default: :obj:`False`)
+        select_every (int): steps between validation checks. (default: 50)
+    """
+
+    conv: Literal["gcn", "sage", "gin", "gat"] = "gcn"
+    layers: int = Field(1, ge=1, le=4)
+    hidden: int = Field(256, ge=1)
+    activation: Literal["tanh", "relu", "elu"] = "tanh"
+    optimizer: Literal["adam", "sgd"] = "adam"
+    clipping: Literal["global", "layerwise"] = "global"
+    layer_clips: tuple[float, float, float] | None = None
+    clip_percentile: float | None = Field(None, gt=0, le=100)
+    select_on_validation: bool = False
+    select_every: int = Field(50, ge=1)
+
+    @model_validator(mode="after")
+    def _clips(self) -> SubgraphSpec:
+        if self.layer_clips is not None:
+            if self.clipping != "layerwise":
+                raise ValueError("layer_clips needs clipping='layerwise'")
+            if any(c <= 0 for c in self.layer_clips):
+                raise ValueError(f"layer_clips must be > 0, got {self.layer_clips}")
+        return self
+
+    def clip_norms(self) -> tuple[float, ...]:
+        """Clipping norm per group before any percentile rule."""
+        if self.clipping == "global":
+            return (self.clip,)
+        return self.layer_clips or (self.clip,) * 3
+
+
+class DpgnnSpec(SubgraphSpec):
     """DP-GNN training (Daigavane et al.): degree-bounded subgraphs, DP-Adam / DP-SGD over
     fixed-size batches of them, privacy by the hypergeometric amplification theorem.
 
     Args:
-        conv (str): ``gcn``, ``sage`` or ``gin``. (default: ``gcn``)
-        layers (int): message-passing layers r. (default: 1)
         max_degree (int): in-degree bound K. (default: 7)
-        hidden (int): latent size. (default: 256)
-        activation (str): ``tanh``, ``relu`` or ``elu``. (default: ``tanh``)
         batch_size (int): subgraphs per step m. (default: 256)
         steps (int): training steps T. (default: 500)
         lr (float): learning rate. (default: 3e-3)
-        optimizer (str): ``adam`` or ``sgd``. (default: ``adam``)
-        clip (float): per-subgraph gradient clipping norm C, fixed (no data-dependent
-            threshold, so nothing unaccounted). (default: 1.0)
+        clip (float): per-subgraph clipping norm C. (default: 1.0)
         epsilon (float, optional): target ε; :obj:`None` trains without privacy (no noise,
             no clipping), through the same code path.
         delta (float, optional): δ; 1 / (10 N) by default.
         accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
         seed (int): seeds sampling, initialisation, batches and noise. (default: 0)
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
+
+    The model and clipping fields are :class:`SubgraphSpec`'s.
     """
 
-    conv: Literal["gcn", "sage", "gin"] = "gcn"
-    layers: int = Field(1, ge=1, le=4)
     max_degree: int = Field(7, ge=1)
-    hidden: int = Field(256, ge=1)
-    activation: Literal["tanh", "relu", "elu"] = "tanh"
-    optimizer: Literal["adam", "sgd"] = "adam"
+
+
+class DrwSpec(SubgraphSpec):
+    """Disjoint random-walk training (Ayle et al.): the training nodes are partitioned into
+    disjoint random-walk subgraphs, each one record of DP-SGD / DP-Adam over fixed-size
+    batches; a node lies in one subgraph, so one subgraph is the sensitivity.
+
+    Args:
+        variant (str): ``drw`` (one walk of length L per root), ``drw-r`` (R walks per root)
+            or ``drw-d`` (a fresh partition every ``resample_every`` steps).
+            (default: ``drw``)
+        walk_length (int): L. (default: 4)
+        restarts (int): R for ``drw-r`` (and ``drw-d`` if > 1). (default: 1)
+        resample_every (int): k for ``drw-d``. (default: 100)
+        conv (str): ``gcn`` or ``sage``. (default: ``gcn``)
+
+    The other fields are :class:`SubgraphSpec`'s; ``batch_size`` counts subgraphs.
+    """
+
+    variant: Literal["drw", "drw-r", "drw-d"] = "drw"
+    walk_length: int = Field(4, ge=1)
+    restarts: int = Field(1, ge=1)
+    resample_every: int = Field(100, ge=1)
+    conv: Literal["gcn", "sage"] = "gcn"
+
+    @model_validator(mode="after")
+    def _variant(self) -> DrwSpec:
+        if self.variant == "drw" and self.restarts != 1:
+            raise ValueError("drw walks once from each root; use variant drw-r for restarts")
+        return self
 
 
 class DpMlpSpec(PrivateSpec):

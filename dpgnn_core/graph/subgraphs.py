@@ -137,12 +137,14 @@ def read_subgraphs(folder: str | Path) -> Subgraphs:
 @dataclass(frozen=True)
 class DenseBatch:
     """Padded dense batch: ``x`` [B, S, d], ``mask`` [B, S], ``adj`` [B, S, S]; the root of
-    every subgraph at index 0. ``adj[b, i, j]`` is the weight of the message j -> i."""
+    every subgraph at index 0. ``adj[b, i, j]`` is the weight of the message j -> i;
+    ``nodes`` [B, S] holds the global node ids (-1 on padding)."""
 
     x: torch.Tensor
     mask: torch.Tensor
     adj: torch.Tensor
     roots: torch.Tensor
+    nodes: torch.Tensor
 
 
 def build_batch(sg: Subgraphs, ids: IntArray, features: npt.NDArray[np.float32], *,
@@ -196,4 +198,7 @@ def build_batch(sg: Subgraphs, ids: IntArray, features: npt.NDArray[np.float32],
     elif normalisation != "none":
         raise DataError("unknown normalisation; choose gcn or none", field="normalisation",
                         value=normalisation)
-    return DenseBatch(x=x, mask=mask, adj=adj, roots=torch.from_numpy(sg.roots[ids]))
+    nodes = torch.full((b, s), -1, dtype=torch.int64)
+    nodes[slot, local] = torch.from_numpy(glob)
+    return DenseBatch(x=x, mask=mask, adj=adj, roots=torch.from_numpy(sg.roots[ids]),
+                      nodes=nodes)

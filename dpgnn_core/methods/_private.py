@@ -8,8 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 import torch
 
+from dpgnn_core.data.graph import GraphData
+from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
 from dpgnn_core.privacy import Ledger, calibrate_noise, make_accountant
 
@@ -24,6 +27,22 @@ class PrivateResult(Generic[M]):
     ledger: Ledger
     report: dict[str, Any]
     history: list[dict[str, float]]
+
+
+def check_node_task(data: GraphData, spec: Any, method: str) -> int:
+    """Refuse what no node method can train on; return the number of training nodes."""
+    if data.task != "node" or data.multi_label:
+        raise DataError(f"{method} classifies nodes with single labels", field="task",
+                        value=data.task)
+    n_train = int(data.mask("train").sum())
+    if n_train == 0:
+        raise DataError("the dataset has no training node", field="split", value="train")
+    if (np.asarray(data.y)[data.mask("train")] < 0).any():
+        raise DataError("a training node has no label", field="y", value=-1)
+    if spec.batch_size > n_train:
+        raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
+                        field="batch_size", value=spec.batch_size)
+    return n_train
 
 
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,

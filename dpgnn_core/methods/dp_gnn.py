@@ -5,8 +5,10 @@
 2. Calibrate the noise multiplier λ so that T steps of fixed-size batches of m of the N
    subgraphs spend at most the target (ε, δ) (hypergeometric amplification; the ledger
    holds one :class:`~dpgnn_core.privacy.DpgnnEvent`).
-3. Train on padded dense batches with per-subgraph clipping to C and noise std λ·2C·N(K,r).
-4. Predict on the full graph with the same weights (sparse path).
+3. Train on padded dense batches with per-subgraph clipping to C (or per group, layer-wise)
+   and noise std λ·2C·N(K,r).
+4. Predict on the full graph with the same weights (sparse path): transductive, or on the
+   test graph of a ``-disjoint`` dataset (inductive).
 
 Without ``epsilon`` the same path runs without noise or clipping (the non-private model),
 and the ledger is empty with ``epsilon = inf`` in the report.
@@ -18,27 +20,25 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.errors import DataError
 from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
-from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
-from dpgnn_core.methods._private import PrivateResult, calibrated_plan, save_model
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN
-from dpgnn_core.privacy import DpgnnEvent, Ledger
-from dpgnn_core.specs import DpgnnSpec
-from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import (
-    FixedSizeSampler,
-    dpgnn_noise_std,
-    train_steps,
+from dpgnn_core.graph.subgraphs import Subgraphs
+from dpgnn_core.methods._private import check_node_task
+from dpgnn_core.methods._subgraph import (
+    SubgraphResult,
+    evaluate_subgraph_model,
+    load_subgraph_model,
+    save_subgraph_model,
+    train_on_subgraphs,
 )
-from dpgnn_core.training.loop import seeded
-from dpgnn_core.training.metrics import metrics_by_split
+from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
+from dpgnn_core.specs import DpgnnSpec
 
-DpgnnResult = PrivateResult[SubgraphGNN]
+DpgnnResult = SubgraphResult
+evaluate_dpgnn = evaluate_subgraph_model
 
 
 def plan(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
@@ -69,70 +69,25 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     Raises:
         DataError: not a node-classification dataset, no labels on training nodes, or a
             batch larger than the training set.
-        PrivacyError: a budget too small for the plan.
+        PrivacyError: a budget too small for the plan (the message names the smallest ε).
     """
-    if data.task != "node" or data.multi_label:
-        raise DataError("DP-GNN classifies nodes with single labels", field="task",
-                        value=data.task)
-    train_idx = np.flatnonzero(data.mask("train"))
-    n_train = int(train_idx.shape[0])
-    if spec.batch_size > n_train:
-        raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
-                        field="batch_size", value=spec.batch_size)
-    ledger, lam, report = calibrated_plan(
-        spec, n_train, plan(spec, n_train), method=f"dp-{spec.conv}",
-        protects="model parameters against replacing one node (features, label, edges) of "
-        "the training graph; not predictions made on the private graph")
-    private = report["private"]
+    n_train = check_node_task(data, spec, "DP-GNN")
     sg = _subgraphs(data, spec)
-    report["occurrence_bound"] = sg.occurrence_bound
-    device = resolve_device(spec.device)
-    gen = torch.Generator().manual_seed(spec.seed)
-    y = torch.from_numpy(np.asarray(data.y[sg.roots]))
-    with seeded(spec.seed, device):
-        model = SubgraphGNN(spec.conv, data.num_features, data.num_classes, spec.hidden,
-                            spec.layers, spec.activation).to(device)
-        base = (torch.optim.Adam(model.parameters(), lr=spec.lr) if spec.optimizer == "adam"
-                else torch.optim.SGD(model.parameters(), lr=spec.lr))
-        noise_std = 0.0
-        if private:
-            noise_std = dpgnn_noise_std(lam, spec.clip, spec.max_degree, spec.layers)
-            report["noise_std"] = noise_std
-        sampler = FixedSizeSampler(n_train, spec.batch_size, gen)
-
-        def step_loss(net: torch.nn.Module) -> tuple[torch.Tensor, float]:
-            ids = sampler.sample().numpy()
-            batch = build_batch(sg, ids, data.x, normalisation="none")
-            logits = net(batch.x.to(device), batch.adj.to(device), batch.mask.to(device))
-            loss = torch.nn.functional.cross_entropy(logits, y[ids].to(device))
-            return loss, float(loss.item())
-
-        history = train_steps(model, base, spec.steps, step_loss, private=private,
-                              noise_std=noise_std, clip=spec.clip, batch_size=spec.batch_size,
-                              generator=gen, on_step=on_step)
-    return DpgnnResult(model=model.eval(), ledger=ledger, report=report, history=history)
-
-
-def evaluate_dpgnn(model: SubgraphGNN, data: GraphData, device: str = "auto"
-                   ) -> dict[str, dict[str, float]]:
-    """Transductive evaluation: full neighbourhoods of the whole graph (sparse path)."""
-    dev = resolve_device(device)
-    model = model.to(dev).eval()
-    with torch.no_grad():
-        logits = model.forward_sparse(torch.tensor(data.x, device=dev),
-                                      torch.tensor(data.edge_index, device=dev)).cpu().numpy()
-    return metrics_by_split(data, logits)
+    result = train_on_subgraphs(
+        data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=plan(spec, n_train),
+        unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
+        protects="model parameters against replacing one node (features, label, edges) of "
+        "the training graph", subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
+    result.report["occurrence_bound"] = sg.occurrence_bound
+    return result
 
 
 def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
                num_classes: int) -> None:
     """Write weights and what rebuilds the model, atomically."""
-    save_model(path, "dpgnn", model, spec, in_dim, num_classes)
+    save_subgraph_model(path, "dpgnn", model, spec, in_dim, num_classes)
 
 
 def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:
     spec = DpgnnSpec(**blob["spec"])
-    model = SubgraphGNN(spec.conv, blob["in_dim"], blob["num_classes"], spec.hidden,
-                        spec.layers, spec.activation)
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
+    return load_subgraph_model(blob, spec), spec

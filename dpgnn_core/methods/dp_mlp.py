@@ -12,15 +12,20 @@ import numpy as np
 import torch
 
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.errors import DataError
-from dpgnn_core.methods._private import PrivateResult, calibrated_plan, save_model
+from dpgnn_core.methods._private import (
+    PrivateResult,
+    calibrated_plan,
+    check_node_task,
+    save_model,
+)
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
 from dpgnn_core.specs import DpMlpSpec
 from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import PoissonSampler, train_steps
+from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
+from dpgnn_core.training.per_sample import group_noise_stds
 
 DpMlpResult = PrivateResult[MLP]
 
@@ -41,14 +46,8 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                  on_step: Callable[[int, dict[str, float]], None] | None = None
                  ) -> DpMlpResult:
     """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
-    if data.task != "node" or data.multi_label:
-        raise DataError("DP-MLP classifies nodes with single labels", field="task",
-                        value=data.task)
+    n_train = check_node_task(data, spec, "DP-MLP")
     train_idx = np.flatnonzero(data.mask("train"))
-    n_train = int(train_idx.shape[0])
-    if spec.batch_size > n_train:
-        raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
-                        field="batch_size", value=spec.batch_size)
     ledger, z, report = calibrated_plan(
         spec, n_train, plan(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
@@ -58,6 +57,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
         report["noise_std"] = z * spec.clip
     device = resolve_device(spec.device)
     gen = torch.Generator().manual_seed(spec.seed)
+    noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
     x = torch.tensor(data.x[train_idx], device=device)
     y = torch.tensor(data.y[train_idx], device=device)
     with seeded(spec.seed, device):
@@ -66,18 +66,20 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
         opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
         sampler = PoissonSampler(n_train, spec.batch_size / n_train, gen)
 
-        def step_loss(net: torch.nn.Module) -> tuple[torch.Tensor, float]:
+        def step_losses() -> tuple[torch.Tensor, float]:
             # Poisson batches vary in size and may be empty: the noise is added regardless,
             # and the sum is divided by the expected batch size, as the analysis assumes.
             ids = sampler.sample().to(device) if private else \
                 torch.randperm(n_train, generator=gen)[: spec.batch_size].to(device)
-            loss = torch.nn.functional.cross_entropy(net(x[ids]), y[ids], reduction="sum")
-            loss = loss / spec.batch_size
-            return loss, float(loss.item()) * spec.batch_size / max(1, int(ids.shape[0]))
+            losses = torch.nn.functional.cross_entropy(model(x[ids]), y[ids], reduction="none")
+            return losses, float(losses.detach().mean().item()) if len(ids) else 0.0
 
-        history = train_steps(model, opt, spec.steps, step_loss, private=private,
-                              noise_std=z * spec.clip, clip=spec.clip,
-                              batch_size=spec.batch_size, generator=gen, on_step=on_step)
+        clipping = None
+        if private:
+            stds = group_noise_stds(z, 1.0, [spec.clip])
+            clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch_size))
+        history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
+                              generator=noise_gen, on_step=on_step)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

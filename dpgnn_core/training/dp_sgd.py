@@ -1,10 +1,10 @@
-"""DP-SGD / DP-Adam building blocks: batch samplers that declare their scheme, and Opacus's
-DP optimizer configured by the noise standard deviation a mechanism needs.
+"""DP-SGD / DP-Adam building blocks: batch samplers that declare their scheme, and the
+training loop that clips per-sample gradients and adds the noise each mechanism states.
 
-Opacus adds noise of std ``noise_multiplier * max_grad_norm`` to the sum of clipped
-per-sample gradients (then divides by the expected batch size for ``loss_reduction="mean"``).
-Each mechanism states its own std; :func:`dp_optimizer` converts, so the noise is never "the
-multiplier alone" (the pitfall of Mueller et al.'s code).
+Each mechanism states its noise *std* (multiplier times sensitivity), never "the multiplier
+alone" (the pitfall of Mueller et al.'s code). The optimizer (SGD or Adam) then runs on the
+privatised gradient, which is DP-SGD or DP-Adam. Per-sample clipping is
+:mod:`dpgnn_core.training.per_sample`; Opacus supplies the model validator (BatchNorm).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from opacus import GradSampleModule
-from opacus.optimizers import DPOptimizer
 
 from dpgnn_core.privacy.events import PrivacyError, neighbourhood_size
+from dpgnn_core.training.per_sample import PerSampleClipper, private_step
 
 
 @dataclass
@@ -65,18 +64,6 @@ def dpgnn_noise_std(noise_multiplier: float, clip: float, max_degree: int, layer
     return noise_multiplier * 2.0 * clip * neighbourhood_size(max_degree, layers)
 
 
-def dp_optimizer(optimizer: torch.optim.Optimizer, *, noise_std: float, clip: float,
-                 batch_size: int, generator: torch.Generator | None = None) -> DPOptimizer:
-    """Wrap ``optimizer`` so each step clips per-sample gradients to ``clip``, adds
-    :math:`\\mathcal{N}(0, \\text{noise\\_std}^2)` to their sum and divides by
-    ``batch_size``. The model must be an Opacus ``GradSampleModule``."""
-    if clip <= 0 or noise_std < 0:
-        raise PrivacyError(f"need clip > 0 and noise_std >= 0, got {clip}, {noise_std}")
-    return DPOptimizer(optimizer, noise_multiplier=noise_std / clip, max_grad_norm=clip,
-                       expected_batch_size=batch_size, loss_reduction="mean",
-                       generator=generator)
-
-
 def check_dp_compatible(model: torch.nn.Module) -> None:
     """Refuse layers that break per-example privacy (BatchNorm mixes the examples of a batch)
     before any training starts, with Opacus's validator."""
@@ -89,45 +76,80 @@ def check_dp_compatible(model: torch.nn.Module) -> None:
                            + " (use GroupNorm, LayerNorm or InstanceNorm instead of BatchNorm)")
 
 
+@dataclass(frozen=True)
+class Clipping:
+    """Per-sample clipping and noise of a private run.
+
+    Args:
+        clips (tuple[float, ...]): clipping norm per group (one: global clipping).
+        noise_stds (tuple[float, ...]): noise std per group, added to the clipped sum.
+        denominator (float): what the noisy sum is divided by: the fixed batch size, or the
+            expected batch size under Poisson sampling.
+        groups (list, optional): the clipping groups (modules); the whole model if omitted.
+    """
+
+    clips: tuple[float, ...]
+    noise_stds: tuple[float, ...]
+    denominator: float
+    groups: list[list[torch.nn.Module]] | None = None
+
+
 def train_steps(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     steps: int,
-    step_loss: Callable[[torch.nn.Module], tuple[torch.Tensor, float]],
+    step_losses: Callable[[], tuple[torch.Tensor, float]],
     *,
-    private: bool,
-    noise_std: float = 0.0,
-    clip: float = 1.0,
-    batch_size: int = 1,
+    clipping: Clipping | None,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    select: Callable[[], float] | None = None,
+    select_every: int = 50,
 ) -> list[dict[str, float]]:
-    """Run ``steps`` optimisation steps; return ``[{"step", "train_loss"}]``.
+    """Run ``steps`` optimisation steps; return ``[{"step", "train_loss", ...}]``.
 
-    ``step_loss(net)`` draws a batch, runs ``net`` and returns (the loss to minimise, the
-    loss to report). With ``private``, the model is validated for DP, wrapped in Opacus's
-    ``GradSampleModule``, and the optimizer clips per-sample gradients to ``clip`` and adds
-    noise of std ``noise_std`` (:func:`dp_optimizer`); the hooks are removed afterwards.
+    ``step_losses()`` draws a batch, runs ``model`` and returns (per-sample losses ``[B]``,
+    the loss to report). With ``clipping`` the model is validated for DP, and each step clips
+    per-sample gradients by group, adds the group's noise and divides by the denominator
+    (:func:`~dpgnn_core.training.per_sample.private_step`); without it, the mean loss is
+    minimised (the non-private model, same path).
+
+    ``select()`` (higher is better) is evaluated every ``select_every`` steps and at the end;
+    the best weights are kept. It reads validation labels, so the caller must record that
+    use in the privacy report.
     """
-    net: torch.nn.Module = model
-    opt = optimizer
-    if private:
+    clipper = None
+    if clipping is not None:
         check_dp_compatible(model)
-        net = GradSampleModule(model)
-        opt = dp_optimizer(optimizer, noise_std=noise_std, clip=clip, batch_size=batch_size,
-                           generator=generator)
+        clipper = PerSampleClipper(model, clipping.groups)
     history: list[dict[str, float]] = []
+    best: tuple[float, dict[str, torch.Tensor]] | None = None
     try:
         for step in range(1, steps + 1):
-            loss, reported = step_loss(net)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            opt.step()
-            rec = {"step": step, "train_loss": reported}
+            optimizer.zero_grad(set_to_none=True)
+            if clipper is not None and clipping is not None:
+                with clipper.capture():
+                    losses, reported = step_losses()
+                    private_step(clipper, losses, clips=clipping.clips,
+                                 noise_stds=clipping.noise_stds,
+                                 denominator=clipping.denominator, generator=generator)
+            else:
+                losses, reported = step_losses()
+                losses.mean().backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            rec: dict[str, float] = {"step": step, "train_loss": reported}
+            if select is not None and (step % select_every == 0 or step == steps):
+                score = select()
+                rec["selection_score"] = score
+                if best is None or score > best[0]:
+                    best = (score, {k: v.detach().clone()
+                                    for k, v in model.state_dict().items()})
             history.append(rec)
             if on_step is not None:
                 on_step(step, rec)
     finally:
-        if isinstance(net, GradSampleModule):
-            net.cleanup()
+        if clipper is not None:
+            clipper.remove()
+    if best is not None:
+        model.load_state_dict(best[1])
     return history

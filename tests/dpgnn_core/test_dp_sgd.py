@@ -6,15 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from opacus import GradSampleModule
 
-from dpgnn_core.privacy import DpgnnEvent, Ledger, PoissonGaussianEvent, PrivacyError
+from dpgnn_core.privacy import (
+    DpgnnEvent,
+    Ledger,
+    PoissonGaussianEvent,
+    PrivacyError,
+    neighbourhood_size,
+)
 from dpgnn_core.training.dp_sgd import (
+    Clipping,
     FixedSizeSampler,
     PoissonSampler,
-    dp_optimizer,
     dpgnn_noise_std,
+    train_steps,
 )
+from dpgnn_core.training.per_sample import group_noise_stds
 
 
 def test_fixed_size_sampler_is_uniform_without_replacement() -> None:
@@ -52,28 +59,29 @@ def test_samplers_meet_the_ledger_contract() -> None:
     Ledger().add(poisson, sampler_scheme=PoissonSampler(50, 0.2).scheme)
 
 
-def _setup(noise_std: float, clip: float, m: int = 8):
-    torch.manual_seed(0)
-    model = GradSampleModule(torch.nn.Linear(6, 3))
-    opt = dp_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), noise_std=noise_std,
-                       clip=clip, batch_size=m, generator=torch.Generator().manual_seed(1))
-    x, y = torch.randn(m, 6) * 10, torch.randint(0, 3, (m,))
-    return model, opt, x, y
-
-
 def test_clipping_bounds_each_example() -> None:
     clip, m = 0.5, 8
-    model, opt, x, y = _setup(0.0, clip, m)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 3)
+    x, y = torch.randn(m, 6) * 10, torch.randint(0, 3, (m,))
+    per = []
+    for k in range(m):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[k:k + 1]), y[k:k + 1]).backward()
+        per.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    per_t = torch.stack(per)
+    factor = (clip / (per_t.norm(dim=1) + 1e-6)).clamp(max=1.0)
+    expected = (per_t * factor[:, None]).sum(0) / m
     before = [p.detach().clone() for p in model.parameters()]
-    torch.nn.functional.cross_entropy(model(x), y).backward()
-    per = torch.cat([p.grad_sample.reshape(m, -1) for p in model.parameters()], dim=1)
-    factor = (clip / (per.norm(dim=1) + 1e-6)).clamp(max=1.0)
-    expected = (per * factor[:, None]).sum(0) / m
-    opt.step()
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    train_steps(model, opt, 1, lambda: (torch.nn.functional.cross_entropy(
+        model(x), y, reduction="none"), 0.0),
+        clipping=Clipping((clip,), (0.0,), float(m)))
     step = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters(),
                                                                     strict=True)])
     torch.testing.assert_close(step, expected, rtol=1e-4, atol=1e-6)
     assert step.norm() <= clip + 1e-5  # an average of vectors of norm <= C
+    assert (per_t.norm(dim=1) > clip).any()  # the bound was active
 
 
 @pytest.mark.parametrize(("lam", "k", "r"), [(1.0, 3, 1), (0.5, 2, 2)])
@@ -81,16 +89,33 @@ def test_noise_std_is_lambda_2c_nkr(lam: float, k: int, r: int) -> None:
     clip, m = 0.7, 8
     std = dpgnn_noise_std(lam, clip, k, r)
     assert std == pytest.approx(lam * 2 * clip * sum(k**i for i in range(r + 1)))
-    model = GradSampleModule(torch.nn.Linear(200, 50))
-    opt = dp_optimizer(torch.optim.SGD(model.parameters(), lr=1.0), noise_std=std, clip=clip,
-                       batch_size=m, generator=torch.Generator().manual_seed(2))
+    (stds,) = [group_noise_stds(lam, 2.0 * neighbourhood_size(k, r), [clip])]
+    assert stds == [pytest.approx(std)]
+    model = torch.nn.Linear(200, 50)
     before = [p.detach().clone() for p in model.parameters()]
-    (model(torch.zeros(m, 200)).sum() * 0.0).backward()  # zero gradients: the step is noise
-    opt.step()
+    train_steps(model, torch.optim.SGD(model.parameters(), lr=1.0), 1,
+                lambda: ((model(torch.zeros(m, 200)) * 0.0).sum(1), 0.0),  # zero gradients
+                clipping=Clipping((clip,), (std,), float(m)),
+                generator=torch.Generator().manual_seed(2))
     noise = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters(),
                                                                      strict=True)]) * m
     assert noise.std().item() == pytest.approx(std, rel=0.03)
     assert abs(noise.mean().item()) < 0.05 * std
+
+
+def test_model_selection_keeps_the_best_weights() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.ones(4, 2)
+    scores = iter([1.0, 5.0, 2.0, 3.0, 0.0, 1.0])
+    snapshots = []
+    history = train_steps(model, opt, 6, lambda: (-model(x).sum(1), 0.0), clipping=None,
+                          select=lambda: next(scores), select_every=1,
+                          on_step=lambda i, r: snapshots.append(model.weight.detach().clone()))
+    assert [h["selection_score"] for h in history] == [1.0, 5.0, 2.0, 3.0, 0.0, 1.0]
+    assert torch.equal(model.weight.detach(), snapshots[1])  # the weights after step 2
+    assert not torch.equal(snapshots[1], snapshots[-1])
 
 
 def test_batchnorm_refused() -> None:

@@ -1,5 +1,5 @@
-"""Dense (training) and sparse (inference) paths agree; Opacus's per-sample gradients on the
-dense path are exact."""
+"""Dense (training) and sparse (inference) paths agree; per-sample gradients on the dense
+path (ours and Opacus's) are exact."""
 
 from __future__ import annotations
 
@@ -26,29 +26,33 @@ def batch():
     return g, sg, ids, build_batch(sg, ids, g.x, normalisation="none")
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat"])
 @pytest.mark.parametrize("layers", [1, 2])
 def test_dense_matches_sparse_on_each_subgraph(batch, conv: str, layers: int) -> None:
     g, sg, ids, b = batch
     torch.manual_seed(0)
-    model = SubgraphGNN(conv, g.num_features, 3, hidden=16, layers=layers, gin_eps=0.3).eval()
+    model = SubgraphGNN(conv, g.num_features, 3, hidden=16, layers=layers, gin_eps=0.3,
+                        heads=3).eval()
     dense = model(b.x, b.adj, b.mask)
+    every = model(b.x, b.adj, b.mask, all_nodes=True)
+    torch.testing.assert_close(every[:, 0], dense, rtol=1e-5, atol=1e-5)
     for row, i in enumerate(ids):
         nodes, edges = sg.subgraph(int(i))
         local = {int(v): j for j, v in enumerate(nodes)}
         ei = torch.tensor([[local[s] for s in edges[0]], [local[d] for d in edges[1]]],
                           dtype=torch.long).reshape(2, -1)
-        sparse = model.forward_sparse(torch.from_numpy(g.x[nodes]), ei)[0]
-        torch.testing.assert_close(dense[row], sparse, rtol=1e-5, atol=1e-5)
+        sparse = model.forward_sparse(torch.from_numpy(g.x[nodes]), ei)
+        torch.testing.assert_close(dense[row], sparse[0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(every[row, :len(nodes)], sparse, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat"])
 def test_opacus_per_sample_gradients_are_exact(batch, conv: str) -> None:
     from opacus import GradSampleModule
 
     g, _, _, b = batch
     torch.manual_seed(1)
-    model = SubgraphGNN(conv, g.num_features, 3, hidden=8, layers=2)
+    model = SubgraphGNN(conv, g.num_features, 3, hidden=8, layers=2, heads=2)
     reference = copy.deepcopy(model)
     y = torch.randint(0, 3, (b.x.shape[0],))
     gsm = GradSampleModule(model, loss_reduction="sum")
@@ -66,6 +70,6 @@ def test_opacus_per_sample_gradients_are_exact(batch, conv: str) -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="unknown conv"):
-        SubgraphGNN("gat", 4, 2)
+        SubgraphGNN("gatv2", 4, 2)
     with pytest.raises(ValueError, match="unknown activation"):
         SubgraphGNN("gcn", 4, 2, activation="swish")

@@ -1,0 +1,89 @@
+"""Disjoint random-walk training (Ayle et al.): DRW, DRW-R and DRW-D.
+
+The training nodes are partitioned into disjoint random-walk subgraphs (walk length L, R
+walks per root for DRW-R); each subgraph is one record, its loss the mean over its nodes.
+A node lies in exactly one subgraph, so replacing it changes one clipped gradient: noise
+std λ·2C. Batches of m subgraphs are drawn uniformly without replacement from a partition
+of at least ceil(N / (R·L + 1)) subgraphs, so the sampling rate is at most
+m / ceil(N / (R·L + 1)) (:func:`~dpgnn_core.privacy.drw_sampling_rate`); the ledger holds
+one :class:`~dpgnn_core.privacy.UniformGaussianEvent`. DRW-D draws a fresh partition every
+k steps: at every step a node still lies in one subgraph of the partition sampled from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dpgnn_core.data.graph import GraphData
+from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME
+from dpgnn_core.graph.random_walk import drw, drw_partitions
+from dpgnn_core.graph.subgraphs import Subgraphs
+from dpgnn_core.methods._private import check_node_task
+from dpgnn_core.methods._subgraph import (
+    SubgraphResult,
+    evaluate_subgraph_model,
+    load_subgraph_model,
+    save_subgraph_model,
+    train_on_subgraphs,
+)
+from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+from dpgnn_core.privacy import Ledger, UniformGaussianEvent, drw_sampling_rate
+from dpgnn_core.specs import DrwSpec
+
+evaluate_drw = evaluate_subgraph_model
+
+
+def plan(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
+    """λ ↦ the ledger of the whole training plan."""
+    rate = drw_sampling_rate(num_train, spec.batch_size, spec.walk_length, spec.restarts)
+
+    def ledger(lam: float) -> Ledger:
+        return Ledger().add(UniformGaussianEvent(noise_multiplier=lam, sampling_rate=rate,
+                                                 steps=spec.steps, level="node",
+                                                 description=f"{spec.variant.upper()} "
+                                                 "training"),
+                            sampler_scheme=SAMPLING_SCHEME)
+    return ledger
+
+
+def train_drw(data: GraphData, spec: DrwSpec,
+              on_step: Callable[[int, dict[str, float]], None] | None = None
+              ) -> SubgraphResult:
+    """Train on disjoint random-walk subgraphs; see the module docstring."""
+    n_train = check_node_task(data, spec, spec.variant.upper())
+    train = data.mask("train")
+    ledger_of = plan(spec, n_train)  # refuses a batch larger than the smallest partition
+    if spec.variant == "drw-d":
+        parts = drw_partitions(data.edge_index, data.num_nodes, train, spec.walk_length,
+                               restarts=spec.restarts, seed=spec.seed)
+        state: dict[str, Any] = {"sg": None}
+
+        def subgraphs_at(step: int) -> Subgraphs:
+            if state["sg"] is None or (step - 1) % spec.resample_every == 0:
+                state["sg"] = next(parts)
+            sg: Subgraphs = state["sg"]
+            return sg
+    else:
+        fixed = drw(data.edge_index, data.num_nodes, train, spec.walk_length,
+                    restarts=spec.restarts, seed=spec.seed)
+
+        def subgraphs_at(step: int) -> Subgraphs:
+            return fixed
+    result = train_on_subgraphs(
+        data, spec, method=f"{spec.variant}-{spec.conv}", n_train=n_train, plan=ledger_of,
+        unit_sensitivity=2.0,
+        protects="model parameters against replacing one training node (features, label, "
+        "edges); the partition into walks is taken as the unit of privacy, as in Ayle et al.",
+        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step)
+    return result
+
+
+def save_drw(path: str, model: SubgraphGNN, spec: DrwSpec, in_dim: int,
+             num_classes: int) -> None:
+    save_subgraph_model(path, "drw", model, spec, in_dim, num_classes)
+
+
+def load_drw(blob: dict[str, Any]) -> tuple[SubgraphGNN, DrwSpec]:
+    spec = DrwSpec(**blob["spec"])
+    return load_subgraph_model(blob, spec), spec
