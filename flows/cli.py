@@ -59,12 +59,24 @@ class Method(StrEnum):
     dp_gcn = "dp-gcn"
     dp_sage = "dp-sage"
     dp_gin = "dp-gin"
+    dp_gat = "dp-gat"
+    drw_gcn = "drw-gcn"
+    drw_sage = "drw-sage"
+    drw_r_gcn = "drw-r-gcn"
+    drw_r_sage = "drw-r-sage"
+    drw_d_gcn = "drw-d-gcn"
+    drw_d_sage = "drw-d-sage"
+
+
+PRIVATE_PREFIXES = ("dp-", "drw-")
 
 
 def _err(msg: str | Exception) -> None:
     errors = getattr(msg, "errors", None)
     if callable(errors):  # pydantic's ValidationError: keep its messages only
-        msg = "; ".join(str(e.get("msg", e)) for e in errors())
+        msg = "; ".join(
+            (f"{'.'.join(str(p) for p in e['loc'])} = {e.get('input')!r}: " if e.get("loc")
+             else "") + str(e.get("msg", e)) for e in errors())
     typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
 
 
@@ -360,6 +372,25 @@ def run(
     batch_size: Annotated[int, typer.Option(min=1, help="dp-*: subgraphs per step m.")] = 256,
     max_degree: Annotated[int, typer.Option(min=1, help="dp-*: in-degree bound K.")] = 7,
     clip: Annotated[float, typer.Option(help="dp-*: per-subgraph clipping norm C.")] = 1.0,
+    clipping: Annotated[str, typer.Option(
+        help="dp-gnn, drw: global or layerwise (encoder / aggregation / decoder).")
+    ] = "global",
+    layer_clips: Annotated[str | None, typer.Option(
+        help="Three norms 'encoder,aggregation,decoder' (implies --clipping layerwise; "
+        "default: --clip each).")
+    ] = None,
+    clip_percentile: Annotated[float | None, typer.Option(
+        help="dp-gnn, drw: set the norms to this percentile (the paper: 75) of per-sample "
+        "gradient norms at initialisation; reads private data, flagged UNACCOUNTED in the "
+        "privacy report.")] = None,
+    select_on_validation: Annotated[bool, typer.Option(
+        help="dp-gnn, drw: keep the weights with the best validation accuracy (reads "
+        "validation labels; flagged in the privacy report).")] = False,
+    optimizer: Annotated[str, typer.Option(help="dp-gnn, drw: adam or sgd.")] = "adam",
+    walk_length: Annotated[int, typer.Option(min=1, help="drw-*: walk length L.")] = 4,
+    restarts: Annotated[int, typer.Option(min=1, help="drw-r-*: walks per root R.")] = 2,
+    resample_every: Annotated[int, typer.Option(
+        min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
     accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
     non_private: Annotated[bool, typer.Option(
         help="dp-*: the same training path without noise or clipping (NOT private).")
@@ -369,41 +400,62 @@ def run(
 ) -> None:
     """Run a method on an ingested dataset through the pipeline flow (cached, logged).
 
-    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin train DP-GNN and
-    dp-mlp trains DP-MLP, with node-level differential privacy at --epsilon / --delta;
-    --json then adds epsilon, delta, noise_multiplier, steps and privacy_report (the
-    ledger)."""
+    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin, dp-gat train DP-GNN,
+    drw-{gcn,sage}, drw-r-*, drw-d-* train on disjoint random walks and dp-mlp trains
+    DP-MLP, with node-level differential privacy at --epsilon / --delta; --json then adds
+    epsilon, delta, noise_multiplier, steps and privacy_report (the ledger)."""
     if not (dataset / "manifest.json").is_file():
         _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
     _use_server_if_running()
-    is_dp = method.value.startswith("dp-")
+    is_dp = method.value.startswith(PRIVATE_PREFIXES)
     if is_dp and epsilon is None and not non_private:
         _err(f"{method.value} needs --epsilon (or --non-private for the same path without "
              "privacy)")
         raise typer.Exit(2)
     if not is_dp and (epsilon is not None or non_private):
-        _err(f"{method.value} is a non-private baseline; use dp-gcn, dp-sage or dp-gin")
+        _err(f"{method.value} is a non-private baseline; use a dp-* or drw-* method")
         raise typer.Exit(2)
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, TrainSpec
+        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, TrainSpec
 
         spec: Any = None
         dspec: Any = None
         mspec: Any = None
-        if method.value == "dp-mlp":
+        rspec: Any = None
+        common: dict[str, Any] = {}
+        if is_dp and method.value != "dp-mlp":
+            clips = None
+            if layer_clips is not None:
+                try:
+                    clips = tuple(float(v) for v in layer_clips.split(","))
+                except ValueError:
+                    clips = ()
+                if len(clips) != 3:
+                    raise ValueError(f"--layer-clips {layer_clips!r}: give three numbers "
+                                     "separated by commas (encoder,aggregation,decoder)")
+                clipping = "layerwise"
+            common = {"layers": layers or 1, "hidden": hidden or 256,
+                      "batch_size": batch_size, "steps": steps, "lr": lr or 3e-3, "clip": clip,
+                      "clipping": clipping, "layer_clips": clips,
+                      "clip_percentile": clip_percentile,
+                      "select_on_validation": select_on_validation, "optimizer": optimizer,
+                      "epsilon": None if non_private else epsilon, "delta": delta,
+                      "accountant": accountant, "seed": seed, "device": device}
+        if method.value.startswith("drw-"):
+            variant, conv = method.value.rsplit("-", 1)
+            rspec = DrwSpec(variant=variant, conv=conv, walk_length=walk_length,
+                            restarts=1 if variant == "drw" else restarts,
+                            resample_every=resample_every, **common)
+        elif method.value == "dp-mlp":
             mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2, batch_size=batch_size,
                               steps=steps, lr=lr or 3e-3, clip=clip,
                               epsilon=None if non_private else epsilon, delta=delta,
                               accountant=accountant, seed=seed, device=device)
         elif is_dp:
-            dspec = DpgnnSpec(conv=method.value[3:], layers=layers or 1, max_degree=max_degree,
-                              hidden=hidden or 256, batch_size=batch_size,
-                              steps=steps, lr=lr or 3e-3, clip=clip,
-                              epsilon=None if non_private else epsilon, delta=delta,
-                              accountant=accountant, seed=seed, device=device)
+            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree, **common)
         else:
             spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr or 0.01,
                              hidden=hidden or 64, layers=layers or 2, dropout=dropout,
@@ -418,8 +470,8 @@ def run(
 
         try:
             summary = pipeline(train_spec=spec, dpgnn_spec=dspec, dp_mlp_spec=mspec,
-                               dataset=str(dataset.resolve()), tracking_uri=tracking_uri,
-                               experiment=experiment, refresh=refresh)
+                               drw_spec=rspec, dataset=str(dataset.resolve()),
+                               tracking_uri=tracking_uri, experiment=experiment, refresh=refresh)
         except DpgnnError as e:
             _err(str(e))
             raise typer.Exit(1) from e

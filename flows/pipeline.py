@@ -13,7 +13,7 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, IngestSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, IngestSpec, TrainSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -51,6 +51,7 @@ def pipeline(
     refresh: bool = False,
     dpgnn_spec: DpgnnSpec | None = None,
     dp_mlp_spec: DpMlpSpec | None = None,
+    drw_spec: DrwSpec | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
@@ -58,8 +59,9 @@ def pipeline(
         train_spec (TrainSpec, optional): a non-private baseline (mlp, gcn, sage).
         dpgnn_spec (DpgnnSpec, optional): a DP-GNN run instead (private when its epsilon is
             set).
-        dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead. Exactly one of the three
-            specs.
+        dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead.
+        drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead. Exactly one of the
+            four specs.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -69,10 +71,12 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    from tasks.train import train, train_dp_mlp, train_dpgnn
+    from tasks.train import train, train_dp_mlp, train_dpgnn, train_drw
 
-    if sum(s is not None for s in (train_spec, dpgnn_spec, dp_mlp_spec)) != 1:
-        raise ValueError("pass exactly one of train_spec, dpgnn_spec or dp_mlp_spec")
+    private_specs = [(s, t) for s, t in ((dpgnn_spec, train_dpgnn), (dp_mlp_spec, train_dp_mlp),
+                                         (drw_spec, train_drw)) if s is not None]
+    if len(private_specs) + (train_spec is not None) != 1:
+        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec or drw_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     states: dict[str, str] = {}
@@ -83,9 +87,8 @@ def pipeline(
     from pathlib import Path
 
     spec: Any
-    if dpgnn_spec is not None or dp_mlp_spec is not None:
-        spec = dpgnn_spec or dp_mlp_spec
-        task_fn = train_dpgnn if dpgnn_spec is not None else train_dp_mlp
+    if private_specs:
+        spec, task_fn = private_specs[0]
         model, states["train"] = _run(task_fn, refresh, dataset=ds, spec=spec)
         report = model["report"]
         method = report["method"]
@@ -119,7 +122,8 @@ def pipeline(
         private_fields = {"epsilon": report["epsilon"], "delta": report["delta"],
                           "noise_multiplier": report["noise_multiplier"],
                           "steps": report["steps"],
-                          "privacy_report": str(mdir / "ledger.json")}
+                          "privacy_report": str(mdir / "ledger.json"),
+                          "unaccounted": report.get("unaccounted", [])}
     return {
         "method": method,
         "dataset": ds["name"],

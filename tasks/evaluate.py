@@ -42,6 +42,11 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
 
         net, dspec = dp_gnn.load_dpgnn(blob)
         metrics = dp_gnn.evaluate_dpgnn(net, data, dspec.device)
+    elif blob.get("kind") == "drw":
+        from dpgnn_core.methods import drw
+
+        net, rspec = drw.load_drw(blob)
+        metrics = drw.evaluate_drw(net, data, rspec.device)
     elif blob.get("kind") == "dp_mlp":
         from dpgnn_core.methods import dp_mlp
 

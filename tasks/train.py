@@ -12,7 +12,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.methods import baseline
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, TrainSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
 
@@ -129,3 +129,15 @@ def train_dp_mlp(dataset: dict[str, Any], spec: DpMlpSpec) -> dict[str, Any]:
     result = dp_mlp.train_dp_mlp(data, spec, on_step=progress("step", spec.steps))
     return _private_artifacts("train_dp_mlp", dataset, spec, data, result, dp_mlp.plan,
                               dp_mlp.save_dp_mlp)
+
+
+@task(name="train_drw", cache_key_fn=inputs_and_code("train_drw"), persist_result=True,
+      result_serializer="json")
+def train_drw(dataset: dict[str, Any], spec: DrwSpec) -> dict[str, Any]:
+    """DRW / DRW-R / DRW-D: the same artifacts as ``train_dpgnn``."""
+    from dpgnn_core.methods import drw
+
+    data = load_keyed_dataset(dataset)
+    result = drw.train_drw(data, spec, on_step=progress("step", spec.steps))
+    return _private_artifacts("train_drw", dataset, spec, data, result, drw.plan,
+                              drw.save_drw)

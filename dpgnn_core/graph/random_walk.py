@@ -116,6 +116,8 @@ def drw_partitions(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray
                    ) -> Iterator[Subgraphs]:
     """DRW-D: an endless sequence of independent DRW partitions (use a fresh one every k
     steps). Each partition's seed is spawned from ``seed``, so the sequence is reproducible."""
-    for child in np.random.SeedSequence(seed).spawn(2**20):
+    root = np.random.SeedSequence(seed)
+    while True:  # spawned one at a time: child i is the same however many are drawn
+        (child,) = root.spawn(1)
         yield drw(edge_index, num_nodes, train_mask, walk_length, restarts=restarts,
                   seed=int(child.generate_state(1)[0]))

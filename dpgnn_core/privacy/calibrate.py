@@ -114,7 +114,20 @@ def max_steps(
 
 def epsilon_curve(plan: Callable[[int], Ledger], total_steps: int, delta: float,
                   accountant: Accountant, points: int = 20) -> list[tuple[int, float]]:
-    """ε spent after t steps for ``points`` evenly spaced t up to ``total_steps`` (for
-    tracking the budget over a run). ``plan`` maps a number of steps to its ledger."""
+    """ε spent after t steps (for tracking the budget over a run). ``plan`` maps a number of
+    steps to its ledger.
+
+    With the RDP accountant every step is reported: a plan's RDP is linear in its steps, so
+    one curve for a single step, scaled by t, gives every t exactly. Other accountants
+    report ``points`` evenly spaced t.
+    """
+    from dpgnn_core.privacy.accountants import RdpAccountant
+    from dpgnn_core.privacy.rdp import epsilon_from_rdp
+
+    if isinstance(accountant, RdpAccountant):
+        one = accountant.rdp(plan(1))
+        if plan(1).entries:
+            return [(t, epsilon_from_rdp(accountant.orders, t * one, delta)[0])
+                    for t in range(1, total_steps + 1)]
     steps = sorted({max(1, round(total_steps * i / points)) for i in range(1, points + 1)})
     return [(t, accountant.epsilon(plan(t), delta)) for t in steps]

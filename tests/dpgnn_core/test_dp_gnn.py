@@ -53,3 +53,81 @@ def test_bad_input() -> None:
 
     with pytest.raises(DataError, match="single labels"):
         train_dpgnn(_graph_task(), DpgnnSpec(epsilon=1.0, **BASE))
+
+
+@pytest.mark.parametrize(("conv", "layers"), [("gin", 1), ("gat", 1), ("gcn", 2)])
+def test_every_conv_trains_privately(conv: str, layers: int) -> None:
+    spec = DpgnnSpec(epsilon=8.0, conv=conv, layers=layers,
+                     **{**BASE, "steps": 60, "max_degree": 3})
+    r = train_dpgnn(DATA, spec)
+    assert r.report["method"] == f"dp-{conv}" and r.report["epsilon"] <= 8.0
+    assert r.ledger.events[0].layers == layers
+    acc = evaluate_dpgnn(r.model, DATA, "cpu")["test"]["accuracy"]
+    if layers == 1:
+        assert acc > 0.3  # 5 classes: chance is 0.2
+    else:  # N(3, 2) = 13 occurrences: too much noise here; the same path must learn
+        free = train_dpgnn(DATA, spec.model_copy(update={"epsilon": None}))
+        assert evaluate_dpgnn(free.model, DATA, "cpu")["test"]["accuracy"] > 0.8
+    if conv == "gin":
+        assert all(float(s.eps.detach()) != 0.0 for s in r.model.eps)  # epsilon was trained
+
+
+def test_layerwise_clipping_noise_per_group() -> None:
+    spec = DpgnnSpec(epsilon=4.0, clipping="layerwise", layer_clips=(0.5, 1.0, 2.0),
+                     **{**BASE, "steps": 20})
+    r = train_dpgnn(DATA, spec)
+    lam, n = r.report["noise_multiplier"], neighbourhood_size(5, 1)
+    assert r.report["clips"] == [0.5, 1.0, 2.0]
+    assert r.report["noise_stds"] == pytest.approx(
+        [lam * 2 * n * c * 3 ** 0.5 for c in (0.5, 1.0, 2.0)])
+    assert r.ledger.unaccounted == () and r.report["unaccounted"] == []
+
+
+def test_data_dependent_choices_are_flagged() -> None:
+    spec = DpgnnSpec(epsilon=4.0, clip_percentile=75, select_on_validation=True,
+                     select_every=10, clipping="layerwise", **{**BASE, "steps": 20})
+    r = train_dpgnn(DATA, spec)
+    notes = r.report["unaccounted"]
+    assert len(notes) == 2 and "75th percentile" in notes[0] and "validation" in notes[1]
+    assert list(r.ledger.unaccounted) == notes
+    assert len(r.report["clips"]) == 3 and all(c > 0 for c in r.report["clips"])
+    assert [h["step"] for h in r.history if "selection_score" in h] == [10, 20]
+
+
+def test_inductive_evaluation_reads_only_the_test_graph() -> None:
+    from dpgnn_core.data.splits import make_disjoint
+
+    disjoint, removed = make_disjoint(DATA)
+    assert removed > 0
+    r = train_dpgnn(disjoint, DpgnnSpec(epsilon=8.0, **{**BASE, "steps": 60}))
+    assert r.report["inference"].startswith("inductive")
+    acc = evaluate_dpgnn(r.model, disjoint, "cpu")["test"]["accuracy"]
+    assert acc > 0.3
+    # Adding edges from training nodes into the test graph changes nothing on test nodes
+    # only when no such edge exists: the disjoint graph has none.
+    s = disjoint.split
+    assert (s[disjoint.edge_index[0]] == s[disjoint.edge_index[1]]).all()
+
+
+def test_training_nodes_without_labels_refused() -> None:
+    import dataclasses
+
+    import numpy as np
+
+    y = np.asarray(DATA.y).copy()
+    y[np.flatnonzero(DATA.mask("train"))[0]] = -1
+    with pytest.raises(DataError, match="no label"):
+        train_dpgnn(dataclasses.replace(DATA, y=y), DpgnnSpec(epsilon=1.0, **BASE))
+
+
+def test_batchnorm_model_refused_before_training() -> None:
+    from dpgnn_core.privacy import PrivacyError
+    from dpgnn_core.training.dp_sgd import Clipping, train_steps
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    calls = []
+    with pytest.raises(PrivacyError, match="BatchNorm"):
+        train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), 5,
+                    lambda: calls.append(1) or (model(torch.ones(2, 3)).sum(1), 0.0),
+                    clipping=Clipping((1.0,), (1.0,), 2.0))
+    assert calls == []

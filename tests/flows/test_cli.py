@@ -135,6 +135,10 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
     (["--method", "gcn", "--epsilon", "1"], "non-private baseline"),
     (["--method", "dp-gcn", "--epsilon", "-1"], "greater than 0"),
     (["--method", "dp-gcn", "--epsilon", "1", "--delta", "2"], "less than 1"),
+    (["--method", "drw-gcn"], "needs --epsilon"),
+    (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,2"], "three numbers"),
+    (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,x,2"], "three numbers"),
+    (["--method", "dp-gat", "--epsilon", "1", "--clipping", "per-atom"], "clipping"),
 ])
 def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     from dpgnn_core.data.store import write_dataset
@@ -143,3 +147,29 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
     write_dataset(csbm(num_nodes=100), tmp_path / "ds")
     r = runner.invoke(app, ["run", *args, "--dataset", str(tmp_path / "ds")])
     assert r.exit_code == 2 and needle in r.output
+
+
+@pytest.mark.xdist_group("prefect")
+def test_run_drw_json_reports_privacy(tmp_path: Path) -> None:
+    """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
+    clipping threshold flagged as unaccounted in --json and in the report."""
+    from dpgnn_core.privacy import Ledger, RdpAccountant
+
+    ds = tmp_path / "ds"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["DPGNN_HOME"] = str(tmp_path / "home")
+    subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
+                    "-o", "num_nodes=600"], check=True, env=env, capture_output=True)
+    r = subprocess.run([BIN / "dpgnn", "run", "--method", "drw-r-sage", "--dataset", str(ds),
+                        "--epsilon", "4", "--steps", "20", "--batch-size", "20",
+                        "--hidden", "16", "--walk-length", "3", "--restarts", "2",
+                        "--clipping", "layerwise", "--clip-percentile", "75", "--json"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["method"] == "drw-r-sage" and out["private"] and out["steps"] == 20
+    assert out["epsilon"] <= 4.0 and out["noise_multiplier"] > 0
+    ledger = Ledger.load(out["privacy_report"])
+    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    assert len(out["unaccounted"]) == 1 and "75th percentile" in out["unaccounted"][0]
+    assert list(ledger.unaccounted) == out["unaccounted"]

@@ -29,6 +29,7 @@ from dpgnn_core.privacy.rdp import rdp_dpgnn
 
 WOR = "fixed_size_without_replacement"
 RDP = RdpAccountant()
+PLD = PldAccountant()
 
 
 def _dpgnn(z: float = 1.0, steps: int = 100, m: int = 100, n: int = 10_000) -> Ledger:
@@ -193,6 +194,9 @@ def test_epsilon_curve_is_monotone_and_ends_at_total() -> None:
     from dpgnn_core.privacy.calibrate import epsilon_curve
 
     curve = epsilon_curve(lambda t: _poisson(1.2, 0.02, t), 500, 1e-5, RDP, points=10)
-    assert [t for t, _ in curve][-1] == 500 and len(curve) == 10
+    assert [t for t, _ in curve] == list(range(1, 501))  # RDP: every step
     assert all(a[1] <= b[1] for a, b in itertools.pairwise(curve))
-    assert curve[-1][1] == pytest.approx(RDP.epsilon(_poisson(1.2, 0.02, 500), 1e-5))
+    for t in (1, 137, 500):  # the scaled one-step curve equals the t-step plan's ε
+        assert curve[t - 1][1] == pytest.approx(RDP.epsilon(_poisson(1.2, 0.02, t), 1e-5))
+    pld = epsilon_curve(lambda t: _poisson(1.2, 0.02, t), 500, 1e-5, PLD, points=10)
+    assert [t for t, _ in pld][-1] == 500 and len(pld) == 10
