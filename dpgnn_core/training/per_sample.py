@@ -81,10 +81,17 @@ def linear_sq_norms(a: Tensor, g: Tensor, bias: bool) -> Tensor:
 
 def linear_weighted_grads(a: Tensor, g: Tensor, c: Tensor, bias: bool
                           ) -> tuple[Tensor, Tensor | None]:
-    """:math:`\\sum_b c_b \\nabla \\ell_b` for a Linear's weight ``[o, i]`` and bias ``[o]``."""
-    gc = g * c[:, None, None]
-    w = gc.reshape(-1, gc.shape[2]).T @ a.reshape(-1, a.shape[2])
-    return w, (gc.sum((0, 1)) if bias else None)
+    """:math:`\\sum_b c_b \\nabla \\ell_b` for a Linear's weight ``[o, i]`` and bias ``[o]``.
+
+    Rows whose output gradient is zero (padding of dense subgraph batches) are skipped."""
+    gc = (g * c[:, None, None]).reshape(-1, g.shape[2])
+    rows = a.reshape(-1, a.shape[2])
+    if g.shape[1] > 1:
+        live = gc.abs().amax(1) > 0
+        if int(live.sum()) < 0.75 * live.shape[0]:
+            gc, rows = gc[live], rows[live]
+    w = gc.T @ rows
+    return w, (gc.sum(0) if bias else None)
 
 
 def scale_per_sample(a: Tensor, g: Tensor) -> Tensor:
@@ -129,6 +136,9 @@ class _Slot:
                                f"{len(self.grads)} backward records; run one forward and "
                                "one backward per step inside capture()")
         b = self.acts[0].shape[0]
+        if len(self.acts) == 1:
+            x, y = self.acts[0], self.grads[0]
+            return x.reshape(b, -1, x.shape[-1]), y.reshape(b, -1, y.shape[-1])
         # Several calls of one module add up: concatenating along T is exact.
         a = torch.cat([x.reshape(b, -1, x.shape[-1]) for x in self.acts], 1)
         g = torch.cat([x.reshape(b, -1, x.shape[-1]) for x in reversed(self.grads)], 1)
@@ -224,7 +234,7 @@ class PerSampleClipper:
             else:
                 sq = linear_sq_norms(a, g, slot.module.bias is not None)
             rows[slot.group] = rows[slot.group] + sq
-        b = self.slots[0].tensors()[0].shape[0]
+        b = self.slots[0].acts[0].shape[0]
         dev = self.slots[0].acts[0].device
         return torch.stack([r if isinstance(r, Tensor) else torch.zeros(b, device=dev)
                             for r in rows]).sqrt()
