@@ -24,13 +24,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import machine, peak_rss_gib  # noqa: E402
-from dpgnn_core.data.synthetic import csbm  # noqa: E402
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs  # noqa: E402
-from dpgnn_core.graph.subgraphs import build_batch  # noqa: E402
-from dpgnn_core.models.mlp import MLP  # noqa: E402
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN  # noqa: E402
-from dpgnn_core.training.dp_sgd import Clipping, train_steps  # noqa: E402
+from _util import machine, peak_rss_gib
+
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.subgraphs import build_batch
+from dpgnn_core.models.mlp import MLP
+from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+from dpgnn_core.training.dp_sgd import Clipping, train_steps
 
 FEATURES, CLASSES = 128, 6
 
@@ -119,7 +120,7 @@ def memory_child(mode: str, path: str) -> None:
     x, adj, mask, y = blob["x"], blob["adj"], blob["mask"], blob["y"]
     batch = x.shape[0]
     if mode == "load_only":
-        print(peak_rss_gib())
+        print(vm_hwm_gib())
         return
     model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -130,7 +131,16 @@ def memory_child(mode: str, path: str) -> None:
 
     clip = Clipping((1.0,), (3.0,), float(batch)) if mode == "private" else None
     train_steps(model, opt, 2, losses, clipping=clip)
-    print(peak_rss_gib())
+    print(vm_hwm_gib())
+
+
+def vm_hwm_gib() -> float:
+    """Peak RSS of this process since exec (VmHWM; ru_maxrss would include the parent's
+    footprint inherited at fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return peak_rss_gib()
 
 
 def mlp_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]

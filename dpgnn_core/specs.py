@@ -115,7 +115,11 @@ class SamplerSpec(Spec):
 class PrivateSpec(Spec):
     """Fields every private training method shares (see each method's spec for meaning):
     batch size, steps, learning rate, clipping norm C, target epsilon (None: non-private),
-    delta (1/(10 N) by default), accountant, seed and device."""
+    delta (1/(10 N) by default), accountant, seed and device.
+
+    Two ways to spend a budget: fix ``steps`` T and let the accountant calibrate the noise
+    multiplier (the default), or fix ``noise_multiplier`` and train until the budget is
+    spent (T = the most steps whose ε stays within the target)."""
 
     batch_size: int = Field(256, ge=1)
     steps: int = Field(500, ge=1)
@@ -124,8 +128,21 @@ class PrivateSpec(Spec):
     epsilon: float | None = Field(None, gt=0)
     delta: float | None = Field(None, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "rdp"
+    noise_multiplier: float | None = Field(None, gt=0)
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @model_validator(mode="after")
+    def _until_spent(self) -> PrivateSpec:
+        if self.noise_multiplier is not None:
+            if self.epsilon is None:
+                raise ValueError("noise_multiplier (train until the budget is spent) needs "
+                                 "a target epsilon")
+            if "steps" in self.model_fields_set:
+                raise ValueError("give steps (noise calibrated to the budget) or "
+                                 "noise_multiplier (steps until the budget is spent), not "
+                                 "both")
+        return self
 
 
 class SubgraphSpec(PrivateSpec):

@@ -392,6 +392,9 @@ def run(
     resample_every: Annotated[int, typer.Option(
         min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
     accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
+    noise_multiplier: Annotated[float | None, typer.Option(
+        help="dp-*, drw-*: fix the noise multiplier and train until the budget is spent "
+        "(instead of --steps).")] = None,
     non_private: Annotated[bool, typer.Option(
         help="dp-*: the same training path without noise or clipping (NOT private).")
     ] = False,
@@ -426,6 +429,8 @@ def run(
         mspec: Any = None
         rspec: Any = None
         common: dict[str, Any] = {}
+        budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
+                                  if noise_multiplier is not None else {"steps": steps})
         if is_dp and method.value != "dp-mlp":
             clips = None
             if layer_clips is not None:
@@ -438,12 +443,12 @@ def run(
                                      "separated by commas (encoder,aggregation,decoder)")
                 clipping = "layerwise"
             common = {"layers": layers or 1, "hidden": hidden or 256,
-                      "batch_size": batch_size, "steps": steps, "lr": lr or 3e-3, "clip": clip,
+                      "batch_size": batch_size, "lr": lr or 3e-3, "clip": clip,
                       "clipping": clipping, "layer_clips": clips,
                       "clip_percentile": clip_percentile,
                       "select_on_validation": select_on_validation, "optimizer": optimizer,
                       "epsilon": None if non_private else epsilon, "delta": delta,
-                      "accountant": accountant, "seed": seed, "device": device}
+                      "accountant": accountant, "seed": seed, "device": device, **budget}
         if method.value.startswith("drw-"):
             variant, conv = method.value.rsplit("-", 1)
             rspec = DrwSpec(variant=variant, conv=conv, walk_length=walk_length,
@@ -451,7 +456,7 @@ def run(
                             resample_every=resample_every, **common)
         elif method.value == "dp-mlp":
             mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2, batch_size=batch_size,
-                              steps=steps, lr=lr or 3e-3, clip=clip,
+                              **budget, lr=lr or 3e-3, clip=clip,
                               epsilon=None if non_private else epsilon, delta=delta,
                               accountant=accountant, seed=seed, device=device)
         elif is_dp:

@@ -86,7 +86,7 @@ def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: Grap
         def ledger_after(t: int) -> Any:
             return make_plan(spec.model_copy(update={"steps": t}), n_train)(lam)
 
-        for t, eps in epsilon_curve(ledger_after, spec.steps, result.report["delta"],
+        for t, eps in epsilon_curve(ledger_after, result.report["steps"], result.report["delta"],
                                     make_accountant(spec.accountant)):
             history[t - 1]["epsilon_spent"] = eps
     out = artifact_dir(kind, dataset["content_sha256"], spec)

@@ -14,7 +14,7 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
-from dpgnn_core.privacy import Ledger, calibrate_noise, make_accountant
+from dpgnn_core.privacy import Ledger, PrivacyError, calibrate_noise, make_accountant, max_steps
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -45,6 +45,27 @@ def check_node_task(data: GraphData, spec: Any, method: str) -> int:
     return n_train
 
 
+def resolve_steps(spec: Any, num_train: int,
+                  make_plan: Callable[[Any, int], Callable[[float], Ledger]]) -> Any:
+    """With ``spec.noise_multiplier`` set, the spec with ``steps`` = the most steps whose ε
+    at that noise stays within ``spec.epsilon`` (train until the budget is spent)."""
+    if spec.noise_multiplier is None:
+        return spec
+    delta = spec.delta if spec.delta is not None else 1.0 / (10 * num_train)
+    steps = max_steps(lambda t: make_plan(spec.model_copy(update={"steps": t}), num_train)(
+        spec.noise_multiplier), spec.epsilon, delta, make_accountant(spec.accountant),
+        limit=MAX_STEPS)
+    if steps == 0:
+        raise PrivacyError(f"noise multiplier {spec.noise_multiplier} spends more than "
+                           f"epsilon {spec.epsilon} in one step; raise the noise or the "
+                           "budget")
+    return spec.model_copy(update={"steps": steps})
+
+
+#: Cap on "train until the budget is spent".
+MAX_STEPS = 10**6
+
+
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
                     method: str, protects: str) -> tuple[Ledger, float, dict[str, Any]]:
     """Calibrate ``plan`` (noise ↦ ledger) to ``spec.epsilon`` at ``spec.delta`` (1/(10 N)
@@ -63,10 +84,18 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     if not private:
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
         return Ledger(), 0.0, report
-    cal = calibrate_noise(plan, spec.epsilon, delta, make_accountant(spec.accountant))
-    report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                   "noise_multiplier": cal.noise_multiplier, "accountant": spec.accountant})
-    return plan(cal.noise_multiplier), cal.noise_multiplier, report
+    accountant = make_accountant(spec.accountant)
+    if getattr(spec, "noise_multiplier", None) is not None:  # steps from resolve_steps
+        lam = float(spec.noise_multiplier)
+        eps = accountant.epsilon(plan(lam), delta)
+        report["budget"] = "noise fixed; trained until the budget was spent"
+    else:
+        cal = calibrate_noise(plan, spec.epsilon, delta, accountant)
+        lam, eps = cal.noise_multiplier, cal.epsilon
+        report["budget"] = "steps fixed; noise calibrated to the budget"
+    report.update({"epsilon": eps, "target_epsilon": spec.epsilon,
+                   "noise_multiplier": lam, "accountant": spec.accountant})
+    return plan(lam), lam, report
 
 
 def save_model(path: str, kind: str, model: torch.nn.Module, spec: Any, in_dim: int,

@@ -25,7 +25,7 @@ from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import check_node_task
+from dpgnn_core.methods._private import check_node_task, resolve_steps
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     evaluate_subgraph_model,
@@ -72,6 +72,7 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
         PrivacyError: a budget too small for the plan (the message names the smallest ε).
     """
     n_train = check_node_task(data, spec, "DP-GNN")
+    spec = resolve_steps(spec, n_train, plan)
     sg = _subgraphs(data, spec)
     result = train_on_subgraphs(
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=plan(spec, n_train),

@@ -16,6 +16,7 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     check_node_task,
+    resolve_steps,
     save_model,
 )
 from dpgnn_core.models.mlp import MLP
@@ -47,6 +48,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                  ) -> DpMlpResult:
     """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
     n_train = check_node_task(data, spec, "DP-MLP")
+    spec = resolve_steps(spec, n_train, plan)
     train_idx = np.flatnonzero(data.mask("train"))
     ledger, z, report = calibrated_plan(
         spec, n_train, plan(spec, n_train), method="dp-mlp",

@@ -19,7 +19,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME
 from dpgnn_core.graph.random_walk import drw, drw_partitions
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import check_node_task
+from dpgnn_core.methods._private import check_node_task, resolve_steps
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     evaluate_subgraph_model,
@@ -52,6 +52,7 @@ def train_drw(data: GraphData, spec: DrwSpec,
               ) -> SubgraphResult:
     """Train on disjoint random-walk subgraphs; see the module docstring."""
     n_train = check_node_task(data, spec, spec.variant.upper())
+    spec = resolve_steps(spec, n_train, plan)
     train = data.mask("train")
     ledger_of = plan(spec, n_train)  # refuses a batch larger than the smallest partition
     if spec.variant == "drw-d":

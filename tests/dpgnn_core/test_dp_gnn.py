@@ -131,3 +131,25 @@ def test_batchnorm_model_refused_before_training() -> None:
                     lambda: calls.append(1) or (model(torch.ones(2, 3)).sum(1), 0.0),
                     clipping=Clipping((1.0,), (1.0,), 2.0))
     assert calls == []
+
+
+def test_train_until_the_budget_is_spent() -> None:
+    from dpgnn_core.methods.dp_gnn import plan
+
+    base = {k: v for k, v in BASE.items() if k != "steps"}
+    spec = DpgnnSpec(epsilon=1.0, noise_multiplier=2.0, **base)
+    r = train_dpgnn(DATA, spec)
+    t = r.report["steps"]
+    n = int(DATA.mask("train").sum())
+    acc, delta = RdpAccountant(), r.report["delta"]
+
+    def eps(steps: int) -> float:
+        return acc.epsilon(plan(spec.model_copy(update={"steps": steps}), n)(2.0), delta)
+
+    assert eps(t) <= 1.0 < eps(t + 1)
+    assert len(r.history) == t and r.ledger.events[0].steps == t
+    assert r.report["noise_multiplier"] == 2.0 and r.report["epsilon"] == pytest.approx(eps(t))
+    with pytest.raises(ValueError, match="not both"):
+        DpgnnSpec(epsilon=1.0, noise_multiplier=2.0, steps=10)
+    with pytest.raises(ValueError, match="target epsilon"):
+        DpgnnSpec(noise_multiplier=2.0)
