@@ -271,3 +271,52 @@ class DpMlpSpec(PrivateSpec):
 
     hidden: int = Field(256, ge=1)
     layers: int = Field(2, ge=1, le=8)
+
+
+class GapSpec(PrivateSpec):
+    """GAP (Sajadmanesh et al.): encoder module, private multi-hop aggregation (PMA),
+    classification module.
+
+    Args:
+        level (str): ``edge`` (GAP-EDP), ``node`` (GAP-NDP) or ``none`` (GAP-∞, no
+            privacy). (default: ``edge``)
+        hops (int): PMA hops K >= 1. (default: 2)
+        max_degree (int, optional): degree bound D, required at node level.
+        encoder_dim (int): width of the encoding X(0). (default: 16)
+        hidden (int): width of the encoder's and classifier's hidden layers. (default: 64)
+        combine (str): how the classifier joins hops: ``cat``, ``sum`` or ``attn``.
+            (default: ``cat``)
+        epochs (int): full-batch Adam epochs of each non-private module (EDP, ∞).
+            (default: 100)
+        batch_size (int): expected rows per DP-Adam step (NDP; Poisson rate m/N).
+            (default: 256)
+        steps (int): DP-Adam steps of the encoder and of the classifier (NDP). (default: 500)
+        lr (float): learning rate. (default: 1e-2)
+        budget_split (tuple): noise multipliers of encoder, PMA and classifier relative to
+            the common scale z that the accountant solves for. (default: (1, 1, 1))
+        epsilon (float, optional): target ε (needed unless ``level='none'``).
+
+    The other fields are :class:`PrivateSpec`'s.
+    """
+
+    level: Literal["edge", "node", "none"] = "edge"
+    hops: int = Field(2, ge=1, le=10)
+    max_degree: int | None = Field(None, ge=1)
+    encoder_dim: int = Field(16, ge=1)
+    hidden: int = Field(64, ge=1)
+    combine: Literal["cat", "sum", "attn"] = "cat"
+    epochs: int = Field(100, ge=1)
+    lr: float = Field(1e-2, gt=0)
+    budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @model_validator(mode="after")
+    def _gap(self) -> GapSpec:
+        if self.level == "node" and self.max_degree is None:
+            raise ValueError("node-level GAP needs a degree bound max_degree (--max-degree)")
+        if self.level == "none" and self.epsilon is not None:
+            raise ValueError("level 'none' (GAP-inf) is not private: drop epsilon")
+        if self.level != "none" and self.epsilon is None:
+            raise ValueError(f"GAP at {self.level} level needs a target epsilon")
+        if any(w <= 0 for w in self.budget_split):
+            raise ValueError(f"budget_split weights must be > 0, got {self.budget_split}")
+        return self
