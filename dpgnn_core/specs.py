@@ -317,6 +317,9 @@ class GapSpec(PrivateSpec):
             raise ValueError("level 'none' (GAP-inf) is not private: drop epsilon")
         if self.level != "none" and self.epsilon is None:
             raise ValueError(f"GAP at {self.level} level needs a target epsilon")
+        if self.noise_multiplier is not None:
+            raise ValueError("GAP calibrates one noise scale to the budget; set steps, not "
+                             "noise_multiplier")
         if any(w <= 0 for w in self.budget_split):
             raise ValueError(f"budget_split weights must be > 0, got {self.budget_split}")
         return self

@@ -66,9 +66,12 @@ class Method(StrEnum):
     drw_r_sage = "drw-r-sage"
     drw_d_gcn = "drw-d-gcn"
     drw_d_sage = "drw-d-sage"
+    gap_edp = "gap-edp"
+    gap_ndp = "gap-ndp"
+    gap_inf = "gap-inf"
 
 
-PRIVATE_PREFIXES = ("dp-", "drw-")
+PRIVATE_PREFIXES = ("dp-", "drw-", "gap-edp", "gap-ndp")
 
 
 def _err(msg: str | Exception) -> None:
@@ -370,7 +373,9 @@ def run(
         help="dp-*: delta (default 1/(10 N_train)).")] = None,
     steps: Annotated[int, typer.Option(min=1, help="dp-*: training steps T.")] = 500,
     batch_size: Annotated[int, typer.Option(min=1, help="dp-*: subgraphs per step m.")] = 256,
-    max_degree: Annotated[int, typer.Option(min=1, help="dp-*: in-degree bound K.")] = 7,
+    max_degree: Annotated[int | None, typer.Option(
+        min=1, help="dp-*: in-degree bound K (default 7); gap-ndp: degree bound D (required)."
+    )] = None,
     clip: Annotated[float, typer.Option(help="dp-*: per-subgraph clipping norm C.")] = 1.0,
     clipping: Annotated[str, typer.Option(
         help="dp-gnn, drw: global or layerwise (encoder / aggregation / decoder).")
@@ -392,6 +397,12 @@ def run(
     resample_every: Annotated[int, typer.Option(
         min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
     accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
+    hops: Annotated[int, typer.Option(help="gap-*: PMA hops K.")] = 2,
+    encoder_dim: Annotated[int, typer.Option(help="gap-*: width of the encoding.")] = 16,
+    combine: Annotated[str, typer.Option(help="gap-*: cat, sum or attn.")] = "cat",
+    budget_split: Annotated[str | None, typer.Option(
+        help="gap-*: noise multipliers of encoder, PMA, classifier relative to the common "
+        "scale, e.g. '1,0.8,1.2'.")] = None,
     noise_multiplier: Annotated[float | None, typer.Option(
         help="dp-*, drw-*: fix the noise multiplier and train until the budget is spent "
         "(instead of --steps).")] = None,
@@ -417,21 +428,25 @@ def run(
         _err(f"{method.value} needs --epsilon (or --non-private for the same path without "
              "privacy)")
         raise typer.Exit(2)
+    if method.value in ("gap-edp", "gap-ndp") and non_private:
+        _err("GAP without privacy is --method gap-inf")
+        raise typer.Exit(2)
     if not is_dp and (epsilon is not None or non_private):
         _err(f"{method.value} is a non-private baseline; use a dp-* or drw-* method")
         raise typer.Exit(2)
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, TrainSpec
+        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, TrainSpec
 
         spec: Any = None
         dspec: Any = None
         mspec: Any = None
         rspec: Any = None
+        gspec: Any = None
         common: dict[str, Any] = {}
         budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
                                   if noise_multiplier is not None else {"steps": steps})
-        if is_dp and method.value != "dp-mlp":
+        if is_dp and method.value not in ("dp-mlp", "gap-edp", "gap-ndp"):
             clips = None
             if layer_clips is not None:
                 try:
@@ -449,7 +464,25 @@ def run(
                       "select_on_validation": select_on_validation, "optimizer": optimizer,
                       "epsilon": None if non_private else epsilon, "delta": delta,
                       "accountant": accountant, "seed": seed, "device": device, **budget}
-        if method.value.startswith("drw-"):
+        if method.value.startswith("gap-"):
+            level = {"gap-edp": "edge", "gap-ndp": "node", "gap-inf": "none"}[method.value]
+            split = (1.0, 1.0, 1.0)
+            if budget_split is not None:
+                try:
+                    split = tuple(float(v) for v in budget_split.split(","))  # type: ignore[assignment]
+                except ValueError:
+                    split = ()  # type: ignore[assignment]
+                if len(split) != 3:
+                    raise ValueError(f"--budget-split {budget_split!r}: give three numbers "
+                                     "separated by commas (encoder,pma,classifier)")
+            gspec = GapSpec(level=level, hops=hops,
+                            max_degree=max_degree if level == "node" else None,
+                            encoder_dim=encoder_dim, hidden=hidden or 64, combine=combine,
+                            epochs=epochs, batch_size=batch_size, lr=lr or 1e-2, clip=clip,
+                            budget_split=split,
+                            epsilon=None if level == "none" else epsilon, delta=delta,
+                            accountant=accountant, seed=seed, device=device, **budget)
+        elif method.value.startswith("drw-"):
             variant, conv = method.value.rsplit("-", 1)
             rspec = DrwSpec(variant=variant, conv=conv, walk_length=walk_length,
                             restarts=1 if variant == "drw" else restarts,
@@ -459,8 +492,8 @@ def run(
                               **budget, lr=lr or 3e-3, clip=clip,
                               epsilon=None if non_private else epsilon, delta=delta,
                               accountant=accountant, seed=seed, device=device)
-        elif is_dp:
-            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree, **common)
+        elif is_dp and method.value.startswith("dp-"):
+            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree or 7, **common)
         else:
             spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr or 0.01,
                              hidden=hidden or 64, layers=layers or 2, dropout=dropout,
@@ -475,7 +508,7 @@ def run(
 
         try:
             summary = pipeline(train_spec=spec, dpgnn_spec=dspec, dp_mlp_spec=mspec,
-                               drw_spec=rspec, dataset=str(dataset.resolve()),
+                               drw_spec=rspec, gap_spec=gspec, dataset=str(dataset.resolve()),
                                tracking_uri=tracking_uri, experiment=experiment, refresh=refresh)
         except DpgnnError as e:
             _err(str(e))

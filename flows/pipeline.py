@@ -13,7 +13,7 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, IngestSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, IngestSpec, TrainSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -21,6 +21,8 @@ from tasks.tracking import DEFAULT_EXPERIMENT, log_run
 
 def _intact(result: dict[str, Any]) -> bool:
     """Whether a (cached) step's artifact is still on disk unchanged."""
+    if "path" not in result:  # nothing on disk (e.g. a calibration)
+        return True
     if "files" in result:
         return artifact_intact(result["path"], result["files"])
     try:
@@ -41,6 +43,23 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
     return result, state.name
 
 
+def _gap_chain(ds: dict[str, Any], spec: GapSpec, refresh: bool, states: dict[str, str]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """GAP's cached steps; each returns the privacy events of its release, composed into
+    the run's ledger by the classifier step."""
+    from tasks.gap import gap_aggregate, gap_calibrate, gap_classifier, gap_encoder, gap_graph
+
+    cal, states["calibrate"] = _run(gap_calibrate, refresh, dataset=ds, spec=spec)
+    z = cal["z"]
+    graph, states["graph"] = _run(gap_graph, refresh, dataset=ds, spec=spec)
+    enc, states["encoder"] = _run(gap_encoder, refresh, dataset=ds, spec=spec, z=z)
+    agg, states["aggregate"] = _run(gap_aggregate, refresh, dataset=ds, graph=graph,
+                                    encoder=enc, spec=spec, z=z)
+    model, states["train"] = _run(gap_classifier, refresh, dataset=ds, aggregations=agg,
+                                  spec=spec, z=z, calibration=cal, encoder=enc)
+    return model, model["report"]
+
+
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
     train_spec: TrainSpec | None = None,
@@ -52,6 +71,7 @@ def pipeline(
     dpgnn_spec: DpgnnSpec | None = None,
     dp_mlp_spec: DpMlpSpec | None = None,
     drw_spec: DrwSpec | None = None,
+    gap_spec: GapSpec | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
@@ -60,8 +80,10 @@ def pipeline(
         dpgnn_spec (DpgnnSpec, optional): a DP-GNN run instead (private when its epsilon is
             set).
         dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead.
-        drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead. Exactly one of the
-            four specs.
+        drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead.
+        gap_spec (GapSpec, optional): a GAP run instead: calibrate -> degree bound (node
+            level) -> encoder -> aggregate (PMA) -> classifier. Exactly one of the five
+            specs.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -75,8 +97,9 @@ def pipeline(
 
     private_specs = [(s, t) for s, t in ((dpgnn_spec, train_dpgnn), (dp_mlp_spec, train_dp_mlp),
                                          (drw_spec, train_drw)) if s is not None]
-    if len(private_specs) + (train_spec is not None) != 1:
-        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec or drw_spec")
+    if len(private_specs) + (train_spec is not None) + (gap_spec is not None) != 1:
+        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec, drw_spec "
+                         "or gap_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     states: dict[str, str] = {}
@@ -87,7 +110,11 @@ def pipeline(
     from pathlib import Path
 
     spec: Any
-    if private_specs:
+    if gap_spec is not None:
+        spec = gap_spec
+        model, report = _gap_chain(ds, gap_spec, refresh, states)
+        method = report["method"]
+    elif private_specs:
         spec, task_fn = private_specs[0]
         model, states["train"] = _run(task_fn, refresh, dataset=ds, spec=spec)
         report = model["report"]
@@ -112,6 +139,7 @@ def pipeline(
         metrics=ev["metrics"],
         artifacts=artifacts,
         tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
+              **({"dpgnn.hops": str(gap_spec.hops)} if gap_spec is not None else {}),
               "dpgnn.dataset_sha256": ds["content_sha256"]},
         tracking_uri=tracking_uri,
         experiment=experiment,

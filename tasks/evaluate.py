@@ -42,6 +42,14 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
 
         net, dspec = dp_gnn.load_dpgnn(blob)
         metrics = dp_gnn.evaluate_dpgnn(net, data, dspec.device)
+    elif blob.get("kind") == "gap":
+        from dpgnn_core.methods import gap
+
+        agg = model["aggregations"]
+        verify_files(agg["path"], agg["files"])
+        clf, gspec = gap.load_gap(blob)
+        xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
+        metrics = gap.evaluate_gap(clf, xs, data, gspec.device)
     elif blob.get("kind") == "drw":
         from dpgnn_core.methods import drw
 

@@ -409,10 +409,10 @@ def evaluate_gap(classifier: GapClassifier, aggregations: Tensor, data: GraphDat
     return metrics_by_split(data, logits)
 
 
-def save_gap(path: str, result: GapResult, spec: GapSpec, in_dim: int,
+def save_gap(path: str, classifier: GapClassifier, spec: GapSpec, in_dim: int,
              num_classes: int) -> None:
     """The classifier's weights (what predicts from the aggregations) and its spec."""
-    save_model(path, "gap", result.classifier, spec, in_dim, num_classes)
+    save_model(path, "gap", classifier, spec, in_dim, num_classes)
 
 
 def load_gap(blob: dict[str, Any]) -> tuple[GapClassifier, GapSpec]:
@@ -421,3 +421,29 @@ def load_gap(blob: dict[str, Any]) -> tuple[GapClassifier, GapSpec]:
                           spec.combine)
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
+
+
+def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
+                    encoder_steps: int, classifier_steps: int) -> list[float]:
+    """ε spent after each optimisation step of the run (encoder steps, then classifier
+    steps; PMA's release counts from the first classifier step), from the RDP of the
+    ledger's events (linear in steps)."""
+    from dpgnn_core.privacy import RdpAccountant
+    from dpgnn_core.privacy.rdp import epsilon_from_rdp
+
+    if spec.level == "none":
+        return [math.inf] * (encoder_steps + classifier_steps)
+    acc = RdpAccountant()
+    entries = plan(spec.model_copy(update={"steps": 1}), num_train)(z).entries
+    rdp = [acc.rdp(Ledger((e,))) for e in entries]  # one step each; PMA's K hops at once
+    zero = np.zeros_like(acc.orders)
+    enc, pma_rdp, cls = (rdp[0], rdp[1], rdp[2]) if spec.level == "node" else (
+        zero, rdp[0], zero)
+    out = []
+    for t in range(1, encoder_steps + 1):
+        out.append(epsilon_from_rdp(acc.orders, t * enc, delta)[0] if spec.level == "node"
+                   else 0.0)
+    base = encoder_steps * enc + pma_rdp
+    for t in range(1, classifier_steps + 1):
+        out.append(epsilon_from_rdp(acc.orders, base + t * cls, delta)[0])
+    return out

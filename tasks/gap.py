@@ -1,0 +1,154 @@
+"""GAP's tasks: calibrate -> graph (degree bound at node level) -> encoder -> aggregate ->
+classifier -> privacy ledger. Each is cached on its inputs and the code version, writes its
+artifact atomically and returns a small manifest with the privacy events of what it
+released; the flow composes them into the run's ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from prefect import task
+
+from dpgnn_core.io import atomic_dir, write_json_atomic
+from dpgnn_core.privacy import Ledger, make_accountant
+from dpgnn_core.specs import GapSpec
+from tasks._cache import inputs_and_code
+from tasks.config import code_version
+from tasks.evaluate import verify_files
+from tasks.train import artifact_dir, files_manifest, load_keyed_dataset, progress
+
+
+def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: dict[str, Any],
+            extra: dict[str, Any]) -> dict[str, Any]:
+    files = files_manifest(out, names)
+    manifest = {"kind": kind, "spec": spec.model_dump(mode="json"),
+                "dataset": dataset["content_sha256"], "code_version": code_version(),
+                "files": files, **extra}
+    write_json_atomic(out / "manifest.json", manifest)
+    return manifest
+
+
+@task(name="gap_calibrate", cache_key_fn=inputs_and_code("gap_calibrate"),
+      persist_result=True, result_serializer="json")
+def gap_calibrate(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
+    """The common noise scale z, the planned ledger and the privacy report (checks the
+    input before anything trains)."""
+    from dpgnn_core.methods import gap
+
+    data = load_keyed_dataset(dataset)
+    planned, z, report = gap.calibrate_gap(data, spec)
+    return {"z": z, "planned": planned.to_dict(), "report": report,
+            "num_train": int(data.mask("train").sum())}
+
+
+@task(name="gap_graph", cache_key_fn=inputs_and_code("gap_graph"), persist_result=True,
+      result_serializer="json")
+def gap_graph(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
+    """The edges PMA aggregates over (GAP's degree bound at node level)."""
+    from dpgnn_core.methods import gap
+
+    data = load_keyed_dataset(dataset)
+    ei, info = gap.prepare_graph(data, spec)
+    key = {"level": spec.level, "max_degree": spec.max_degree, "seed": spec.seed}
+    out = artifact_dir("gap_graph", dataset["content_sha256"], key)
+    with atomic_dir(out, overwrite=True) as tmp:
+        np.save(tmp / "edge_index.npy", ei)
+        m = _finish(tmp, "gap_graph", ["edge_index.npy"], spec, dataset, {"graph": info})
+    return {"path": str(out), "files": m["files"], "graph": info}
+
+
+@task(name="gap_encoder", cache_key_fn=inputs_and_code("gap_encoder"), persist_result=True,
+      result_serializer="json")
+def gap_encoder(dataset: dict[str, Any], spec: GapSpec, z: float) -> dict[str, Any]:
+    """Encoder module (DP-Adam at node level); returns its privacy events."""
+    from dpgnn_core.methods import gap
+
+    data = load_keyed_dataset(dataset)
+    enc, hist, events = gap.fit_encoder(data, spec, z, progress("encoder step", len_of(spec)))
+    out = artifact_dir("gap_encoder", dataset["content_sha256"], spec, z)
+    with atomic_dir(out, overwrite=True) as tmp:
+        torch.save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt")
+        write_json_atomic(tmp / "history.json", hist)
+        m = _finish(tmp, "gap_encoder", ["encoder.pt", "history.json"], spec, dataset,
+                    {"events": events.to_dict()})
+    return {"path": str(out), "files": m["files"], "events": events.to_dict()}
+
+
+def len_of(spec: GapSpec) -> int:
+    return spec.steps if spec.level == "node" else spec.epochs
+
+
+@task(name="gap_aggregate", cache_key_fn=inputs_and_code("gap_aggregate"),
+      persist_result=True, result_serializer="json")
+def gap_aggregate(dataset: dict[str, Any], graph: dict[str, Any], encoder: dict[str, Any],
+                  spec: GapSpec, z: float) -> dict[str, Any]:
+    """PMA: all K hops precomputed once and cached. The noise is drawn once per release;
+    reusing this artifact costs no further budget. Returns the release's privacy event."""
+    from dpgnn_core.methods import gap
+
+    verify_files(graph["path"], graph["files"])
+    verify_files(encoder["path"], encoder["files"])
+    data = load_keyed_dataset(dataset)
+    enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
+    enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
+    ei = np.load(Path(graph["path"]) / "edge_index.npy")
+    xs, events = gap.aggregate(data, ei, enc, spec, z)
+    out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
+                       encoder["files"], spec, z)
+    with atomic_dir(out, overwrite=True) as tmp:
+        torch.save(xs, tmp / "aggregations.pt")
+        m = _finish(tmp, "gap_aggregate", ["aggregations.pt"], spec, dataset,
+                    {"events": events.to_dict(), "shape": list(xs.shape)})
+    return {"path": str(out), "files": m["files"], "events": events.to_dict()}
+
+
+@task(name="gap_classifier", cache_key_fn=inputs_and_code("gap_classifier"),
+      persist_result=True, result_serializer="json")
+def gap_classifier(dataset: dict[str, Any], aggregations: dict[str, Any], spec: GapSpec,
+                   z: float, calibration: dict[str, Any], encoder: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """Classification module on the private aggregations; writes the model, the composed
+    ledger (encoder + PMA + classifier events), the privacy report and the history with ε
+    spent at every step."""
+    from dpgnn_core.methods import gap
+
+    verify_files(aggregations["path"], aggregations["files"])
+    data = load_keyed_dataset(dataset)
+    xs = torch.load(Path(aggregations["path"]) / "aggregations.pt", weights_only=True)
+    clf, hist, events = gap.fit_classifier(data, xs, spec, z,
+                                           progress("classifier step", len_of(spec)))
+    ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
+              + events)
+    if ledger.to_dict() != calibration["planned"]:
+        raise RuntimeError("the GAP stages' privacy events differ from the calibrated plan")
+    report = dict(calibration["report"])
+    if report["private"]:
+        report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
+    else:
+        report["epsilon"] = None
+    enc_hist = json.loads((Path(encoder["path"]) / "history.json").read_text())
+    eps = gap.epsilon_by_step(spec, calibration["num_train"], z, report["delta"],
+                              len(enc_hist), len(hist))
+    history = []
+    for i, h in enumerate(enc_hist + hist):
+        name = "encoder_loss" if i < len(enc_hist) else "classifier_loss"
+        rec: dict[str, Any] = {"step": i + 1, name: h["train_loss"], "train_loss": h["train_loss"]}
+        if report["private"]:
+            rec["epsilon_spent"] = eps[i]
+        history.append(rec)
+    out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
+                       spec, z)
+    with atomic_dir(out, overwrite=True) as tmp:
+        gap.save_gap(str(tmp / "model.pt"), clf, spec, data.num_features, data.num_classes)
+        ledger.save(tmp / "ledger.json")
+        write_json_atomic(tmp / "report.json", report)
+        write_json_atomic(tmp / "history.json", history)
+        m = _finish(tmp, "gap", ["model.pt", "ledger.json", "report.json", "history.json"],
+                    spec, dataset, {"aggregations": aggregations, "private": report["private"]})
+    return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
+            "dataset": dataset["content_sha256"], "report": report,
+            "aggregations": aggregations}
