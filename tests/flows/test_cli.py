@@ -139,6 +139,10 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
     (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,2"], "three numbers"),
     (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,x,2"], "three numbers"),
     (["--method", "dp-gat", "--epsilon", "1", "--clipping", "per-atom"], "clipping"),
+    (["--method", "gap-ndp", "--epsilon", "4"], "degree bound"),
+    (["--method", "gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
+    (["--method", "gap-edp", "--non-private"], "gap-inf"),
+    (["--method", "gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "three numbers"),
 ])
 def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     from dpgnn_core.data.store import write_dataset

@@ -123,3 +123,30 @@ def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
     assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
     assert ledger.entries[0].sampler_scheme == "poisson"
     assert 0.0 <= out["test_accuracy"] <= 1.0
+
+
+def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.privacy import Ledger, RdpAccountant
+    from dpgnn_core.specs import GapSpec
+
+    write_dataset(csbm(num_nodes=700, homophily=0.9, feature_signal=0.8, seed=33),
+                  tmp_path / "ds")
+    spec = GapSpec(level="node", epsilon=6.0, hops=2, max_degree=8, steps=30, batch_size=60,
+                   device="cpu")
+    out = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
+    assert out["method"] == "gap-ndp" and out["private"] and out["epsilon"] <= 6.0
+    ledger = Ledger.load(out["privacy_report"])
+    assert [e.kind for e in ledger.events] == ["poisson_gaussian", "gaussian",
+                                               "poisson_gaussian"]
+    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    client = MlflowClient(out["mlflow_tracking_uri"])
+    run = client.get_run(out["mlflow_run_id"])
+    assert run.data.tags["dpgnn.hops"] == "2"
+    curve = client.get_metric_history(out["mlflow_run_id"], "epsilon_spent")
+    assert len(curve) == 60 and curve[-1].value == pytest.approx(out["epsilon"])
+    assert all(a.value <= b.value for a, b in itertools.pairwise(curve))
+    again = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
+    assert set(again["cache"].values()) == {"Cached"}
+    assert again["test_accuracy"] == out["test_accuracy"]
