@@ -72,8 +72,8 @@ def aggregation_matrix(edge_index: Tensor, num_nodes: int) -> Tensor:
     """:math:`A^\\top` as a sparse CSR matrix: row i sums the rows of the nodes that send to
     i (``edge_index`` src -> dst)."""
     values = torch.ones(edge_index.shape[1], device=edge_index.device)
-    return torch.sparse_coo_tensor(edge_index.flip(0), values, (num_nodes, num_nodes)
-                                   ).coalesce()
+    return torch.sparse_coo_tensor(edge_index.flip(0), values, (num_nodes, num_nodes),
+                                   check_invariants=False).coalesce()
 
 
 def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
