@@ -74,13 +74,45 @@ def rdp_uniform_gaussian(sampling_rate: float, noise_multiplier: float, steps: i
 
     dp-accounting takes the population and sample sizes; ``sampling_rate`` is written as an
     exact fraction m/n for it.
+
+    dp-accounting evaluates a fractional order by interpolating the log-moment between the
+    two neighbouring integer orders (WBK Cor. 10), recomputing both for every order; the
+    same interpolation is done here from one evaluation per distinct integer order, which
+    gives identical values (calibration evaluates this curve 15-20 times). Orders above
+    :data:`UNIFORM_MAX_ORDER` are +inf (unused).
     """
+    orders = np.asarray(orders, dtype=np.float64)
+    result = np.full(orders.shape, np.inf)
+    usable = orders <= UNIFORM_MAX_ORDER
+    if not usable.any():
+        return result
+    result[usable] = _uniform_gaussian_low(sampling_rate, noise_multiplier, steps,
+                                           orders[usable])
+    return result
+
+
+#: Largest order at which the sampled-without-replacement Gaussian is evaluated. Its exact
+#: series costs O(α²) per order (0.35 s of a 0.5 s curve went to the orders above 64);
+#: the best order is 1 + log(1/δ)/ε or so, below 64 whenever ε > log(1/δ)/63 (0.33 at
+#: δ = 1e-9). Above it the order is unused (+inf), which can only raise ε.
+UNIFORM_MAX_ORDER = 64.0
+
+
+def _uniform_gaussian_low(sampling_rate: float, noise_multiplier: float, steps: int,
+                          orders: FloatArray) -> FloatArray:
     frac = Fraction(sampling_rate).limit_denominator(10**12)
-    acc = dpa_rdp.RdpAccountant(list(orders), dpa_rdp.NeighborRel.REPLACE_ONE)
+    lo, hi = np.floor(orders).astype(np.int64), np.ceil(orders).astype(np.int64)
+    ints = sorted({int(v) for v in np.concatenate([lo, hi]) if v >= 2})
+    acc = dpa_rdp.RdpAccountant([float(v) for v in ints], dpa_rdp.NeighborRel.REPLACE_ONE)
     acc.compose(dp_event.SampledWithoutReplacementDpEvent(
         frac.denominator, frac.numerator, dp_event.GaussianDpEvent(noise_multiplier)),
         int(steps))
-    return np.asarray(acc.rdp, dtype=np.float64)
+    log_a = {1: 0.0}  # (α - 1)·RDP(α): the composed log-moment at integer orders
+    log_a.update({a: (a - 1) * float(r) for a, r in zip(ints, acc.rdp, strict=True)})
+    t = orders - lo
+    out: FloatArray = (((1 - t) * np.array([log_a[int(v)] for v in lo])
+                        + t * np.array([log_a[int(v)] for v in hi])) / (orders - 1))
+    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -79,12 +79,19 @@ def test_gaussian_composition_matches_dp_accounting() -> None:
                                                                   rel=0.01)
 
 
-def test_uniform_matches_dp_accounting_replace_one() -> None:
-    acc = dpa_rdp.RdpAccountant(list(ORDERS), dpa_rdp.NeighborRel.REPLACE_ONE)
-    acc.compose(dp_event.SampledWithoutReplacementDpEvent(1000, 10,
-                                                          dp_event.GaussianDpEvent(0.9)), 200)
-    np.testing.assert_allclose(rdp_uniform_gaussian(0.01, 0.9, 200, ORDERS), acc.rdp,
+@pytest.mark.parametrize(("n", "m", "z", "steps"), [(1000, 10, 0.9, 200), (407, 64, 1.4, 300)])
+def test_uniform_matches_dp_accounting_replace_one(n: int, m: int, z: float,
+                                                   steps: int) -> None:
+    from dpgnn_core.privacy.rdp import DEFAULT_ORDERS, UNIFORM_MAX_ORDER
+
+    low = DEFAULT_ORDERS[DEFAULT_ORDERS <= UNIFORM_MAX_ORDER]  # fractional orders included
+    acc = dpa_rdp.RdpAccountant(list(low), dpa_rdp.NeighborRel.REPLACE_ONE)
+    acc.compose(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z)),
+                steps)
+    np.testing.assert_allclose(rdp_uniform_gaussian(m / n, z, steps, low), acc.rdp,
                                rtol=1e-9)
+    high = rdp_uniform_gaussian(m / n, z, steps, np.array([80.0, 4096.0]))
+    assert np.isinf(high).all()  # unused orders: they can only raise epsilon
 
 
 def _mp_dpgnn(lam: float, n: int, m: int, k_deg: int, r: int, alpha: float) -> float:
