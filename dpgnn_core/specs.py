@@ -323,3 +323,38 @@ class GapSpec(PrivateSpec):
         if any(w <= 0 for w in self.budget_split):
             raise ValueError(f"budget_split weights must be > 0, got {self.budget_split}")
         return self
+
+
+class GraphClsSpec(PrivateSpec):
+    """Private graph classification (Mueller et al.): one graph is one record; DP-SGD /
+    DP-Adam over Poisson-sampled graphs with per-graph clipping.
+
+    Args:
+        conv (str): ``gcn``, ``sage`` or ``gat``. (default: ``gcn``)
+        layers (int): message-passing layers, 2-4. (default: 3)
+        hidden (int): width. (default: 64)
+        pool (str): ``mean`` or ``max``. (default: ``mean``)
+        norm (str): ``none``, ``instance`` or ``batch`` (refused under DP).
+            (default: ``none``)
+        optimizer (str): ``adam`` or ``sgd``. (default: ``adam``)
+        batch_size (int): expected graphs per step; the Poisson rate is m / N.
+            (default: 64)
+        steps (int): steps T. (default: 300)
+        lr (float): learning rate. (default: 1e-2)
+        clip (float): per-graph clipping norm C. (default: 1.0)
+        epsilon (float, optional): target ε; :obj:`None` trains without privacy.
+        delta (float, optional): δ; 1 / N (training graphs) by default, as the paper.
+        eval_every (int): steps between val / test evaluations logged per "epoch";
+            N / m (one expected pass) when omitted.
+    """
+
+    conv: Literal["gcn", "sage", "gat"] = "gcn"
+    layers: int = Field(3, ge=2, le=4)
+    hidden: int = Field(64, ge=1)
+    pool: Literal["mean", "max"] = "mean"
+    norm: Literal["none", "instance", "batch"] = "none"
+    optimizer: Literal["adam", "sgd"] = "adam"
+    batch_size: int = Field(64, ge=1)
+    steps: int = Field(300, ge=1)
+    lr: float = Field(1e-2, gt=0)
+    eval_every: int | None = Field(None, ge=1)

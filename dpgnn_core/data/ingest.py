@@ -15,7 +15,7 @@ from dpgnn_core.data.loaders import (
     load_tu,
 )
 from dpgnn_core.data.splits import make_disjoint
-from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_file
 from dpgnn_core.specs import IngestSpec
@@ -59,7 +59,11 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
         raise DataError("source not found", path=src, field="source")
     try:
         if spec.format == "synthetic":
-            data = csbm(name=spec.name, **opts)
+            kind = opts.pop("kind", "csbm")
+            if kind not in ("csbm", "er_graphs"):
+                raise DataError("synthetic kind must be csbm or er_graphs", field="kind",
+                                value=kind)
+            data = (csbm if kind == "csbm" else er_graphs)(name=spec.name, **opts)
         elif src is None:
             raise DataError(f"format {spec.format!r} needs a source", field="source")
         elif spec.format in _LOADERS:

@@ -136,3 +136,65 @@ def csbm(
     return GraphData(name=name or f"csbm-n{n}-s{seed}", task="node", x=x,
                      edge_index=edge_index, y=y, split=split, num_classes=c, directed=False,
                      meta=meta)
+
+
+def er_graphs(num_graphs: int = 1000, num_nodes: int = 20, p: tuple[float, float] = (0.2, 0.3),
+              feature_dim: int = 9, mean: tuple[float, float] = (0.0, 0.1), std: float = 0.5,
+              split: tuple[int, int, int] = (600, 100, 300), seed: int = 0,
+              name: str | None = None) -> GraphData:
+    """Mueller et al.'s synthetic graph-classification set: Erdős–Rényi graphs whose class
+    sets the edge probability and the feature mean.
+
+    .. math::
+        G_i \\sim \\mathrm{ER}(n, p_{y_i}), \\qquad x_v \\sim \\mathcal{N}(\\mu_{y_i}, s^2 I)
+
+    Classes alternate (half of each), isolated nodes are kept, and the split is by count
+    in random order.
+
+    Args:
+        num_graphs (int, optional): graphs. (default: :obj:`1000`)
+        num_nodes (int, optional): nodes per graph. (default: :obj:`20`)
+        p (tuple, optional): edge probability of class 0 and 1. (default: ``(0.2, 0.3)``)
+        feature_dim (int, optional): features. (default: :obj:`9`)
+        mean (tuple, optional): feature mean of class 0 and 1. (default: ``(0.0, 0.1)``)
+        std (float, optional): feature std. (default: :obj:`0.5`)
+        split (tuple, optional): train / val / test graph counts.
+            (default: ``(600, 100, 300)``)
+        seed (int, optional): seed. (default: :obj:`0`)
+        name (str, optional): dataset name. (default: ``er-synthetic-s{seed}``)
+    """
+    if sum(split) != num_graphs or min(split) < 0:
+        raise DataError("split counts must be >= 0 and sum to num_graphs", field="split",
+                        value=tuple(split))
+    for f, ok in {"num_nodes": num_nodes >= 1, "feature_dim": feature_dim >= 1,
+                  "p": all(0 <= q <= 1 for q in p), "std": std >= 0}.items():
+        if not ok:
+            raise DataError("invalid synthetic-graph parameter", field=f, value=locals()[f])
+    rng = np.random.default_rng(seed)
+    g_y = np.arange(num_graphs, dtype=np.int64) % 2
+    rng.shuffle(g_y)
+    n = num_graphs * num_nodes
+    graph_id = np.repeat(np.arange(num_graphs, dtype=np.int64), num_nodes)
+    x = (np.asarray(mean)[g_y[graph_id], None]
+         + std * rng.standard_normal((n, feature_dim))).astype(np.float32)
+    iu, ju = np.triu_indices(num_nodes, k=1)
+    keep = rng.random((num_graphs, iu.shape[0])) < np.asarray(p)[g_y][:, None]
+    gi, pair = np.nonzero(keep)
+    src = gi * num_nodes + iu[pair]
+    dst = gi * num_nodes + ju[pair]
+    edge_index = np.stack([np.concatenate([src, dst]), np.concatenate([dst, src])])
+    order = np.lexsort((edge_index[1], edge_index[0]))
+    edge_index = np.ascontiguousarray(edge_index[:, order]).astype(np.int64)
+    g_split = np.empty(num_graphs, dtype=np.int8)
+    perm = rng.permutation(num_graphs)
+    g_split[perm[:split[0]]] = 0
+    g_split[perm[split[0]:split[0] + split[1]]] = 1
+    g_split[perm[split[0] + split[1]:]] = 2
+    meta = {"generator": {"kind": "er_graphs", "num_graphs": num_graphs,
+                          "num_nodes": num_nodes, "p": list(p), "feature_dim": feature_dim,
+                          "mean": list(mean), "std": std, "seed": seed},
+            "split": {"scheme": "random-counts", "counts": list(split), "seed": seed}}
+    return GraphData(name=name or f"er-synthetic-s{seed}", task="graph", x=x,
+                     edge_index=edge_index, y=np.full(n, -1, dtype=np.int64),
+                     split=g_split[graph_id], num_classes=2, graph_id=graph_id, graph_y=g_y,
+                     graph_split=g_split, meta=meta)

@@ -67,7 +67,8 @@ MAX_STEPS = 10**6
 
 
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
-                    method: str, protects: str) -> tuple[Ledger, float, dict[str, Any]]:
+                    method: str, protects: str, delta_scale: float = 10.0
+                    ) -> tuple[Ledger, float, dict[str, Any]]:
     """Calibrate ``plan`` (noise ↦ ledger) to ``spec.epsilon`` at ``spec.delta`` (1/(10 N)
     by default). Without ``spec.epsilon`` the run is non-private: an empty ledger, noise 0
     and ε = inf in the report, which says so.
@@ -77,7 +78,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
         privacy report.
     """
     private = spec.epsilon is not None
-    delta = spec.delta if spec.delta is not None else 1.0 / (10 * num_train)
+    delta = spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
     report: dict[str, Any] = {"method": method if private else f"{method}-non-private",
                               "private": private, "delta": delta, "steps": spec.steps,
                               "unaccounted": [], "protects": protects if private else "nothing"}

@@ -31,7 +31,8 @@ def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np
     (no items, or a single class present for ROC AUC).
     """
     out = {"accuracy": float("nan"), "f1_micro": float("nan"), "f1_macro": float("nan"),
-           "roc_auc": float("nan")}
+           "roc_auc": float("nan"), "sensitivity": float("nan"),
+           "specificity": float("nan")}
     if y_true.shape[0] == 0:
         return out
     if y_true.ndim == 2:
@@ -42,6 +43,18 @@ def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np
     out["f1_micro"] = float(f1_score(y_true, pred, average="micro", labels=labels))
     out["f1_macro"] = float(f1_score(y_true, pred, average="macro", labels=labels,
                                      zero_division=0))
+    # Sensitivity (recall) and specificity: of the positive class for two classes, else
+    # averaged over classes one-vs-rest (macro).
+    classes = [1] if num_classes == 2 else [c for c in labels if (y_true == c).any()]
+    sens, spec = [], []
+    for c in classes:
+        pos, hit = y_true == c, pred == c
+        if pos.any():
+            sens.append(float((hit & pos).sum() / pos.sum()))
+        if (~pos).any():
+            spec.append(float((~hit & ~pos).sum() / (~pos).sum()))
+    out["sensitivity"] = float(np.mean(sens)) if sens else float("nan")
+    out["specificity"] = float(np.mean(spec)) if spec else float("nan")
     z = logits - logits.max(axis=1, keepdims=True)
     prob = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     if len(np.unique(y_true)) > 1:

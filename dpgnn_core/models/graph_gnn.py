@@ -1,0 +1,117 @@
+"""Graph classifiers (Mueller et al.): 2-4 GCN / GraphSAGE / GAT layers, optional instance
+norm, mean or max pooling, MLP head.
+
+Like :class:`~dpgnn_core.models.subgraph_gnn.SubgraphGNN`, every trainable parameter sits in
+an ``nn.Linear``, so per-graph gradients are exact (:mod:`dpgnn_core.training.per_sample`)
+on padded dense per-graph batches ``[B, S, d]``:
+
+.. math::
+    \\text{gcn:}\\; \\hat D^{-1/2}(A + I)\\hat D^{-1/2} H W, \\qquad
+    \\text{sage:}\\; H W_1 + D^{-1} A H W_2, \\qquad
+    \\text{gat:}\\; \\text{10-head dot-product attention over } N(i) \\cup \\{i\\}
+
+GAT uses dot-product attention (as DP-GNN's GAT here), not GATConv's additive attention,
+whose attention vectors would need a grad sampler of their own. ``norm="batch"`` exists for
+the non-private model only: BatchNorm mixes the graphs of a batch and is refused under DP.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+from torch import Tensor, nn
+
+from dpgnn_core.models.subgraph_gnn import _Attention
+
+CONVS = ("gcn", "sage", "gat")
+
+
+def _instance_norm(h: Tensor, m: Tensor) -> Tensor:
+    """Per graph and feature, zero mean and unit variance over the graph's nodes."""
+    cnt = m.sum(1, keepdim=True).clamp_min(1.0)
+    mu = (h * m).sum(1, keepdim=True) / cnt
+    var = (((h - mu) * m) ** 2).sum(1, keepdim=True) / cnt
+    return (h - mu) / torch.sqrt(var + 1e-5) * m
+
+
+class GraphGNN(nn.Module):
+    """``layers`` message-passing layers, pooling, a two-layer head.
+
+    Args:
+        conv (str): ``gcn``, ``sage`` or ``gat``.
+        in_dim (int): node features.
+        num_classes (int): graph classes.
+        hidden (int, optional): width. (default: :obj:`64`)
+        layers (int, optional): message-passing layers, 2-4. (default: :obj:`3`)
+        pool (str, optional): ``mean`` or ``max``. (default: :obj:`"mean"`)
+        norm (str, optional): ``none``, ``instance`` (per graph, no parameters) or
+            ``batch`` (non-private only). (default: :obj:`"none"`)
+        heads (int, optional): GAT heads. (default: :obj:`4`)
+    """
+
+    def __init__(self, conv: str, in_dim: int, num_classes: int, hidden: int = 64,
+                 layers: int = 3, pool: str = "mean", norm: str = "none",
+                 heads: int = 4) -> None:
+        super().__init__()
+        if conv not in CONVS:
+            raise ValueError(f"unknown conv {conv!r}; choose one of {', '.join(CONVS)}")
+        if not 1 <= layers <= 4:
+            raise ValueError(f"layers must lie in 1..4, got {layers}")
+        if pool not in ("mean", "max") or norm not in ("none", "instance", "batch"):
+            raise ValueError(f"pool must be mean or max and norm none, instance or batch; "
+                             f"got {pool!r}, {norm!r}")
+        self.conv, self.pool, self.norm = conv, pool, norm
+        dims = [in_dim] + [hidden] * layers
+        self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+        self.roots = nn.ModuleList(nn.Linear(a, b, bias=False)
+                                   for a, b in itertools.pairwise(dims)
+                                   if conv == "sage")
+        self.att = nn.ModuleList(_Attention(hidden, heads) for _ in range(layers)
+                                 if conv == "gat")
+        self.bns = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(layers)
+                                 if norm == "batch")
+        self.head1 = nn.Linear(hidden, hidden)
+        self.head2 = nn.Linear(hidden, num_classes)
+
+    def _att(self, i: int) -> _Attention:
+        att = self.att[i]
+        assert isinstance(att, _Attention)
+        return att
+
+    def forward(self, x: Tensor, adj: Tensor, mask: Tensor) -> Tensor:
+        """Logits ``[B, C]`` of padded dense graphs (``adj[b, i, j]`` = 1 for j -> i)."""
+        dt = x.dtype
+        m = mask.unsqueeze(-1).to(dt)
+        a = adj * m * mask.unsqueeze(-2).to(dt)
+        if self.conv == "gcn":
+            a = a + torch.diag_embed(mask.to(dt))
+            d = a.sum(-1).clamp_min(1.0).rsqrt()
+            a = d.unsqueeze(-1) * a * d.unsqueeze(-2)
+        elif self.conv == "sage":
+            a = a / a.sum(-1, keepdim=True).clamp_min(1.0)
+        else:
+            allowed = (a > 0) | torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+        h = x * m
+        for i, lin in enumerate(self.lins):
+            if self.conv == "gcn":
+                h = torch.bmm(a, lin(h))
+            elif self.conv == "sage":
+                h = self.roots[i](h) + lin(torch.bmm(a, h))
+            else:
+                h = self._att(i).dense(lin(h), allowed, h.shape[1])
+            if self.norm == "instance":
+                h = _instance_norm(h, m)
+            elif self.norm == "batch":
+                flat = self.bns[i](h[mask])
+                h = torch.zeros(h.shape[:2] + flat.shape[1:], dtype=flat.dtype,
+                                device=flat.device).index_put((mask,), flat)
+            h = torch.relu(h) * m
+        if self.pool == "mean":
+            g = h.sum(1) / m.sum(1).clamp_min(1.0)
+        else:
+            g = h.masked_fill(~mask.unsqueeze(-1), -math.inf).amax(1)
+            g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
+        out: Tensor = self.head2(torch.relu(self.head1(g)))
+        return out
