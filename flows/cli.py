@@ -69,6 +69,12 @@ class Method(StrEnum):
     gap_edp = "gap-edp"
     gap_ndp = "gap-ndp"
     gap_inf = "gap-inf"
+    dp_graph_gcn = "dp-graph-gcn"
+    dp_graph_gat = "dp-graph-gat"
+    dp_graph_sage = "dp-graph-sage"
+    graph_gcn = "graph-gcn"
+    graph_gat = "graph-gat"
+    graph_sage = "graph-sage"
 
 
 PRIVATE_PREFIXES = ("dp-", "drw-", "gap-edp", "gap-ndp")
@@ -371,8 +377,11 @@ def run(
         help="dp-*: target epsilon (required unless --non-private).")] = None,
     delta: Annotated[float | None, typer.Option(
         help="dp-*: delta (default 1/(10 N_train)).")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="dp-*: training steps T.")] = 500,
-    batch_size: Annotated[int, typer.Option(min=1, help="dp-*: subgraphs per step m.")] = 256,
+    steps: Annotated[int | None, typer.Option(
+        min=1, help="dp-*: training steps T (default 500; graph methods 300).")] = None,
+    batch_size: Annotated[int | None, typer.Option(
+        min=1, help="dp-*: records per step m (subgraphs, rows or graphs; default 256, "
+        "graph methods 64).")] = None,
     max_degree: Annotated[int | None, typer.Option(
         min=1, help="dp-*: in-degree bound K (default 7); gap-ndp: degree bound D (required)."
     )] = None,
@@ -398,6 +407,9 @@ def run(
         min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
     accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
     hops: Annotated[int, typer.Option(help="gap-*: PMA hops K.")] = 2,
+    pool: Annotated[str, typer.Option(help="*graph-*: mean or max pooling.")] = "mean",
+    norm: Annotated[str, typer.Option(
+        help="*graph-*: none, instance or batch (batch is refused under DP).")] = "none",
     encoder_dim: Annotated[int, typer.Option(help="gap-*: width of the encoding.")] = 16,
     combine: Annotated[str, typer.Option(help="gap-*: cat, sum or attn.")] = "cat",
     budget_split: Annotated[str | None, typer.Option(
@@ -436,17 +448,27 @@ def run(
         raise typer.Exit(2)
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, TrainSpec
+        from dpgnn_core.specs import (
+            DpgnnSpec,
+            DpMlpSpec,
+            DrwSpec,
+            GapSpec,
+            GraphClsSpec,
+            TrainSpec,
+        )
 
         spec: Any = None
         dspec: Any = None
         mspec: Any = None
         rspec: Any = None
         gspec: Any = None
+        cspec: Any = None
         common: dict[str, Any] = {}
         budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
-                                  if noise_multiplier is not None else {"steps": steps})
-        if is_dp and method.value not in ("dp-mlp", "gap-edp", "gap-ndp"):
+                                  if noise_multiplier is not None else
+                                  {"steps": steps} if steps is not None else {})
+        if is_dp and method.value not in ("dp-mlp", "gap-edp", "gap-ndp") and \
+                "graph-" not in method.value:
             clips = None
             if layer_clips is not None:
                 try:
@@ -458,13 +480,21 @@ def run(
                                      "separated by commas (encoder,aggregation,decoder)")
                 clipping = "layerwise"
             common = {"layers": layers or 1, "hidden": hidden or 256,
-                      "batch_size": batch_size, "lr": lr or 3e-3, "clip": clip,
+                      "batch_size": batch_size or 256, "lr": lr or 3e-3, "clip": clip,
                       "clipping": clipping, "layer_clips": clips,
                       "clip_percentile": clip_percentile,
                       "select_on_validation": select_on_validation, "optimizer": optimizer,
                       "epsilon": None if non_private else epsilon, "delta": delta,
                       "accountant": accountant, "seed": seed, "device": device, **budget}
-        if method.value.startswith("gap-"):
+        if "graph-" in method.value:
+            conv = method.value.rsplit("-", 1)[1]
+            private_graph = method.value.startswith("dp-") and not non_private
+            cspec = GraphClsSpec(conv=conv, layers=layers or 3, hidden=hidden or 64, pool=pool,
+                                 norm=norm, optimizer=optimizer, batch_size=batch_size or 64,
+                                 lr=lr or 1e-2, clip=clip,
+                                 epsilon=epsilon if private_graph else None, delta=delta,
+                                 accountant=accountant, seed=seed, device=device, **budget)
+        elif method.value.startswith("gap-"):
             level = {"gap-edp": "edge", "gap-ndp": "node", "gap-inf": "none"}[method.value]
             split = (1.0, 1.0, 1.0)
             if budget_split is not None:
@@ -478,7 +508,8 @@ def run(
             gspec = GapSpec(level=level, hops=hops,
                             max_degree=max_degree if level == "node" else None,
                             encoder_dim=encoder_dim, hidden=hidden or 64, combine=combine,
-                            epochs=epochs, batch_size=batch_size, lr=lr or 1e-2, clip=clip,
+                            epochs=epochs, batch_size=batch_size or 256, lr=lr or 1e-2,
+                            clip=clip,
                             budget_split=split,
                             epsilon=None if level == "none" else epsilon, delta=delta,
                             accountant=accountant, seed=seed, device=device, **budget)
@@ -488,7 +519,8 @@ def run(
                             restarts=1 if variant == "drw" else restarts,
                             resample_every=resample_every, **common)
         elif method.value == "dp-mlp":
-            mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2, batch_size=batch_size,
+            mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2,
+                              batch_size=batch_size or 256,
                               **budget, lr=lr or 3e-3, clip=clip,
                               epsilon=None if non_private else epsilon, delta=delta,
                               accountant=accountant, seed=seed, device=device)
@@ -508,8 +540,9 @@ def run(
 
         try:
             summary = pipeline(train_spec=spec, dpgnn_spec=dspec, dp_mlp_spec=mspec,
-                               drw_spec=rspec, gap_spec=gspec, dataset=str(dataset.resolve()),
-                               tracking_uri=tracking_uri, experiment=experiment, refresh=refresh)
+                               drw_spec=rspec, gap_spec=gspec, graph_spec=cspec,
+                               dataset=str(dataset.resolve()), tracking_uri=tracking_uri,
+                               experiment=experiment, refresh=refresh)
         except DpgnnError as e:
             _err(str(e))
             raise typer.Exit(1) from e

@@ -13,7 +13,15 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, IngestSpec, TrainSpec
+from dpgnn_core.specs import (
+    DpgnnSpec,
+    DpMlpSpec,
+    DrwSpec,
+    GapSpec,
+    GraphClsSpec,
+    IngestSpec,
+    TrainSpec,
+)
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -72,6 +80,7 @@ def pipeline(
     dp_mlp_spec: DpMlpSpec | None = None,
     drw_spec: DrwSpec | None = None,
     gap_spec: GapSpec | None = None,
+    graph_spec: GraphClsSpec | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
@@ -82,8 +91,9 @@ def pipeline(
         dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead.
         drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead.
         gap_spec (GapSpec, optional): a GAP run instead: calibrate -> degree bound (node
-            level) -> encoder -> aggregate (PMA) -> classifier. Exactly one of the five
-            specs.
+            level) -> encoder -> aggregate (PMA) -> classifier.
+        graph_spec (GraphClsSpec, optional): graph classification (private when its epsilon
+            is set). Exactly one of the six specs.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -93,13 +103,14 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    from tasks.train import train, train_dp_mlp, train_dpgnn, train_drw
+    from tasks.train import train, train_dp_mlp, train_dpgnn, train_drw, train_graph_cls
 
     private_specs = [(s, t) for s, t in ((dpgnn_spec, train_dpgnn), (dp_mlp_spec, train_dp_mlp),
-                                         (drw_spec, train_drw)) if s is not None]
+                                         (drw_spec, train_drw), (graph_spec, train_graph_cls))
+                     if s is not None]
     if len(private_specs) + (train_spec is not None) + (gap_spec is not None) != 1:
-        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec, drw_spec "
-                         "or gap_spec")
+        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec, drw_spec, "
+                         "gap_spec or graph_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     states: dict[str, str] = {}
@@ -163,6 +174,9 @@ def pipeline(
         "val_accuracy": m["val"]["accuracy"],
         "test_f1_micro": m["test"]["f1_micro"],
         "test_roc_auc": m["test"]["roc_auc"],
+        **({"test_sensitivity": m["test"].get("sensitivity"),
+            "test_specificity": m["test"].get("specificity")} if graph_spec is not None
+           else {}),
         "metrics": m,
         "mlflow_run_id": run["run_id"],
         "mlflow_tracking_uri": run["tracking_uri"],

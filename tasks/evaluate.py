@@ -50,6 +50,11 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
         clf, gspec = gap.load_gap(blob)
         xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
         metrics = gap.evaluate_gap(clf, xs, data, gspec.device)
+    elif blob.get("kind") == "graph_cls":
+        from dpgnn_core.methods import graph_cls
+
+        gnet, cspec = graph_cls.load_graph_classifier(blob)
+        metrics = graph_cls.evaluate_graphs(gnet, data, cspec.device)
     elif blob.get("kind") == "drw":
         from dpgnn_core.methods import drw
 

@@ -12,7 +12,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.methods import baseline
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GraphClsSpec, TrainSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
 
@@ -80,7 +80,7 @@ def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: Grap
 
     history: list[dict[str, Any]] = [dict(r) for r in result.history]
     if result.report["private"]:
-        n_train = int(data.mask("train").sum())
+        n_train = int(result.report.get("num_train") or data.mask("train").sum())
         lam = result.report["noise_multiplier"]
 
         def ledger_after(t: int) -> Any:
@@ -141,3 +141,16 @@ def train_drw(dataset: dict[str, Any], spec: DrwSpec) -> dict[str, Any]:
     result = drw.train_drw(data, spec, on_step=progress("step", spec.steps))
     return _private_artifacts("train_drw", dataset, spec, data, result, drw.plan,
                               drw.save_drw)
+
+
+@task(name="train_graph_cls", cache_key_fn=inputs_and_code("train_graph_cls"),
+      persist_result=True, result_serializer="json")
+def train_graph_cls(dataset: dict[str, Any], spec: GraphClsSpec) -> dict[str, Any]:
+    """Graph classification (one graph per record): the same artifacts as ``train_dpgnn``;
+    the history holds val / test metrics once per expected pass over the training graphs."""
+    from dpgnn_core.methods import graph_cls
+
+    data = load_keyed_dataset(dataset)
+    result = graph_cls.train_graph_classifier(data, spec, on_step=progress("step", spec.steps))
+    return _private_artifacts("train_graph_cls", dataset, spec, data, result, graph_cls.plan,
+                              graph_cls.save_graph_classifier)

@@ -147,6 +147,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
         "features and label)", delta_scale=1.0)
     report["method"] = (f"dp-graph-{spec.conv}" if report["private"]
                         else f"graph-{spec.conv}")
+    report["num_train"] = n_train
     private = report["private"]
     records = graph_records(data)
     device = resolve_device(spec.device)

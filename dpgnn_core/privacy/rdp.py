@@ -8,6 +8,7 @@ here, in log space.
 from __future__ import annotations
 
 import functools
+import logging
 from fractions import Fraction
 
 import numpy as np
@@ -61,8 +62,17 @@ def rdp_poisson_gaussian(sampling_rate: float, noise_multiplier: float, steps: i
     usable = orders >= POISSON_MIN_ORDER
     if usable.any():
         acc = dpa_rdp.RdpAccountant(list(orders[usable]))
-        acc.compose(dp_event.PoissonSampledDpEvent(
-            sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)), int(steps))
+        # dp-accounting logs a warning for each fractional order whose series does not
+        # converge and excludes it (+inf), as we would; the message would repeat at every
+        # bisection step of a calibration, so it is held back for this call only.
+        absl = logging.getLogger("absl")
+        level = absl.level
+        absl.setLevel(logging.ERROR)
+        try:
+            acc.compose(dp_event.PoissonSampledDpEvent(
+                sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)), int(steps))
+        finally:
+            absl.setLevel(level)
         out[usable] = np.asarray(acc.rdp, dtype=np.float64)
     return out
 

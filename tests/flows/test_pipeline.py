@@ -150,3 +150,23 @@ def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> N
     again = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
     assert set(again["cache"].values()) == {"Cached"}
     assert again["test_accuracy"] == out["test_accuracy"]
+
+
+def test_graph_classification_run(pipeline, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.data.synthetic import er_graphs
+    from dpgnn_core.privacy import Ledger
+    from dpgnn_core.specs import GraphClsSpec
+
+    write_dataset(er_graphs(num_graphs=200, split=(120, 30, 50), seed=4), tmp_path / "ds")
+    spec = GraphClsSpec(conv="sage", epsilon=5.0, steps=30, batch_size=30, device="cpu")
+    out = pipeline(graph_spec=spec, dataset=str(tmp_path / "ds"))
+    assert out["method"] == "dp-graph-sage" and out["epsilon"] <= 5.0
+    assert out["delta"] == pytest.approx(1 / 120)
+    assert Ledger.load(out["privacy_report"]).events[0].level == "graph"
+    assert {"test_sensitivity", "test_specificity", "test_roc_auc"} <= set(out)
+    client = MlflowClient(out["mlflow_tracking_uri"])
+    per_epoch = client.get_metric_history(out["mlflow_run_id"], "val_roc_auc")
+    # every expected pass (120/30 = 4 steps), the last step, and the final metrics (step 0)
+    assert sorted(m.step for m in per_epoch) == [0, *range(4, 30, 4), 30]
