@@ -81,6 +81,7 @@ def pipeline(
     drw_spec: DrwSpec | None = None,
     gap_spec: GapSpec | None = None,
     graph_spec: GraphClsSpec | None = None,
+    explain_graphs: int = 20,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
 
@@ -94,6 +95,9 @@ def pipeline(
             level) -> encoder -> aggregate (PMA) -> classifier.
         graph_spec (GraphClsSpec, optional): graph classification (private when its epsilon
             is set). Exactly one of the six specs.
+        explain_graphs (int, optional): with a private ``graph_spec``, explain this many
+            test graphs with GNNExplainer under the private and the non-private model (the
+            latter trained through the same cached path); 0 skips. (default: :obj:`20`)
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
@@ -136,6 +140,15 @@ def pipeline(
         report = {"private": False, "epsilon": None}
         method = train_spec.method  # type: ignore[union-attr]
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
+    explained: dict[str, Any] = {}
+    if graph_spec is not None and report["private"] and explain_graphs > 0:
+        from tasks.explain import explain
+
+        twin, states["train_nonprivate"] = _run(
+            train_graph_cls, refresh, dataset=ds,
+            spec=graph_spec.model_copy(update={"epsilon": None}))
+        explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
+                                            nonprivate=twin, count=explain_graphs)
     params = {"method": method, "train": spec.model_dump(mode="json"),
               "dataset": {"name": ds["name"], "path": ds["path"],
                           "content_sha256": ds["content_sha256"]}}
@@ -143,11 +156,15 @@ def pipeline(
     artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
                  str(mdir / "history.json"), str(Path(ev["path"]) / "metrics.json")]
     artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
+    if explained:
+        artifacts += [str(Path(explained["path"]) / f) for f in explained["files"]]
     run = log_run(
         run_name=f"{method}-{ds['name']}-s{spec.seed}",
         params=params,
         history_path=str(mdir / "history.json"),
-        metrics=ev["metrics"],
+        metrics={**ev["metrics"], **({"explain": {k: v for k, v in explained.items()
+                                                  if k.startswith("iou_")}}
+                                     if explained else {})},
         artifacts=artifacts,
         tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
               **({"dpgnn.hops": str(gap_spec.hops)} if gap_spec is not None else {}),
@@ -177,6 +194,7 @@ def pipeline(
         **({"test_sensitivity": m["test"].get("sensitivity"),
             "test_specificity": m["test"].get("specificity")} if graph_spec is not None
            else {}),
+        **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
         "metrics": m,
         "mlflow_run_id": run["run_id"],
         "mlflow_tracking_uri": run["tracking_uri"],

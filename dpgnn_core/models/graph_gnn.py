@@ -22,10 +22,44 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.nn import MessagePassing, global_max_pool, global_mean_pool
+from torch_geometric.utils import add_self_loops, degree, scatter, softmax
 
 from dpgnn_core.models.subgraph_gnn import _Attention
 
 CONVS = ("gcn", "sage", "gat")
+
+
+class _WeightedSum(MessagePassing):  # type: ignore[misc]
+    r""":math:`\sum_j w_{ji} h_j`: the sparse form of the dense products (an explainer's
+    edge mask multiplies each message)."""
+
+    def __init__(self) -> None:
+        super().__init__(aggr="add")
+
+    def forward(self, h: Tensor, edge_index: Tensor, weight: Tensor) -> Tensor:
+        out: Tensor = self.propagate(edge_index, h=h, weight=weight)
+        return out
+
+    def message(self, h_j: Tensor, weight: Tensor) -> Tensor:
+        return weight.view(-1, 1) * h_j
+
+
+class _DotAttention(MessagePassing):  # type: ignore[misc]
+    """Sparse multi-head dot-product attention with the dense path's weights."""
+
+    def __init__(self) -> None:
+        super().__init__(aggr="add", node_dim=0)
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor) -> Tensor:
+        out: Tensor = self.propagate(edge_index, q=q, k=k, v=v)
+        return out
+
+    def message(self, q_i: Tensor, k_j: Tensor, v_j: Tensor, index: Tensor,
+                ptr: Tensor | None, size_i: int | None) -> Tensor:
+        alpha: Tensor = softmax((q_i * k_j).sum(-1) / math.sqrt(q_i.shape[-1]), index, ptr,
+                                size_i)
+        return alpha.unsqueeze(-1) * v_j
 
 
 def _instance_norm(h: Tensor, m: Tensor) -> Tensor:
@@ -74,6 +108,8 @@ class GraphGNN(nn.Module):
                                  if norm == "batch")
         self.head1 = nn.Linear(hidden, hidden)
         self.head2 = nn.Linear(hidden, num_classes)
+        self._sum = _WeightedSum()
+        self._dot = _DotAttention()
 
     def _att(self, i: int) -> _Attention:
         att = self.att[i]
@@ -113,5 +149,45 @@ class GraphGNN(nn.Module):
         else:
             g = h.masked_fill(~mask.unsqueeze(-1), -math.inf).amax(1)
             g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
+        out: Tensor = self.head2(torch.relu(self.head1(g)))
+        return out
+
+    def forward_sparse(self, x: Tensor, edge_index: Tensor, batch: Tensor | None = None
+                       ) -> Tensor:
+        """Logits ``[G, C]`` from PyG's sparse form (``edge_index`` src -> dst, ``batch`` the
+        graph of each node), with the same weights as :meth:`forward`; its message passing
+        runs through PyG ``MessagePassing`` layers, so PyG's explainers can mask edges."""
+        n = x.shape[0]
+        batch = torch.zeros(n, dtype=torch.long, device=x.device) if batch is None else batch
+        dst = edge_index[1]
+        if self.conv == "gcn":
+            ei, _ = add_self_loops(edge_index, num_nodes=n)
+            d = degree(ei[1], n).clamp_min(1.0).rsqrt()
+            weight = d[ei[0]] * d[ei[1]]
+        elif self.conv == "sage":
+            ei = edge_index
+            weight = 1.0 / degree(dst, n).clamp_min(1.0)[dst]
+        else:
+            ei, _ = add_self_loops(edge_index, num_nodes=n)
+        h = x
+        for i, lin in enumerate(self.lins):
+            if self.conv == "gcn":
+                h = self._sum(lin(h), ei, weight)
+            elif self.conv == "sage":
+                h = self.roots[i](h) + lin(self._sum(h, ei, weight))
+            else:
+                att = self._att(i)
+                z = lin(h)
+                q, k, v = (f(z).view(n, att.heads, att.dim) for f in (att.q, att.k, att.v))
+                h = att.out(self._dot(q, k, v, ei).reshape(n, -1))
+            if self.norm == "instance":
+                cnt = degree(batch, dtype=h.dtype).clamp_min(1.0)[:, None]
+                mu = scatter(h, batch, 0, reduce="sum") / cnt
+                var = scatter((h - mu[batch]) ** 2, batch, 0, reduce="sum") / cnt
+                h = (h - mu[batch]) / torch.sqrt(var[batch] + 1e-5)
+            elif self.norm == "batch":
+                h = self.bns[i](h)
+            h = torch.relu(h)
+        g = global_mean_pool(h, batch) if self.pool == "mean" else global_max_pool(h, batch)
         out: Tensor = self.head2(torch.relu(self.head1(g)))
         return out

@@ -100,3 +100,40 @@ def test_bad_input() -> None:
     three = dataclasses.replace(DATA, graph_y=only_test, num_classes=3)
     with pytest.warns(UserWarning, match="occur in test but not in training"):
         train_graph_classifier(three, GraphClsSpec(steps=2, device="cpu"))
+
+
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gat"])
+@pytest.mark.parametrize(("norm", "pool"), [("instance", "mean"), ("none", "max")])
+def test_dense_and_sparse_paths_agree(conv: str, norm: str, pool: str) -> None:
+    torch.manual_seed(0)
+    model = GraphGNN(conv, 9, 2, hidden=8, layers=3, pool=pool, norm=norm, heads=2).eval()
+    recs = graph_records(DATA)
+    ids = np.arange(6)
+    b = build_batch(recs, ids, DATA.x, normalisation="none")
+    dense = model(b.x, b.adj, b.mask)
+    nodes = np.concatenate([recs.subgraph(int(i))[0] for i in ids])
+    local = {int(v): j for j, v in enumerate(nodes)}
+    edges = np.concatenate([recs.subgraph(int(i))[1] for i in ids], axis=1)
+    ei = torch.tensor([[local[int(s)] for s in edges[0]], [local[int(d)] for d in edges[1]]])
+    batch = torch.from_numpy(np.asarray(DATA.graph_id)[nodes])
+    sparse = model.forward_sparse(torch.from_numpy(DATA.x[nodes]), ei, batch)
+    torch.testing.assert_close(dense, sparse, rtol=1e-4, atol=1e-5)
+
+
+def test_explanations_compare_edge_sets() -> None:
+    from dpgnn_core.methods.explain import compare, edge_iou, explain
+
+    assert edge_iou({(0, 1)}, {(0, 1), (1, 2)}) == 0.5 and edge_iou(set(), set()) == 1.0
+    model = train_graph_classifier(DATA, GraphClsSpec(steps=20, device="cpu")).model
+    ids = np.flatnonzero(DATA.graph_split == 2)[:2]
+    a = explain(model, DATA, ids, epochs=10)
+    again = explain(model, DATA, ids, epochs=10)
+    assert all(np.array_equal(x["mask"], y["mask"]) for x, y in zip(a, again, strict=True))
+    for e in a:
+        assert e["mask"].shape == (e["edge_index"].shape[1],)
+        assert e["edges"] == {tuple(p) for p in e["edge_index"][:, e["mask"] >= 0.2].T}
+    same = compare(a, a)
+    assert same["iou_private_nonprivate"] == 1.0
+    original = {tuple(p) for p in a[0]["edge_index"].T}
+    assert same["graphs"][0]["iou_original_private"] == pytest.approx(
+        len(a[0]["edges"]) / len(original))

@@ -161,8 +161,13 @@ def test_graph_classification_run(pipeline, tmp_path: Path) -> None:
 
     write_dataset(er_graphs(num_graphs=200, split=(120, 30, 50), seed=4), tmp_path / "ds")
     spec = GraphClsSpec(conv="sage", epsilon=5.0, steps=30, batch_size=30, device="cpu")
-    out = pipeline(graph_spec=spec, dataset=str(tmp_path / "ds"))
+    out = pipeline(graph_spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=3)
     assert out["method"] == "dp-graph-sage" and out["epsilon"] <= 5.0
+    assert out["cache"]["train_nonprivate"] == "Completed"
+    assert 0.0 <= out["iou_private_nonprivate"] <= 1.0
+    names = {a.path for a in MlflowClient(out["mlflow_tracking_uri"]).list_artifacts(
+        out["mlflow_run_id"])}
+    assert {"explanations.png", "explanations.json"} <= names
     assert out["delta"] == pytest.approx(1 / 120)
     assert Ledger.load(out["privacy_report"]).events[0].level == "graph"
     assert {"test_sensitivity", "test_specificity", "test_roc_auc"} <= set(out)
