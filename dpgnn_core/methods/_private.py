@@ -14,7 +14,15 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
-from dpgnn_core.privacy import Ledger, PrivacyError, calibrate_noise, make_accountant, max_steps
+from dpgnn_core.privacy import (
+    Ledger,
+    PoissonGaussianEvent,
+    PrivacyError,
+    calibrate_noise,
+    make_accountant,
+    max_steps,
+)
+from dpgnn_core.privacy.events import Level
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -43,6 +51,20 @@ def check_node_task(data: GraphData, spec: Any, method: str) -> int:
         raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
                         field="batch_size", value=spec.batch_size)
     return n_train
+
+
+def poisson_plan(spec: Any, num_train: int, level: Level, description: str
+                 ) -> Callable[[float], Ledger]:
+    """z ↦ the ledger of DP-SGD over Poisson-sampled records: ``spec.steps`` steps at rate
+    ``spec.batch_size / num_train`` (DP-MLP: nodes; graph classification: graphs)."""
+    rate = spec.batch_size / num_train
+
+    def ledger(z: float) -> Ledger:
+        return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=rate,
+                                                 steps=spec.steps, level=level,
+                                                 description=description),
+                            sampler_scheme="poisson")
+    return ledger
 
 
 def resolve_steps(spec: Any, num_train: int,

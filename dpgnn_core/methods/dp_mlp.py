@@ -16,11 +16,12 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     check_node_task,
+    poisson_plan,
     resolve_steps,
     save_model,
 )
 from dpgnn_core.models.mlp import MLP
-from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
+from dpgnn_core.privacy import Ledger
 from dpgnn_core.specs import DpMlpSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -33,14 +34,7 @@ DpMlpResult = PrivateResult[MLP]
 
 def plan(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger of the whole training plan."""
-    rate = spec.batch_size / num_train
-
-    def ledger(z: float) -> Ledger:
-        return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=rate,
-                                                 steps=spec.steps, level="node",
-                                                 description="DP-MLP training"),
-                            sampler_scheme="poisson")
-    return ledger
+    return poisson_plan(spec, num_train, "node", "DP-MLP training")
 
 
 def train_dp_mlp(data: GraphData, spec: DpMlpSpec,

@@ -20,9 +20,14 @@ import torch
 from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
-from dpgnn_core.methods._private import PrivateResult, calibrated_plan, save_model
+from dpgnn_core.methods._private import (
+    PrivateResult,
+    calibrated_plan,
+    poisson_plan,
+    save_model,
+)
 from dpgnn_core.models.graph_gnn import GraphGNN
-from dpgnn_core.privacy import Ledger, PoissonGaussianEvent
+from dpgnn_core.privacy import Ledger
 from dpgnn_core.specs import GraphClsSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -87,14 +92,7 @@ def check_graph_task(data: GraphData, spec: GraphClsSpec) -> np.ndarray:
 
 def plan(spec: GraphClsSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger: T Poisson-subsampled Gaussian steps at graph level."""
-    rate = spec.batch_size / num_train
-
-    def ledger(z: float) -> Ledger:
-        return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=rate,
-                                                 steps=spec.steps, level="graph",
-                                                 description="DP-SGD over graphs"),
-                            sampler_scheme="poisson")
-    return ledger
+    return poisson_plan(spec, num_train, "graph", "DP-SGD over graphs")
 
 
 def build_model(spec: GraphClsSpec, in_dim: int, num_classes: int) -> GraphGNN:
