@@ -70,10 +70,21 @@ def row_normalise(x: Tensor) -> Tensor:
 
 def aggregation_matrix(edge_index: Tensor, num_nodes: int) -> Tensor:
     """:math:`A^\\top` as a sparse CSR matrix: row i sums the rows of the nodes that send to
-    i (``edge_index`` src -> dst)."""
-    values = torch.ones(edge_index.shape[1], device=edge_index.device)
-    return torch.sparse_coo_tensor(edge_index.flip(0), values, (num_nodes, num_nodes),
-                                   check_invariants=False).coalesce()
+    i (``edge_index`` src -> dst, without duplicates, as datasets store them).
+
+    CSR rather than COO: ``torch.sparse.mm`` runs about twice as fast, and a stable sort by
+    destination replaces COO's coalesce (a sort and a merge of duplicates) at build time."""
+    src, dst = edge_index[0], edge_index[1]
+    if edge_index.shape[1] and not bool((dst[1:] >= dst[:-1]).all()):
+        dst, order = torch.sort(dst, stable=True)
+        src = src[order]
+    crow = torch.zeros(num_nodes + 1, dtype=torch.int64, device=edge_index.device)
+    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    values = torch.ones(src.shape[0], device=edge_index.device)
+    with warnings.catch_warnings():  # torch marks sparse CSR as beta at every construction
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, src, values, (num_nodes, num_nodes),
+                                       check_invariants=False)
 
 
 def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
