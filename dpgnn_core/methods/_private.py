@@ -68,12 +68,13 @@ def poisson_plan(spec: Any, num_train: int, level: Level, description: str
 
 
 def resolve_steps(spec: Any, num_train: int,
-                  make_plan: Callable[[Any, int], Callable[[float], Ledger]]) -> Any:
+                  make_plan: Callable[[Any, int], Callable[[float], Ledger]],
+                  delta_scale: float = 10.0) -> Any:
     """With ``spec.noise_multiplier`` set, the spec with ``steps`` = the most steps whose ε
     at that noise stays within ``spec.epsilon`` (train until the budget is spent)."""
     if spec.noise_multiplier is None:
         return spec
-    delta = spec.delta if spec.delta is not None else 1.0 / (10 * num_train)
+    delta = spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
     steps = max_steps(lambda t: make_plan(spec.model_copy(update={"steps": t}), num_train)(
         spec.noise_multiplier), spec.epsilon, delta, make_accountant(spec.accountant),
         limit=MAX_STEPS)

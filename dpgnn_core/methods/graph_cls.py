@@ -24,6 +24,7 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     poisson_plan,
+    resolve_steps,
     save_model,
 )
 from dpgnn_core.models.graph_gnn import GraphGNN
@@ -139,6 +140,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     """
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
+    spec = resolve_steps(spec, n_train, plan, delta_scale=1.0)
     ledger, z, report = calibrated_plan(
         spec, n_train, plan(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "

@@ -137,3 +137,17 @@ def test_explanations_compare_edge_sets() -> None:
     original = {tuple(p) for p in a[0]["edge_index"].T}
     assert same["graphs"][0]["iou_original_private"] == pytest.approx(
         len(a[0]["edges"]) / len(original))
+
+
+def test_train_until_the_budget_is_spent() -> None:
+    r = train_graph_classifier(DATA, GraphClsSpec(epsilon=3.0, noise_multiplier=1.5,
+                                                  batch_size=40, device="cpu",
+                                                  eval_every=10**6))
+    t = r.report["steps"]
+    assert len(r.history) == t > 0 and r.report["noise_multiplier"] == 1.5
+    acc = RdpAccountant()
+    from dpgnn_core.methods.graph_cls import plan
+
+    spec = GraphClsSpec(epsilon=3.0, batch_size=40)
+    over = plan(spec.model_copy(update={"steps": t + 1}), 240)(1.5)
+    assert r.report["epsilon"] <= 3.0 < acc.epsilon(over, 1 / 240)
