@@ -126,8 +126,8 @@ def test_explanations_compare_edge_sets() -> None:
     assert edge_iou({(0, 1)}, {(0, 1), (1, 2)}) == 0.5 and edge_iou(set(), set()) == 1.0
     model = train_graph_classifier(DATA, GraphClsSpec(steps=20, device="cpu")).model
     ids = np.flatnonzero(DATA.graph_split == 2)[:2]
-    a = explain(model, DATA, ids, epochs=10)
-    again = explain(model, DATA, ids, epochs=10)
+    a = explain(model, DATA, ids, epochs=5)
+    again = explain(model, DATA, ids, epochs=5)
     assert all(np.array_equal(x["mask"], y["mask"]) for x, y in zip(a, again, strict=True))
     for e in a:
         assert e["mask"].shape == (e["edge_index"].shape[1],)
