@@ -100,7 +100,8 @@ def run_one(data, name: str, method: str, eps: float | None, seed: int,  # type:
         metrics = ev(res.model, data, "cpu")
         eps_spent = res.report["epsilon"] if res.report["private"] else None
     return {"dataset": name, "method": method,
-            "variant": drw_variant if method.startswith("drw") else None, "target_epsilon": eps, "epsilon": eps_spent, "seed": seed,
+            "variant": drw_variant if method.startswith("drw") else None,
+            "target_epsilon": eps, "epsilon": eps_spent, "seed": seed,
             "test_accuracy": metrics["test"]["accuracy"],
             "val_accuracy": metrics["val"]["accuracy"], "seconds": time.perf_counter() - t}
 
