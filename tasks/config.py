@@ -27,7 +27,7 @@ def configure_environment(home: Path | None = None) -> Path:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
         # A fresh SQLite database takes ~18 s to migrate on 2 cores; the default 20 s is tight.
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
         "PREFECT_LOGGING_LEVEL": os.environ.get("PREFECT_LOGGING_LEVEL", "WARNING"),
         "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
     }

@@ -80,7 +80,7 @@ def train_on_subgraphs(
     device = resolve_device(spec.device)
     gen = torch.Generator().manual_seed(spec.seed)
     noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
-    y_all = torch.from_numpy(np.asarray(data.y, dtype=np.int64))
+    y_all = torch.from_numpy(np.array(data.y, dtype=np.int64))  # a writable copy
     x_dev = torch.tensor(data.x, device=device)
     ei_dev = torch.tensor(data.edge_index, device=device)
     current: dict[str, Any] = {"sg": None, "sampler": None, "step": 0}

@@ -153,7 +153,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     device = resolve_device(spec.device)
     gen = torch.Generator().manual_seed(spec.seed)
     noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
-    gy = torch.from_numpy(np.asarray(data.graph_y, dtype=np.int64))
+    gy = torch.from_numpy(np.array(data.graph_y, dtype=np.int64))  # a writable copy
     every = spec.eval_every or max(1, n_train // spec.batch_size)
     with seeded(spec.seed, device):
         model = build_model(spec, data.num_features, data.num_classes).to(device)
