@@ -55,7 +55,7 @@ def load(name: str):  # type: ignore[no-untyped-def]
 PLANS = {  # batch size m and steps T per dataset (m2, T2: DP-GCN with 2 layers, whose
     # padded 2-hop subgraphs around Cornell5's hubs make each step ~10x dearer)
     "cornell5": {"m": 512, "T": 500, "drw_m": 256, "m2": 256, "T2": 300},
-    "cora": {"m": 256, "T": 300, "drw_m": 64, "m2": 256, "T2": 300},
+    "cora": {"m": 256, "T": 300, "drw_m": 64, "m2": 64, "T2": 300},
 }
 
 
