@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -29,3 +31,18 @@ def machine() -> str:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     py = platform.python_version()
     return f"{platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {py}"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a results file (one JSON object per line); none if it is absent."""
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one record (a sweep resumes from what is already there) and echo it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(json.dumps(record), flush=True)

@@ -18,7 +18,6 @@ Amherst41, which has 1,934 labelled nodes), Cora on a stratified 75/10/15 split.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -29,6 +28,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+from _util import append_jsonl, read_jsonl  # noqa: E402
+
 OUT = HERE / "results" / "gap.jsonl"
 EDGE_EPS = [1.0, 2.0, 4.0, 8.0]
 NODE_EPS = [4.0, 8.0, 16.0]
@@ -74,16 +75,11 @@ def run_one(data, name: str, method: str, eps: float | None, seed: int,  # type:
 
 
 def done() -> list[dict]:
-    if not OUT.is_file():
-        return []
-    return [json.loads(x) for x in OUT.read_text().splitlines() if x.strip()]
+    return read_jsonl(OUT)
 
 
 def record(r: dict) -> None:
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("a") as f:
-        f.write(json.dumps(r) + "\n")
-    print(json.dumps(r), flush=True)
+    append_jsonl(OUT, r)
 
 
 def sweep(names: list[str], seeds: list[int]) -> None:

@@ -30,6 +30,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+from _util import append_jsonl, read_jsonl  # noqa: E402
+
 OUT = HERE / "results" / "graph_cls.jsonl"
 SHARED = HERE.parent.parent / "shared" / "datasets"
 EPSILONS = [1.0, 5.0, 10.0]
@@ -65,9 +67,7 @@ def run_one(data, name: str, eps: float | None, seed: int) -> dict:  # type: ign
 
 
 def done() -> list[dict]:
-    if not OUT.is_file():
-        return []
-    return [json.loads(x) for x in OUT.read_text().splitlines() if x.strip()]
+    return read_jsonl(OUT)
 
 
 def sweep(names: list[str], seeds: list[int]) -> None:
@@ -77,11 +77,7 @@ def sweep(names: list[str], seeds: list[int]) -> None:
         for seed in seeds:
             for eps in [None, *EPSILONS]:
                 if (name, eps, seed) not in have:
-                    r = run_one(data, name, eps, seed)
-                    OUT.parent.mkdir(parents=True, exist_ok=True)
-                    with OUT.open("a") as f:
-                        f.write(json.dumps(r) + "\n")
-                    print(json.dumps(r), flush=True)
+                    append_jsonl(OUT, run_one(data, name, eps, seed))
 
 
 def overhead(repeat: int = 5) -> dict:

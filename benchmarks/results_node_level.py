@@ -21,7 +21,6 @@ accuracy at ε = 8, seed 0):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -32,6 +31,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+from _util import append_jsonl, read_jsonl  # noqa: E402
+
 OUT = HERE / "results" / "node_level.jsonl"
 SHARED = ROOT.parent / "shared" / "datasets"
 EPSILONS = [1.0, 2.0, 4.0, 8.0, 12.0]
@@ -107,9 +109,7 @@ def run_one(data, name: str, method: str, eps: float | None, seed: int,  # type:
 
 
 def done() -> list[dict]:
-    if not OUT.is_file():
-        return []
-    return [json.loads(line) for line in OUT.read_text().splitlines() if line.strip()]
+    return read_jsonl(OUT)
 
 
 def key(r: dict) -> tuple:
@@ -118,10 +118,7 @@ def key(r: dict) -> tuple:
 
 
 def record(r: dict) -> None:
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("a") as f:
-        f.write(json.dumps(r) + "\n")
-    print(json.dumps(r), flush=True)
+    append_jsonl(OUT, r)
 
 
 def sweep(names: list[str], seeds: list[int]) -> None:
