@@ -106,17 +106,24 @@ def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: Grap
             "dataset": dataset["content_sha256"], "report": report}
 
 
+def _train_private(kind: str, dataset: dict[str, Any], spec: Any, fit: Any, make_plan: Any,
+                   save: Any) -> dict[str, Any]:
+    """Load the keyed dataset, run a private method's ``fit`` and write its artifacts."""
+    data = load_keyed_dataset(dataset)
+    result = fit(data, spec, on_step=progress("step", spec.steps))
+    return _private_artifacts(kind, dataset, spec, data, result, make_plan, save)
+
+
 @task(name="train_dpgnn", cache_key_fn=inputs_and_code("train_dpgnn"), persist_result=True,
       result_serializer="json")
 def train_dpgnn(dataset: dict[str, Any], spec: DpgnnSpec) -> dict[str, Any]:
     """DP-GNN: writes ``model.pt``, ``ledger.json`` (the privacy events), ``report.json``
-    (the privacy report) and ``history.json`` (loss per step, ε spent at 20 points)."""
+    (the privacy report) and ``history.json`` (loss per step, ε spent at every step with
+    the RDP accountant, at 20 points with PLD)."""
     from dpgnn_core.methods import dp_gnn
 
-    data = load_keyed_dataset(dataset)
-    result = dp_gnn.train_dpgnn(data, spec, on_step=progress("step", spec.steps))
-    return _private_artifacts("train_dpgnn", dataset, spec, data, result, dp_gnn.plan,
-                              dp_gnn.save_dpgnn)
+    return _train_private("train_dpgnn", dataset, spec, dp_gnn.train_dpgnn, dp_gnn.plan,
+                          dp_gnn.save_dpgnn)
 
 
 @task(name="train_dp_mlp", cache_key_fn=inputs_and_code("train_dp_mlp"), persist_result=True,
@@ -125,10 +132,8 @@ def train_dp_mlp(dataset: dict[str, Any], spec: DpMlpSpec) -> dict[str, Any]:
     """DP-MLP: the same artifacts as ``train_dpgnn``."""
     from dpgnn_core.methods import dp_mlp
 
-    data = load_keyed_dataset(dataset)
-    result = dp_mlp.train_dp_mlp(data, spec, on_step=progress("step", spec.steps))
-    return _private_artifacts("train_dp_mlp", dataset, spec, data, result, dp_mlp.plan,
-                              dp_mlp.save_dp_mlp)
+    return _train_private("train_dp_mlp", dataset, spec, dp_mlp.train_dp_mlp, dp_mlp.plan,
+                          dp_mlp.save_dp_mlp)
 
 
 @task(name="train_drw", cache_key_fn=inputs_and_code("train_drw"), persist_result=True,
@@ -137,10 +142,7 @@ def train_drw(dataset: dict[str, Any], spec: DrwSpec) -> dict[str, Any]:
     """DRW / DRW-R / DRW-D: the same artifacts as ``train_dpgnn``."""
     from dpgnn_core.methods import drw
 
-    data = load_keyed_dataset(dataset)
-    result = drw.train_drw(data, spec, on_step=progress("step", spec.steps))
-    return _private_artifacts("train_drw", dataset, spec, data, result, drw.plan,
-                              drw.save_drw)
+    return _train_private("train_drw", dataset, spec, drw.train_drw, drw.plan, drw.save_drw)
 
 
 @task(name="train_graph_cls", cache_key_fn=inputs_and_code("train_graph_cls"),
@@ -150,7 +152,5 @@ def train_graph_cls(dataset: dict[str, Any], spec: GraphClsSpec) -> dict[str, An
     the history holds val / test metrics once per expected pass over the training graphs."""
     from dpgnn_core.methods import graph_cls
 
-    data = load_keyed_dataset(dataset)
-    result = graph_cls.train_graph_classifier(data, spec, on_step=progress("step", spec.steps))
-    return _private_artifacts("train_graph_cls", dataset, spec, data, result, graph_cls.plan,
-                              graph_cls.save_graph_classifier)
+    return _train_private("train_graph_cls", dataset, spec, graph_cls.train_graph_classifier,
+                          graph_cls.plan, graph_cls.save_graph_classifier)
