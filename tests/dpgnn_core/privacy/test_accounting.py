@@ -138,7 +138,9 @@ def test_conventions() -> None:
 def test_poisson_monotone(z: float, steps: int, extra: int, q: float, dq: float) -> None:
     e = RDP.epsilon(_poisson(z, q, steps), 1e-5)
     assert RDP.epsilon(_poisson(z, q, steps + extra), 1e-5) >= e
-    assert RDP.epsilon(_poisson(z, min(1.0, q * dq), steps), 1e-5) >= e
+    # dp-accounting drops fractional orders whose series does not converge, and which ones
+    # can differ between two rates: at ε in the hundreds that moves ε by ~1e-5 relative.
+    assert RDP.epsilon(_poisson(z, min(1.0, q * dq), steps), 1e-5) >= e * (1 - 1e-4)
     assert RDP.epsilon(_poisson(z * 1.1, q, steps), 1e-5) <= e
 
 
