@@ -91,7 +91,10 @@ class SamplerSpec(Spec):
         layers (int, optional): r for ``degree-bounded``. (default: :obj:`1`)
         walk_length (int, optional): L for ``drw`` / ``drw-r``.
         restarts (int, optional): R for ``drw-r``. (default: :obj:`1`)
-        seed (int, optional): sampler seed. (default: :obj:`0`)
+        seed (int, optional): used only with ``insecure_reproducible_noise``. (default: 0)
+        insecure_reproducible_noise (bool, optional): derive the sample from ``seed``
+            (reproducible, not secret); by default it is drawn from OS entropy.
+            (default: :obj:`False`)
     """
 
     sampler: Sampler
@@ -100,6 +103,7 @@ class SamplerSpec(Spec):
     walk_length: int | None = Field(None, ge=1)
     restarts: int = Field(1, ge=1)
     seed: int = 0
+    insecure_reproducible_noise: bool = False
 
     @model_validator(mode="after")
     def _needs(self) -> SamplerSpec:
@@ -117,6 +121,12 @@ class PrivateSpec(Spec):
     batch size, steps, learning rate, clipping norm C, target epsilon (None: non-private),
     delta (1/(10 N) by default), accountant, seed and device.
 
+    ``seed`` seeds initialisation (and dropout) only. The noise and every sampling step the
+    privacy proof needs secret are drawn from the operating system's CSPRNG, never from the
+    seed, and never stored (:class:`~dpgnn_core.privacy.randomness.Randomness`);
+    ``insecure_reproducible_noise=True`` derives them from the seed instead, for research
+    reproducibility only: the run's report then says it is not private.
+
     Two ways to spend a budget: fix ``steps`` T and let the accountant calibrate the noise
     multiplier (the default), or fix ``noise_multiplier`` and train until the budget is
     spent (T = the most steps whose ε stays within the target)."""
@@ -130,6 +140,7 @@ class PrivateSpec(Spec):
     accountant: Literal["rdp", "pld"] = "rdp"
     noise_multiplier: float | None = Field(None, gt=0)
     seed: int = 0
+    insecure_reproducible_noise: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
@@ -210,7 +221,7 @@ class DpgnnSpec(SubgraphSpec):
             no clipping), through the same code path.
         delta (float, optional): δ; 1 / (10 N) by default.
         accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
-        seed (int): seeds sampling, initialisation, batches and noise. (default: 0)
+        seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
 
     The model and clipping fields are :class:`SubgraphSpec`'s.
@@ -265,7 +276,7 @@ class DpMlpSpec(PrivateSpec):
         epsilon (float, optional): target ε; :obj:`None` trains without privacy.
         delta (float, optional): δ; 1 / (10 N) by default.
         accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
-        seed (int): seeds sampling, initialisation and noise. (default: 0)
+        seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
     """
 

@@ -16,6 +16,7 @@ from dpgnn_core.graph.degree_bound import bound_degree, degrees
 from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.random_walk import drw
 from dpgnn_core.graph.subgraphs import write_subgraphs
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import SamplerSpec
 
 
@@ -33,8 +34,10 @@ def materialize(dataset: str | Path, spec: SamplerSpec, out: str | Path, *,
         raise DataError("subgraph samplers apply to node classification datasets",
                         path=dataset, field="task", value=data.task)
     train = data.mask("train")
-    rng = np.random.default_rng(spec.seed)
-    meta: dict[str, Any] = {"sampler": spec.model_dump(mode="json"), "seed": spec.seed,
+    randomness = Randomness.for_spec(spec)
+    rng = randomness.numpy_generator("subgraphs")
+    meta: dict[str, Any] = {"sampler": spec.model_dump(mode="json"),
+                            **randomness.describe(),
                             "dataset": str(dataset.resolve()), "dataset_sha256": ds_sha}
     if spec.sampler == "gap-degree":
         assert spec.max_degree is not None
@@ -70,7 +73,7 @@ def materialize(dataset: str | Path, spec: SamplerSpec, out: str | Path, *,
     else:
         assert spec.walk_length is not None
         sg = drw(data.edge_index, data.num_nodes, train, spec.walk_length,
-                 restarts=spec.restarts, seed=spec.seed)
+                 restarts=spec.restarts, rng=rng)
         meta.update({"min_subgraphs_guaranteed": -(-int(train.sum())
                                                    // (spec.restarts * spec.walk_length + 1))})
     return write_subgraphs(sg, out, meta, overwrite=overwrite)

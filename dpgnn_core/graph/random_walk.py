@@ -31,9 +31,12 @@ SAMPLING_SCHEME = "fixed_size_without_replacement"
 
 @numba.njit(cache=True)
 def _walks(indptr: IntArray, indices: IntArray, train: npt.NDArray[np.bool_], order: IntArray,
-           walk_length: int, restarts: int, seed: int) -> tuple[IntArray, IntArray, int]:
-    np.random.seed(seed)
+           walk_length: int, restarts: int, uniforms: npt.NDArray[np.float64]
+           ) -> tuple[IntArray, IntArray, int]:
+    # The walk's choices come from ``uniforms`` (drawn by the caller's generator): numba's
+    # own RNG takes only a 32-bit seed, too small to keep a walk secret.
     n = train.shape[0]
+    draw = 0
     owner = np.full(n, -1, np.int64)
     rank = np.full(n, -1, np.int64)
     buf = np.empty(max(1, int(np.max(np.diff(indptr))) if n > 0 else 1), np.int64)
@@ -56,7 +59,8 @@ def _walks(indptr: IntArray, indices: IntArray, train: npt.NDArray[np.bool_], or
                         cnt += 1
                 if cnt == 0:
                     break
-                nxt = buf[np.random.randint(cnt)]
+                nxt = buf[min(int(uniforms[draw] * cnt), cnt - 1)]
+                draw += 1
                 owner[nxt] = sid
                 rank[nxt] = counter
                 counter += 1
@@ -66,7 +70,8 @@ def _walks(indptr: IntArray, indices: IntArray, train: npt.NDArray[np.bool_], or
 
 
 def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
-        walk_length: int, *, restarts: int = 1, seed: int = 0) -> Subgraphs:
+        walk_length: int, *, restarts: int = 1,
+        rng: np.random.Generator | int | None = None) -> Subgraphs:
     """One disjoint random-walk partition of the training nodes (DRW; DRW-R with
     ``restarts`` > 1).
 
@@ -76,7 +81,10 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
         train_mask (np.ndarray): training nodes.
         walk_length (int): L >= 1.
         restarts (int, optional): R >= 1 walks from each root. (default: :obj:`1`)
-        seed (int, optional): seed of the root order and the walks. (default: :obj:`0`)
+        rng (np.random.Generator or int, optional): the source of the root order and the
+            walks; privacy-relevant, so training passes a secret generator
+            (:class:`~dpgnn_core.privacy.randomness.Randomness`). An int seeds a generator
+            (tests only). (default: a generator from OS entropy)
     """
     if int(walk_length) != walk_length or walk_length < 1:
         raise DataError("walk length L must be an integer >= 1", field="walk_length",
@@ -88,11 +96,11 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
                         value="train")
     train = np.ascontiguousarray(train_mask, dtype=np.bool_)
     indptr, indices = csr(edge_index[0], edge_index[1], num_nodes)
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(np.flatnonzero(train)).astype(np.int64)
-    walk_seed = int(rng.integers(0, 2**31 - 1))
+    gen = np.random.default_rng(rng)
+    order = gen.permutation(np.flatnonzero(train)).astype(np.int64)
+    uniforms = gen.random(max(1, int(train.sum()) * int(restarts) * int(walk_length)))
     owner, rank, count = _walks(indptr, indices, train, order, int(walk_length),
-                                int(restarts), walk_seed)
+                                int(restarts), uniforms)
     members = np.flatnonzero(owner >= 0)
     srt = np.lexsort((rank[members], owner[members]))
     nodes = members[srt].astype(np.int64)
@@ -112,12 +120,11 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
 
 
 def drw_partitions(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
-                   walk_length: int, *, restarts: int = 1, seed: int = 0
-                   ) -> Iterator[Subgraphs]:
+                   walk_length: int, *, restarts: int = 1,
+                   rng: np.random.Generator | int | None = None) -> Iterator[Subgraphs]:
     """DRW-D: an endless sequence of independent DRW partitions (use a fresh one every k
-    steps). Each partition's seed is spawned from ``seed``, so the sequence is reproducible."""
-    root = np.random.SeedSequence(seed)
-    while True:  # spawned one at a time: child i is the same however many are drawn
-        (child,) = root.spawn(1)
-        yield drw(edge_index, num_nodes, train_mask, walk_length, restarts=restarts,
-                  seed=int(child.generate_state(1)[0]))
+    steps), all drawn from ``rng`` (as :func:`drw`): the same int seed gives the same
+    sequence."""
+    gen = np.random.default_rng(rng)
+    while True:
+        yield drw(edge_index, num_nodes, train_mask, walk_length, restarts=restarts, rng=gen)

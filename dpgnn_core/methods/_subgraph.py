@@ -20,6 +20,7 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import Ledger
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import SubgraphSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, FixedSizeSampler, train_steps
@@ -52,7 +53,7 @@ def _percentile_clips(model: SubgraphGNN, groups: list[list[torch.nn.Module]],
 
 
 def train_on_subgraphs(
-    data: GraphData, spec: SubgraphSpec, *, method: str, n_train: int,
+    data: GraphData, spec: SubgraphSpec, *, method: str, n_train: int, randomness: Randomness,
     plan: Callable[[float], Ledger], unit_sensitivity: float, protects: str,
     subgraphs_at: Callable[[int], Subgraphs], all_nodes: bool,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
@@ -67,6 +68,8 @@ def train_on_subgraphs(
             partition, as in DRW-D).
         all_nodes: the loss of a subgraph is the mean over all its nodes (DRW) instead of
             its root's loss (DP-GNN).
+        randomness: the source of the batches and the noise (secret unless the spec asks
+            for insecure reproducible noise).
     """
     ledger, lam, report = calibrated_plan(spec, n_train, plan, method=method,
                                           protects=protects)
@@ -78,8 +81,9 @@ def train_on_subgraphs(
         "transductive: predictions read the full graph (features and edges of every node); "
         "the guarantee covers the model parameters, not the predictions")
     device = resolve_device(spec.device)
-    gen = torch.Generator().manual_seed(spec.seed)
-    noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
+    report.update(randomness.describe())
+    gen = randomness.torch_generator("batches")
+    noise_gen = randomness.torch_generator("noise", device)
     y_all = torch.from_numpy(np.array(data.y, dtype=np.int64))  # a writable copy
     x_dev = torch.tensor(data.x, device=device)
     ei_dev = torch.tensor(data.edge_index, device=device)

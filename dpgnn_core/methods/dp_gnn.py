@@ -35,6 +35,7 @@ from dpgnn_core.methods._subgraph import (
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpgnnSpec
 
 DpgnnResult = SubgraphResult
@@ -52,13 +53,12 @@ def plan(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
     return ledger
 
 
-def _subgraphs(data: GraphData, spec: DpgnnSpec) -> Subgraphs:
+def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator) -> Subgraphs:
     train = data.mask("train")
     ei = data.edge_index
     if data.directed and not is_symmetric(ei, data.num_nodes):
         ei = np.ascontiguousarray(ei[::-1])  # messages follow real edges (see degree_bounded)
-    sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree,
-                               np.random.default_rng(spec.seed))
+    sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree, rng)
     return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.max_degree)
 
 
@@ -73,9 +73,11 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     """
     n_train = check_node_task(data, spec, "DP-GNN")
     spec = resolve_steps(spec, n_train, plan)
-    sg = _subgraphs(data, spec)
+    randomness = Randomness.for_spec(spec)
+    sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"))
     result = train_on_subgraphs(
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=plan(spec, n_train),
+        randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
         protects="model parameters against replacing one node (features, label, edges) of "
         "the training graph", subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)

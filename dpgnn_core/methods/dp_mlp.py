@@ -22,6 +22,7 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpMlpSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -52,8 +53,10 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     if private:
         report["noise_std"] = z * spec.clip
     device = resolve_device(spec.device)
-    gen = torch.Generator().manual_seed(spec.seed)
-    noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
+    randomness = Randomness.for_spec(spec)
+    report.update(randomness.describe())
+    gen = randomness.torch_generator("batches")
+    noise_gen = randomness.torch_generator("noise", device)
     x = torch.tensor(data.x[train_idx], device=device)
     y = torch.tensor(data.y[train_idx], device=device)
     with seeded(spec.seed, device):

@@ -29,6 +29,7 @@ from dpgnn_core.methods._subgraph import (
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import Ledger, UniformGaussianEvent, drw_sampling_rate
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DrwSpec
 
 evaluate_drw = evaluate_subgraph_model
@@ -55,9 +56,11 @@ def train_drw(data: GraphData, spec: DrwSpec,
     spec = resolve_steps(spec, n_train, plan)
     train = data.mask("train")
     ledger_of = plan(spec, n_train)  # refuses a batch larger than the smallest partition
+    randomness = Randomness.for_spec(spec)
+    walks = randomness.numpy_generator("walks")
     if spec.variant == "drw-d":
         parts = drw_partitions(data.edge_index, data.num_nodes, train, spec.walk_length,
-                               restarts=spec.restarts, seed=spec.seed)
+                               restarts=spec.restarts, rng=walks)
         state: dict[str, Any] = {"sg": None}
 
         def subgraphs_at(step: int) -> Subgraphs:
@@ -67,12 +70,13 @@ def train_drw(data: GraphData, spec: DrwSpec,
             return sg
     else:
         fixed = drw(data.edge_index, data.num_nodes, train, spec.walk_length,
-                    restarts=spec.restarts, seed=spec.seed)
+                    restarts=spec.restarts, rng=walks)
 
         def subgraphs_at(step: int) -> Subgraphs:
             return fixed
     result = train_on_subgraphs(
         data, spec, method=f"{spec.variant}-{spec.conv}", n_train=n_train, plan=ledger_of,
+        randomness=randomness,
         unit_sensitivity=2.0,
         protects="model parameters against replacing one training node (features, label, "
         "edges); the partition into walks is taken as the unit of privacy, as in Ayle et al.",

@@ -29,6 +29,7 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.models.graph_gnn import GraphGNN
 from dpgnn_core.privacy import Ledger
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GraphClsSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -151,8 +152,10 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     private = report["private"]
     records = graph_records(data)
     device = resolve_device(spec.device)
-    gen = torch.Generator().manual_seed(spec.seed)
-    noise_gen = torch.Generator(device=device).manual_seed(spec.seed + 1)
+    randomness = Randomness.for_spec(spec)
+    report.update(randomness.describe())
+    gen = randomness.torch_generator("batches")
+    noise_gen = randomness.torch_generator("noise", device)
     gy = torch.from_numpy(np.array(data.graph_y, dtype=np.int64))  # a writable copy
     every = spec.eval_every or max(1, n_train // spec.batch_size)
     with seeded(spec.seed, device):

@@ -36,7 +36,7 @@ def _connected(nodes: np.ndarray, edges: np.ndarray) -> bool:
 @pytest.mark.parametrize(("length", "restarts"), [(1, 1), (4, 1), (3, 3)])
 def test_drw_partition_properties(graph, length: int, restarts: int) -> None:
     train = graph.mask("train")
-    sg = drw(graph.edge_index, graph.num_nodes, train, length, restarts=restarts, seed=1)
+    sg = drw(graph.edge_index, graph.num_nodes, train, length, restarts=restarts, rng=1)
     occ = sg.occurrences(graph.num_nodes)
     assert occ.max() == 1 and sg.occurrence_bound == 1  # disjoint
     assert (occ[train] == 1).all() and (occ[~train] == 0).all()  # a partition of train
@@ -52,20 +52,20 @@ def test_drw_partition_properties(graph, length: int, restarts: int) -> None:
 
 def test_drw_deterministic_and_dynamic(graph) -> None:
     train = graph.mask("train")
-    a = drw(graph.edge_index, graph.num_nodes, train, 3, seed=5)
-    b = drw(graph.edge_index, graph.num_nodes, train, 3, seed=5)
+    a = drw(graph.edge_index, graph.num_nodes, train, 3, rng=5)
+    b = drw(graph.edge_index, graph.num_nodes, train, 3, rng=5)
     assert np.array_equal(a.nodes, b.nodes) and np.array_equal(a.offsets, b.offsets)
-    parts = drw_partitions(graph.edge_index, graph.num_nodes, train, 3, seed=5)
+    parts = drw_partitions(graph.edge_index, graph.num_nodes, train, 3, rng=5)
     p1, p2 = next(parts), next(parts)
     assert not np.array_equal(p1.nodes, p2.nodes)
-    again = next(drw_partitions(graph.edge_index, graph.num_nodes, train, 3, seed=5))
+    again = next(drw_partitions(graph.edge_index, graph.num_nodes, train, 3, rng=5))
     assert np.array_equal(again.nodes, p1.nodes)
 
 
 def test_drw_isolated_root_and_bad_input() -> None:
     ei = np.array([[0, 1], [1, 0]], dtype=np.int64)
     train = np.ones(3, bool)
-    sg = drw(ei, 3, train, 4, seed=0)
+    sg = drw(ei, 3, train, 4, rng=0)
     sizes = {int(sg.roots[i]): int(s) for i, s in enumerate(sg.sizes())}
     assert sizes.get(2) == 1  # node 2 has no edge: a subgraph of itself
     for kwargs, match in (({"walk_length": 0}, "walk length"),
@@ -98,7 +98,7 @@ def test_artifact_roundtrip_and_same_bytes(graph, tmp_path: Path) -> None:
 
 def test_dense_batch(graph) -> None:
     train = graph.mask("train")
-    sg = drw(graph.edge_index, graph.num_nodes, train, 4, seed=0)
+    sg = drw(graph.edge_index, graph.num_nodes, train, 4, rng=0)
     ids = np.arange(0, sg.num_subgraphs, 3)[:16]
     batch = build_batch(sg, ids, graph.x, size=8)
     assert batch.x.shape == (16, 8, graph.num_features)
