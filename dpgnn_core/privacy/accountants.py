@@ -87,7 +87,8 @@ class RdpAccountant(Accountant):
                                           event.steps, o)
         if isinstance(event, DpgnnEvent):
             return R.rdp_dpgnn(event.noise_multiplier, event.num_train, event.batch_size,
-                               event.max_degree, event.layers, event.steps, o)
+                               event.max_degree, event.layers, event.steps, o,
+                               marked=event.marked_subgraphs)
         raise PrivacyError(f"the RDP accountant does not analyse {event.kind} events")
 
     def rdp(self, ledger: Ledger) -> np.ndarray:

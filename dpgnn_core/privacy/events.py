@@ -164,10 +164,19 @@ class DpgnnEvent(PrivacyEvent):
     """DP-GNN (Daigavane et al., Thm. 1): ``steps`` noisy gradient sums over ``batch_size``
     of ``num_train`` degree-bounded training subgraphs drawn uniformly without replacement.
 
-    One node occurs in at most :math:`N(K,r)` subgraphs, so a replaced node changes
-    :math:`\\rho \\sim \\mathrm{Hypergeometric}(N, N(K,r), m)` sampled gradients, each by
-    at most 2C. Noise std is :math:`\\lambda \\cdot 2C \\cdot N(K,r)`; ``noise_multiplier``
-    is :math:`\\lambda`. Node level, replace-one relation.
+    One node occurs in at most :math:`N(K,r)` subgraphs. When the sampled structure does
+    not depend on what the relation changes (``level="node_feature"``: features and labels
+    replaced, graph structure public), a replaced node changes
+    :math:`\\rho \\sim \\mathrm{Hypergeometric}(N, M, m)` sampled gradients with
+    :math:`M = N(K,r)` marked subgraphs, each by at most 2C. When the relation also replaces
+    the node's own edge row (``level="node"``, directed graphs only), the changed subgraphs
+    are those holding the node in either graph, :math:`M = 2N(K,r) - 1` (docs/privacy.md).
+    Noise std is :math:`\\lambda \\cdot 2C \\cdot N(K,r)` in both cases;
+    ``noise_multiplier`` is :math:`\\lambda`. Replace-one relation.
+
+    Attributes:
+        marked (int, optional): M, the most subgraphs one neighbouring change can touch;
+            :math:`N(K,r)` when omitted.
     """
 
     kind: ClassVar[str] = "dpgnn"
@@ -178,7 +187,8 @@ class DpgnnEvent(PrivacyEvent):
     max_degree: int = 1
     layers: int = 1
     steps: int = 1
-    level: Level = "node"
+    marked: int | None = None
+    level: Level = "node_feature"
     relation: Relation = "replace"
 
     def __post_init__(self) -> None:
@@ -192,10 +202,23 @@ class DpgnnEvent(PrivacyEvent):
                                f"N={self.num_train}")
         if self.relation != "replace":
             raise PrivacyError("DP-GNN's theorem is stated for the replace-one relation")
+        if self.marked is not None:
+            _count("marked M", self.marked)
+            if self.marked < self.occurrences:
+                raise PrivacyError(f"marked M={self.marked} is below the occurrence bound "
+                                   f"N(K,r)={self.occurrences}")
+        if self.level not in ("node", "node_feature"):
+            raise PrivacyError(f"DP-GNN events are node or node_feature level, got "
+                               f"{self.level!r}")
 
     @property
     def occurrences(self) -> int:
         return neighbourhood_size(self.max_degree, self.layers)
+
+    @property
+    def marked_subgraphs(self) -> int:
+        """M: the most sampled subgraphs one neighbouring change can touch."""
+        return self.marked if self.marked is not None else self.occurrences
 
 
 EVENT_TYPES: dict[str, type[PrivacyEvent]] = {

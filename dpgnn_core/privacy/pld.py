@@ -81,7 +81,8 @@ def _gaussian_mixture_delta(eps: np.ndarray, p: np.ndarray, a: np.ndarray) -> np
 
 
 def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occurrences: int,
-                   value_discretization_interval: float = 1e-4) -> PLD:
+                   value_discretization_interval: float = 1e-4, marked: int | None = None
+                   ) -> PLD:
     r"""PLD of one DP-GNN step for the revealed-ρ dominating pair (module docstring).
 
     Discretised by "connect the dots" (Doroshenko, Ghazi, Kamath, Kumar, Manurangsi, 2022):
@@ -89,8 +90,11 @@ def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occ
     :math:`\delta(\varepsilon)` at every grid point, and so bounds it from above between
     them (δ of a grid PLD is convex in e^ε between grid points). Losses above the grid go
     to +infinity. Plain rounding up would bias ε by up to T·Δ over T steps.
+
+    ``marked`` (M, default N(K,r)) is the number of subgraphs one change can touch; the
+    noise std stays λ·2C·N(K,r), so a revealed ρ = k shifts the mean by k / (λ N(K,r)).
     """
-    k, logp = hypergeometric_log_pmf(num_train, occurrences, batch_size)
+    k, logp = hypergeometric_log_pmf(num_train, marked or occurrences, batch_size)
     p = np.exp(logp)
     a = k.astype(np.float64) / (noise_multiplier * occurrences)  # shift / noise std
     mu, sd = a**2 / 2.0, a
@@ -137,7 +141,7 @@ def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e
         return base.self_compose(event.steps) if event.steps > 1 else base
     if isinstance(event, DpgnnEvent):
         base = pld_dpgnn_step(event.noise_multiplier, event.num_train, event.batch_size,
-                              event.occurrences, d)
+                              event.occurrences, d, marked=event.marked_subgraphs)
         return base.self_compose(event.steps) if event.steps > 1 else base
     raise PrivacyError(f"the PLD accountant does not analyse {event.kind} events "
                        "(dp-accounting has no PLD for sampling without replacement); "

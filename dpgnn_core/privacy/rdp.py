@@ -141,15 +141,17 @@ def hypergeometric_log_pmf(num_train: int, occurrences: int, batch_size: int
 
 
 def rdp_dpgnn(noise_multiplier: float, num_train: int, batch_size: int, max_degree: int,
-              layers: int, steps: int = 1, orders: FloatArray = DEFAULT_ORDERS) -> FloatArray:
+              layers: int, steps: int = 1, orders: FloatArray = DEFAULT_ORDERS,
+              marked: int | None = None) -> FloatArray:
     """DP-GNN's RDP (Daigavane et al., Thm. 1), composed over ``steps``.
 
     .. math::
         \\gamma(\\alpha) = \\frac{1}{\\alpha - 1} \\ln \\mathbb{E}_{\\rho}\\left[
         \\exp\\left(\\frac{\\alpha(\\alpha-1)\\rho^2}{2\\lambda^2 N(K,r)^2}\\right)\\right],
-        \\quad \\rho \\sim \\mathrm{Hypergeometric}(N, N(K,r), m)
+        \\quad \\rho \\sim \\mathrm{Hypergeometric}(N, M, m)
 
-    evaluated as a log-sum-exp over the support of ρ, so it neither overflows for large
+    with M = N(K,r) marked subgraphs (the theorem), or M = 2N(K,r) - 1 when one change can
+    touch the subgraphs holding the node in either graph (``marked``), evaluated as a log-sum-exp over the support of ρ, so it neither overflows for large
     orders nor loses the tail for large N. With m = N it is the Gaussian
     :math:`\\alpha / (2\\lambda^2)`; with N(K,r) = 1 it is a single record sampled without
     replacement.
@@ -162,13 +164,14 @@ def rdp_dpgnn(noise_multiplier: float, num_train: int, batch_size: int, max_degr
         layers (int): r, message-passing layers.
         steps (int, optional): T. (default: :obj:`1`)
         orders (np.ndarray, optional): Rényi orders > 1.
+        marked (int, optional): M, marked subgraphs. (default: N(K,r))
     """
     if noise_multiplier <= 0:
         raise PrivacyError(f"noise multiplier must be > 0, got {noise_multiplier}")
     if not 1 <= batch_size <= num_train:
         raise PrivacyError(f"batch size m={batch_size} must lie in [1, N={num_train}]")
     occ = neighbourhood_size(max_degree, layers)
-    k, logp = hypergeometric_log_pmf(int(num_train), occ, int(batch_size))
+    k, logp = hypergeometric_log_pmf(int(num_train), int(marked or occ), int(batch_size))
     a = np.asarray(orders, dtype=np.float64)[:, None]
     expo = a * (a - 1.0) * (k[None, :].astype(np.float64) ** 2) / (
         2.0 * noise_multiplier**2 * float(occ) ** 2)
