@@ -225,9 +225,18 @@ class DpgnnSpec(SubgraphSpec):
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
 
     The model and clipping fields are :class:`SubgraphSpec`'s.
+
+    Args:
+        level (str): what one neighbouring change may replace.
+            ``node_feature`` (the default, sound on any graph): one training node's
+            features and label; the graph structure is public. ``node``: also the node's
+            own edge list (its outgoing edges, along which its messages travel); directed
+            datasets only, accounted with 2N(K,r) - 1 marked subgraphs (docs/privacy.md).
+            (default: ``node_feature``)
     """
 
     max_degree: int = Field(7, ge=1)
+    level: Literal["node_feature", "node"] = "node_feature"
 
 
 class DrwSpec(SubgraphSpec):

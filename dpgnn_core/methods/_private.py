@@ -119,7 +119,27 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
         report["budget"] = "steps fixed; noise calibrated to the budget"
     report.update({"epsilon": eps, "target_epsilon": spec.epsilon,
                    "noise_multiplier": lam, "accountant": spec.accountant})
-    return plan(lam), lam, report
+    ledger = plan(lam)
+    report.update(guarantee_scope(ledger))
+    return ledger, lam, report
+
+
+#: What every report states about the scope of its guarantee (issue: claims exactly).
+SCOPE = ("the guarantee is relative to the ingested dataset: ingestion read the raw data "
+         "without privacy (feature vocabulary, class filtering, removal of isolated nodes, "
+         "stratified splits), so neighbouring datasets are neighbouring ingested datasets")
+PUBLIC_COUNT = ("the number of training records N is treated as public: the sampling rate "
+                "m/N and the default delta 1/(10 N) are computed from it")
+
+
+def guarantee_scope(ledger: Ledger) -> dict[str, Any]:
+    """The protection level (unit) and neighbouring relation of ``ledger``'s events, and
+    what every guarantee here assumes public."""
+    levels = sorted({e.level for e in ledger.events})
+    relations = sorted({e.relation for e in ledger.events})
+    return {"level": levels[0] if len(levels) == 1 else levels,
+            "relation": relations[0] if len(relations) == 1 else relations,
+            "scope": SCOPE, "public": [PUBLIC_COUNT]}
 
 
 def save_model(path: str, kind: str, model: torch.nn.Module, spec: Any, in_dim: int,

@@ -142,8 +142,9 @@ def train_on_subgraphs(
                                 field="split", value="val")
             ledger = ledger.flag(
                 f"model selection: the weights with the best validation accuracy (checked "
-                f"every {spec.select_every} steps) are kept; validation labels are read "
-                "without noise")
+                f"every {spec.select_every} steps) are kept; each check runs the model over "
+                "the full private graph (features and edges of every node) and reads "
+                "validation labels, without noise")
 
             def select() -> float:
                 with torch.no_grad():

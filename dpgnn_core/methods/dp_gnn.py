@@ -4,7 +4,11 @@
    N(K, r) subgraphs).
 2. Calibrate the noise multiplier λ so that T steps of fixed-size batches of m of the N
    subgraphs spend at most the target (ε, δ) (hypergeometric amplification; the ledger
-   holds one :class:`~dpgnn_core.privacy.DpgnnEvent`).
+   holds one :class:`~dpgnn_core.privacy.DpgnnEvent`). What is protected: by default a
+   node's features and label with the structure public (``node_feature``, M = N(K,r)
+   marked subgraphs); on directed datasets optionally the node's own edge list too
+   (``node``, M = 2N(K,r) - 1). Node level on undirected graphs is refused: one node's
+   edges change its neighbours' sampling (docs/privacy.md).
 3. Train on padded dense batches with per-subgraph clipping to C (or per group, layer-wise)
    and noise std λ·2C·N(K,r).
 4. Predict on the full graph with the same weights (sparse path): transductive, or on the
@@ -34,7 +38,7 @@ from dpgnn_core.methods._subgraph import (
     train_on_subgraphs,
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
-from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
+from dpgnn_core.privacy import DpgnnEvent, Ledger, PrivacyError, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpgnnSpec
 
@@ -42,15 +46,48 @@ DpgnnResult = SubgraphResult
 evaluate_dpgnn = evaluate_subgraph_model
 
 
+def marked_subgraphs(spec: DpgnnSpec) -> int:
+    """M, the most training subgraphs one neighbouring change touches: N(K,r) when the
+    sampled structure cannot depend on it (``node_feature``), 2N(K,r) - 1 when the node's
+    own edge list is replaced too (``node``: the subgraphs holding it before or after)."""
+    occ = neighbourhood_size(spec.max_degree, spec.layers)
+    return occ if spec.level == "node_feature" else 2 * occ - 1
+
+
+PROTECTS = {
+    "node_feature": "model parameters against replacing one training node's features and "
+                    "label (replace-one); the graph structure is treated as public and is "
+                    "not protected",
+    "node": "model parameters against replacing one training node's features, label and "
+            "its own outgoing edges (the edges along which its messages travel; "
+            "replace-one, directed graph); edges in other nodes' lists are theirs",
+}
+
+
 def plan(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
     """λ ↦ the ledger of the whole training plan."""
+    marked = marked_subgraphs(spec)
+
     def ledger(lam: float) -> Ledger:
         return Ledger().add(DpgnnEvent(noise_multiplier=lam, num_train=num_train,
                                        batch_size=spec.batch_size, max_degree=spec.max_degree,
-                                       layers=spec.layers, steps=spec.steps,
-                                       description="DP-GNN training"),
+                                       layers=spec.layers, steps=spec.steps, marked=marked,
+                                       level=spec.level, description="DP-GNN training"),
                             sampler_scheme=SAMPLING_SCHEME)
     return ledger
+
+
+def check_level(data: GraphData, spec: DpgnnSpec) -> None:
+    """Refuse node level (a node with its edges) on an undirected dataset: there one node's
+    edges change its neighbours' keep probabilities and over-K drops, and so subgraphs that
+    never hold it; no occurrence bound covers that (docs/privacy.md). Decided from the
+    dataset's ``directed`` flag, never from the edges."""
+    if spec.level == "node" and not data.directed:
+        raise PrivacyError(
+            "level 'node' (a node with its edges) is only sound on directed datasets; "
+            f"{data.name!r} is undirected: one node's edges change the sampled subgraphs of "
+            "its neighbours. Use level 'node_feature' (features and labels, structure "
+            "public)")
 
 
 def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator) -> Subgraphs:
@@ -69,9 +106,11 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     Raises:
         DataError: not a node-classification dataset, no labels on training nodes, or a
             batch larger than the training set.
-        PrivacyError: a budget too small for the plan (the message names the smallest ε).
+        PrivacyError: a budget too small for the plan (the message names the smallest ε),
+            or level ``node`` on an undirected dataset.
     """
     n_train = check_node_task(data, spec, "DP-GNN")
+    check_level(data, spec)
     spec = resolve_steps(spec, n_train, plan)
     randomness = Randomness.for_spec(spec)
     sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"))
@@ -79,9 +118,9 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=plan(spec, n_train),
         randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
-        protects="model parameters against replacing one node (features, label, edges) of "
-        "the training graph", subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
+        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
     result.report["occurrence_bound"] = sg.occurrence_bound
+    result.report["marked_subgraphs"] = marked_subgraphs(spec)
     return result
 
 

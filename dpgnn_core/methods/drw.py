@@ -2,8 +2,10 @@
 
 The training nodes are partitioned into disjoint random-walk subgraphs (walk length L, R
 walks per root for DRW-R); each subgraph is one record, its loss the mean over its nodes.
-A node lies in exactly one subgraph, so replacing it changes one clipped gradient: noise
-std λ·2C. Batches of m subgraphs are drawn uniformly without replacement from a partition
+A node lies in exactly one subgraph, so replacing its features and label changes one
+clipped gradient: noise std λ·2C. The walks are functions of the edges, so the edges are
+public (level ``node_feature``, as Ayle et al. state): replacing a node's edges could move
+it and others between walks and is not covered. Batches of m subgraphs are drawn uniformly without replacement from a partition
 of at least ceil(N / (R·L + 1)) subgraphs, so the sampling rate is at most
 m / ceil(N / (R·L + 1)) (:func:`~dpgnn_core.privacy.drw_sampling_rate`); the ledger holds
 one :class:`~dpgnn_core.privacy.UniformGaussianEvent`. DRW-D draws a fresh partition every
@@ -41,7 +43,7 @@ def plan(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
 
     def ledger(lam: float) -> Ledger:
         return Ledger().add(UniformGaussianEvent(noise_multiplier=lam, sampling_rate=rate,
-                                                 steps=spec.steps, level="node",
+                                                 steps=spec.steps, level="node_feature",
                                                  description=f"{spec.variant.upper()} "
                                                  "training"),
                             sampler_scheme=SAMPLING_SCHEME)
@@ -78,8 +80,9 @@ def train_drw(data: GraphData, spec: DrwSpec,
         data, spec, method=f"{spec.variant}-{spec.conv}", n_train=n_train, plan=ledger_of,
         randomness=randomness,
         unit_sensitivity=2.0,
-        protects="model parameters against replacing one training node (features, label, "
-        "edges); the partition into walks is taken as the unit of privacy, as in Ayle et al.",
+        protects="model parameters against replacing one training node's features and label "
+        "(replace-one, Ayle et al.'s relation); the graph structure is public: the walks and "
+        "the number of subgraphs are functions of the edges, which are not protected",
         subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step)
     return result
 
