@@ -37,13 +37,20 @@ def test_learns_and_privacy_costs_accuracy() -> None:
     assert 0.3 < acc[8.0] <= acc[None]  # 5 classes: chance is 0.2
 
 
-def test_same_seed_same_model() -> None:
-    a = train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=3, **{**BASE, "steps": 20}))
-    b = train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=3, **{**BASE, "steps": 20}))
-    c = train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=4, **{**BASE, "steps": 20}))
-    sa, sb, sc = (x.model.state_dict() for x in (a, b, c))
-    assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+def test_seed_reproduces_only_with_the_insecure_flag() -> None:
+    spec = {**BASE, "steps": 20}
+    a, b = (train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=3, **spec)) for _ in range(2))
+    assert not all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(),
+                                                      b.model.state_dict().values(),
+                                                      strict=True))
+    assert a.report["insecure_reproducible_noise"] is False
+    flag = {**spec, "insecure_reproducible_noise": True}
+    c, d = (train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=3, **flag)) for _ in range(2))
+    e = train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=4, **flag))
+    sc, sd, se = (x.model.state_dict() for x in (c, d, e))
+    assert all(torch.equal(sc[k], sd[k]) for k in sc)
+    assert not all(torch.equal(sc[k], se[k]) for k in sc)
+    assert "NOT PRIVATE" in c.report["randomness"]
 
 
 def test_bad_input() -> None:
