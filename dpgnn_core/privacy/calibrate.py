@@ -85,24 +85,34 @@ def max_steps(
     *,
     limit: int = 10**9,
 ) -> int:
-    """Largest number of steps T with ε(plan(T)) ≤ target; 0 if even one step exceeds it.
+    """Largest number of steps T ≤ ``limit`` with ε(plan(T)) ≤ target; 0 if even one step
+    exceeds it.
 
     Args:
         plan (callable): T ↦ the ledger after T steps.
+        limit (int, optional): the largest T returned; it is checked like any other T (the
+            answer is below it when ε(plan(limit)) exceeds the target). (default: 10^9)
     """
     check_epsilon(epsilon)
     check_delta(delta)
+    if int(limit) != limit or limit < 1:
+        raise PrivacyError(f"limit must be an integer >= 1, got {limit!r}")
 
     def ok(t: int) -> bool:
         return accountant.epsilon(plan(t), delta) <= epsilon
 
     if not ok(1):
         return 0
-    lo, hi = 1, 2
-    while ok(hi):
+    lo, hi = 1, 2  # invariant: ok(lo); hi is either not ok or not yet checked
+    while True:
+        if hi >= limit:
+            if ok(limit):
+                return int(limit)
+            hi = int(limit)
+            break
+        if not ok(hi):
+            break
         lo, hi = hi, hi * 2
-        if hi > limit:
-            return limit
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(mid):
