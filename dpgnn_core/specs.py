@@ -363,7 +363,8 @@ class GraphClsSpec(PrivateSpec):
         lr (float): learning rate. (default: 1e-2)
         clip (float): per-graph clipping norm C. (default: 1.0)
         epsilon (float, optional): target ε; :obj:`None` trains without privacy.
-        delta (float, optional): δ; 1 / N (training graphs) by default, as the paper.
+        delta (float, optional): δ; 1 / (10 N) (N training graphs) by default, like the
+            node methods (the paper's 1 / N allows leaking a whole graph).
         eval_every (int): steps between val / test evaluations logged per "epoch";
             N / m (one expected pass) when omitted.
     """

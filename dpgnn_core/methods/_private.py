@@ -4,6 +4,7 @@ report that goes with it, and saving its model."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -89,6 +90,34 @@ def resolve_steps(spec: Any, num_train: int,
 MAX_STEPS = 10**6
 
 
+def check_delta_vs_n(delta: float, n_train: int, *, warn: bool = True) -> list[str]:
+    """Warnings for a δ that is not small against the number of protected records.
+
+    A mechanism that publishes one training record chosen at random is
+    (0, 1/N_train)-DP, so δ >= 1/N_train allows leaking a whole record. Every private
+    method calls this (GAP from its own calibration) and puts the messages in its privacy
+    report under ``"warnings"``.
+
+    Args:
+        delta (float): the run's δ.
+        n_train (int): N_train, the number of protected training records.
+        warn (bool, optional): also emit each message as a :class:`UserWarning`.
+            (default: :obj:`True`)
+
+    Returns:
+        list of str: the messages (empty when δ < 1/N_train).
+    """
+    if n_train < 1 or delta < 1.0 / n_train:
+        return []
+    msg = (f"delta = {delta:.3g} >= 1/N_train = 1/{n_train} = {1.0 / n_train:.3g}: "
+           "publishing one training record at random satisfies (0, 1/N_train)-DP, so this "
+           "guarantee does not rule out leaking a record; use delta well below 1/N_train "
+           f"(the default is 1/(10 N_train) = {1.0 / (10 * n_train):.3g})")
+    if warn:
+        warnings.warn(msg, UserWarning, stacklevel=3)
+    return [msg]
+
+
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
                     method: str, protects: str, delta_scale: float = 10.0
                     ) -> tuple[Ledger, float, dict[str, Any]]:
@@ -104,10 +133,12 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     delta = spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
     report: dict[str, Any] = {"method": method if private else f"{method}-non-private",
                               "private": private, "delta": delta, "steps": spec.steps,
-                              "unaccounted": [], "protects": protects if private else "nothing"}
+                              "unaccounted": [], "protects": protects if private else "nothing",
+                              "warnings": []}
     if not private:
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
         return Ledger(), 0.0, report
+    report["warnings"] = check_delta_vs_n(delta, num_train)
     accountant = make_accountant(spec.accountant)
     if getattr(spec, "noise_multiplier", None) is not None:  # steps from resolve_steps
         lam = float(spec.noise_multiplier)

@@ -3,7 +3,8 @@
 DP-SGD / DP-Adam over Poisson-sampled training graphs, per-graph clipping to C and noise
 std z·C (the noise multiplier times the clipping norm: the authors' code added the
 multiplier alone, which understates ε), privacy by the Poisson-subsampled Gaussian at graph
-level under add/remove; δ = 1 / N by default. The non-private model runs the same path
+level under add/remove; δ = 1 / (10 N) by default (N training graphs; the paper used
+1 / N, which allows leaking a whole graph). The non-private model runs the same path
 without noise or clipping. Graphs are padded into dense per-graph batches, so per-graph
 gradients are exact (:mod:`dpgnn_core.training.per_sample`).
 """
@@ -141,11 +142,11 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     """
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
-    spec = resolve_steps(spec, n_train, plan, delta_scale=1.0)
+    spec = resolve_steps(spec, n_train, plan)
     ledger, z, report = calibrated_plan(
         spec, n_train, plan(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "
-        "features and label)", delta_scale=1.0)
+        "features and label)")
     report["method"] = (f"dp-graph-{spec.conv}" if report["private"]
                         else f"graph-{spec.conv}")
     report["num_train"] = n_train

@@ -55,3 +55,64 @@ def test_resolve_steps_never_exceeds_target_at_the_cap() -> None:
     t = max_steps(lambda s: _poisson(z, q, s), target, 1e-6, RDP, limit=MAX_STEPS)
     assert t < MAX_STEPS
     assert RDP.epsilon(_poisson(z, q, t), 1e-6) <= target
+
+
+# -- δ defaults and the δ >= 1/N_train warning -------------------------------------------
+
+
+def test_check_delta_vs_n() -> None:
+    from dpgnn_core.methods._private import check_delta_vs_n
+
+    assert check_delta_vs_n(1e-4, 1000) == []
+    assert check_delta_vs_n(1 / 1001, 1000) == []
+    with pytest.warns(UserWarning, match=r"delta.*N_train"):
+        msgs = check_delta_vs_n(1 / 1000, 1000)
+    assert len(msgs) == 1 and "1/1000" in msgs[0]
+    assert check_delta_vs_n(0.5, 10, warn=False)
+
+
+def _fake_spec(**kw):  # type: ignore[no-untyped-def]
+    from dpgnn_core.specs import DpMlpSpec
+
+    return DpMlpSpec(epsilon=2.0, steps=50, batch_size=10, **kw)
+
+
+def test_calibrated_plan_warns_and_reports_large_delta() -> None:
+    from dpgnn_core.methods._private import calibrated_plan, poisson_plan
+
+    spec = _fake_spec(delta=1e-2, accountant="rdp")
+    with pytest.warns(UserWarning, match=r"delta = 0.01 >= 1/N_train = 1/100"):
+        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+                                       method="m", protects="p")
+    assert len(report["warnings"]) == 1 and "N_train" in report["warnings"][0]
+
+
+def test_calibrated_plan_default_delta_does_not_warn() -> None:
+    import warnings
+
+    from dpgnn_core.methods._private import calibrated_plan, poisson_plan
+
+    spec = _fake_spec(accountant="rdp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+                                       method="m", protects="p")
+    assert report["delta"] == pytest.approx(1 / 1000) and report["warnings"] == []
+
+
+def test_graph_classification_defaults_to_delta_one_tenth_over_n() -> None:
+    from dpgnn_core.data.synthetic import er_graphs
+    from dpgnn_core.methods.graph_cls import train_graph_classifier
+    from dpgnn_core.specs import GraphClsSpec
+
+    data = er_graphs(num_graphs=60, split=(40, 10, 10), seed=1)
+    r = train_graph_classifier(data, GraphClsSpec(epsilon=2.0, steps=2, batch_size=10,
+                                                  accountant="rdp", device="cpu",
+                                                  eval_every=10**6))
+    assert r.report["delta"] == pytest.approx(1 / 400)
+    assert r.report["warnings"] == []
+    with pytest.warns(UserWarning, match="N_train"):
+        r = train_graph_classifier(data, GraphClsSpec(epsilon=2.0, steps=2, batch_size=10,
+                                                      delta=1 / 40, accountant="rdp",
+                                                      device="cpu", eval_every=10**6))
+    assert r.report["warnings"]
