@@ -347,6 +347,10 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
                f"test accuracy {fmt(summary['test_accuracy'])}, "
                f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
     if summary.get("privacy_report"):
+        typer.echo(f"  protects   {summary.get('protects')} [level {summary.get('level')}, "
+                   f"relation {summary.get('relation')}]")
+        typer.echo(f"  noise      {summary.get('randomness')}")
+        typer.echo(f"  release    {summary.get('release')}")
         typer.echo(f"  ledger     {summary['privacy_report']}")
     typer.echo(f"  MLflow run {summary['mlflow_run_id']} in {summary['mlflow_tracking_uri']}")
     typer.echo(f"  artifacts  {summary['artifacts_dir']}")
@@ -421,6 +425,15 @@ def run(
     non_private: Annotated[bool, typer.Option(
         help="dp-*: the same training path without noise or clipping (NOT private).")
     ] = False,
+    insecure_reproducible_noise: Annotated[bool, typer.Option(
+        help="dp-*, drw-*, gap-*: derive noise and sampling from --seed so the run can be "
+        "reproduced exactly. NOT PRIVATE: anyone who reads the stored spec can recompute "
+        "the noise; the report and MLflow tags say so. By default they are secret (OS "
+        "entropy, never stored).")] = False,
+    level: Annotated[str, typer.Option(
+        help="dp-gcn/sage/gin/gat: node_feature (a node's features and label; structure "
+        "public; any graph) or node (also its own outgoing edges; directed datasets only).")
+    ] = "node_feature",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")
                        ] = False,
 ) -> None:
@@ -442,6 +455,11 @@ def run(
         raise typer.Exit(2)
     if method.value in ("gap-edp", "gap-ndp") and non_private:
         _err("GAP without privacy is --method gap-inf")
+        raise typer.Exit(2)
+    if level != "node_feature" and not (
+            method.value.startswith("dp-") and method.value[3:] in ("gcn", "sage", "gin", "gat")):
+        _err(f"--level applies to DP-GNN (dp-gcn, dp-sage, dp-gin, dp-gat), not "
+             f"{method.value}")
         raise typer.Exit(2)
     if not is_dp and (epsilon is not None or non_private):
         _err(f"{method.value} is a non-private baseline; use a dp-* or drw-* method")
@@ -467,6 +485,8 @@ def run(
         budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
                                   if noise_multiplier is not None else
                                   {"steps": steps} if steps is not None else {})
+        if insecure_reproducible_noise:
+            budget["insecure_reproducible_noise"] = True
         if is_dp and method.value not in ("dp-mlp", "gap-edp", "gap-ndp") and \
                 "graph-" not in method.value:
             clips = None
@@ -525,7 +545,8 @@ def run(
                               epsilon=None if non_private else epsilon, delta=delta,
                               accountant=accountant, seed=seed, device=device)
         elif is_dp and method.value.startswith("dp-"):
-            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree or 7, **common)
+            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree or 7,
+                              level=level, **common)
         else:
             spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr or 0.01,
                              hidden=hidden or 64, layers=layers or 2, dropout=dropout,

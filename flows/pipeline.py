@@ -68,6 +68,32 @@ def _gap_chain(ds: dict[str, Any], spec: GapSpec, refresh: bool, states: dict[st
     return model, model["report"]
 
 
+def release_status(report: dict[str, Any], state: str) -> str:
+    """Whether this run made a new private release or reused a cached one."""
+    rid = report.get("release", {}).get("id", "?")
+    if state == "Cached":
+        return f"reused cached release {rid} (no new privacy cost)"
+    replaced = report.get("release", {}).get("replaces")
+    return f"new release {rid}" + (f", replacing {replaced} (both count)" if replaced else "")
+
+
+def privacy_tags(report: dict[str, Any], state: str) -> dict[str, str]:
+    """MLflow tags that show what a run's privacy means at a glance."""
+    if not report.get("private"):
+        return {}
+    insecure = bool(report.get("insecure_reproducible_noise"))
+    tags = {"dpgnn.level": str(report.get("level")),
+            "dpgnn.relation": str(report.get("relation")),
+            "dpgnn.epsilon": f"{report['epsilon']:.4g}" if report.get("epsilon") else "",
+            "dpgnn.randomness": "NOT PRIVATE: noise reproducible from the stored seed"
+            if insecure else "secret (OS entropy, never stored)",
+            "dpgnn.release": release_status(report, state)}
+    if insecure:
+        tags["dpgnn.private"] = "false"
+        tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"
+    return tags
+
+
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
     train_spec: TrainSpec | None = None,
@@ -167,6 +193,7 @@ def pipeline(
                                      if explained else {})},
         artifacts=artifacts,
         tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
+              **privacy_tags(report, states.get("train", "")),
               **({"dpgnn.hops": str(gap_spec.hops)} if gap_spec is not None else {}),
               "dpgnn.dataset_sha256": ds["content_sha256"]},
         tracking_uri=tracking_uri,
@@ -179,7 +206,11 @@ def pipeline(
                           "noise_multiplier": report["noise_multiplier"],
                           "steps": report["steps"],
                           "privacy_report": str(mdir / "ledger.json"),
-                          "unaccounted": report.get("unaccounted", [])}
+                          "unaccounted": report.get("unaccounted", []),
+                          "level": report.get("level"), "relation": report.get("relation"),
+                          "protects": report.get("protects"),
+                          "randomness": report.get("randomness"),
+                          "release": release_status(report, states.get("train", ""))}
     return {
         "method": method,
         "dataset": ds["name"],

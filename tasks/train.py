@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,29 @@ def train(dataset: dict[str, Any], spec: TrainSpec) -> dict[str, Any]:
 
 
 
+def new_release(out: Path) -> dict[str, Any]:
+    """Identify the private release about to be written to ``out``.
+
+    The noise is secret and fresh, so recomputing a cached artifact (``--refresh``, or a
+    lost or changed artifact) is a *new* release of the same data, not a copy: it says so,
+    naming the release it replaces, and both count against the data's budget. A cache hit
+    reuses the stored release at no further cost."""
+    release: dict[str, Any] = {"id": uuid.uuid4().hex,
+                               "created": datetime.now(timezone.utc).isoformat(
+                                   timespec="seconds")}
+    old = out / "report.json"
+    if out.exists():
+        try:
+            previous = json.loads(old.read_text()).get("release", {}).get("id")
+        except (OSError, ValueError, AttributeError):
+            previous = None
+        release["replaces"] = previous or "an earlier release at this path"
+        release["note"] = ("recomputed: a new release of the same data with fresh noise; "
+                           "the release it replaces was also published, and both count "
+                           "against the privacy budget")
+    return release
+
+
 def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: GraphData,
                        result: Any, make_plan: Any, save: Any) -> dict[str, Any]:
     """Write a private method's model, ledger, privacy report and history (with ε spent at
@@ -92,6 +118,8 @@ def _private_artifacts(kind: str, dataset: dict[str, Any], spec: Any, data: Grap
     out = artifact_dir(kind, dataset["content_sha256"], spec)
     report = {**result.report, "epsilon": None if result.report["epsilon"] == float("inf")
               else result.report["epsilon"]}
+    if report["private"]:
+        report["release"] = new_release(out)
     with atomic_dir(out, overwrite=True) as tmp:
         save(str(tmp / "model.pt"), result.model, spec, data.num_features, data.num_classes)
         result.ledger.save(tmp / "ledger.json")
