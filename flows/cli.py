@@ -290,7 +290,11 @@ def materialize(
     layers: Annotated[int, typer.Option(help="r, hops of each subgraph (degree-bounded).")] = 1,
     walk_length: Annotated[int | None, typer.Option(help="L (drw, drw-r).")] = None,
     restarts: Annotated[int, typer.Option(help="R walks per root (drw-r).")] = 1,
-    seed: Annotated[int, typer.Option(help="Sampler seed.")] = 0,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the sample, used only with --insecure-reproducible-noise.")] = 0,
+    insecure_reproducible_noise: Annotated[bool, typer.Option(
+        help="Derive the sample from --seed (reproducible, not secret); by default it is "
+        "drawn from OS entropy.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")
                        ] = False,
@@ -309,7 +313,8 @@ def materialize(
         raise typer.Exit(2)
     try:
         spec = SamplerSpec(sampler=sampler.value, max_degree=max_degree, layers=layers,
-                           walk_length=walk_length, restarts=restarts, seed=seed)
+                           walk_length=walk_length, restarts=restarts, seed=seed,
+                           insecure_reproducible_noise=insecure_reproducible_noise)
         with _console().status(f"materialising {sampler.value} subgraphs…"), \
                 _stdout_to_stderr():
             manifest = run_materialize(dataset, spec, out, overwrite=overwrite)

@@ -37,6 +37,7 @@ def materialize(dataset: str | Path, spec: SamplerSpec, out: str | Path, *,
     randomness = Randomness.for_spec(spec)
     rng = randomness.numpy_generator("subgraphs")
     meta: dict[str, Any] = {"sampler": spec.model_dump(mode="json"),
+                            "seed": None if randomness.secure else spec.seed,
                             **randomness.describe(),
                             "dataset": str(dataset.resolve()), "dataset_sha256": ds_sha}
     if spec.sampler == "gap-degree":
@@ -47,6 +48,8 @@ def materialize(dataset: str | Path, spec: SamplerSpec, out: str | Path, *,
             raise DataError("the degree bound removed every edge", field="max_degree",
                             value=spec.max_degree)
         deg = degrees(bounded, data.num_nodes, directed=data.directed)
+        note = ("GAP's edge sampler is not stable under node removal: node-level privacy of "
+                "a run on this graph holds for the bounded graph, not the original one")
         out_data = GraphData(
             name=f"{data.name}-deg{spec.max_degree}", task="node", x=data.x,
             edge_index=bounded, y=data.y, split=data.split, num_classes=data.num_classes,
@@ -56,7 +59,8 @@ def materialize(dataset: str | Path, spec: SamplerSpec, out: str | Path, *,
                                                              "edges_before": data.num_edges,
                                                              "edges_after": int(bounded.shape[1]),
                                                              "max_degree_after": int(deg.max(
-                                                                 initial=0))}}})
+                                                                 initial=0)),
+                                                             "node_level_note": note}}})
         return write_dataset(out_data, out, overwrite=overwrite)
     if spec.sampler == "degree-bounded":
         assert spec.max_degree is not None

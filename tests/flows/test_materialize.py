@@ -33,7 +33,8 @@ def dataset(tmp_path_factory) -> Path:
 def test_materialize_subgraphs(dataset: Path, tmp_path: Path, args: list[str],
                                bound: int) -> None:
     r = runner.invoke(app, ["materialize", "--dataset", str(dataset), *args, "--out",
-                            str(tmp_path / "sg"), "--seed", "7", "--json"])
+                            str(tmp_path / "sg"), "--seed", "7", "--insecure-reproducible-noise",
+                            "--json"])
     assert r.exit_code == 0, r.output
     m = json.loads(r.stdout)
     assert m["occurrence_bound"] == bound and m["seed"] == 7
@@ -46,10 +47,16 @@ def test_materialize_subgraphs(dataset: Path, tmp_path: Path, args: list[str],
         assert np.array_equal(np.sort(sg.roots), train)
     else:  # DRW: a partition of the training nodes
         assert np.array_equal(np.sort(sg.nodes), train)
-    # Same seed, same bytes.
+    # Same seed, same bytes, only when asked for; by default the sample is secret.
     r2 = runner.invoke(app, ["materialize", "--dataset", str(dataset), *args, "--out",
-                             str(tmp_path / "sg2"), "--seed", "7", "--json"])
+                             str(tmp_path / "sg2"), "--seed", "7",
+                             "--insecure-reproducible-noise", "--json"])
     assert json.loads(r2.stdout)["content_sha256"] == m["content_sha256"]
+    secret = [json.loads(runner.invoke(app, [
+        "materialize", "--dataset", str(dataset), *args, "--out", str(tmp_path / f"s{i}"),
+        "--seed", "7", "--json"]).stdout) for i in range(2)]
+    assert secret[0]["seed"] is None and secret[0]["randomness"].startswith("secret")
+    assert secret[0]["content_sha256"] != secret[1]["content_sha256"]
 
 
 def test_materialize_gap_degree(dataset: Path, tmp_path: Path) -> None:
