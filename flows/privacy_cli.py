@@ -22,8 +22,10 @@ uniform-gaussian: fixed-size batches without replacement, Q = m/n (DRW: n >= cei
 Replace-one; sensitivity 2C; multiplier = std / (2C) = Opacus's multiplier / 2.
 
 dpgnn: DP-GNN (Daigavane et al., Thm. 1) with --num-train N --batch-size M --max-degree K
---layers R. Node level, replace-one; multiplier lambda = std / (2C N(K,R)), N(K,R) = sum of
-K^i for i <= R.
+--layers R, replace-one; multiplier lambda = std / (2C N(K,R)), N(K,R) = sum of K^i for
+i <= R. --level node_feature (default: a node's features and label, structure public;
+N(K,R) marked subgraphs) or node (also its own edge list, directed graphs only; 2N(K,R) - 1
+marked subgraphs).
 
 Accountants: rdp (every mechanism); pld (tighter; not for uniform-gaussian)."""
 CONVENTIONS = "\n\n".join(" ".join(p.split("\n")) for p in _CONVENTIONS.split("\n\n"))
@@ -46,7 +48,7 @@ class AccountantName(StrEnum):
 
 def _plan(mechanism: Mechanism, *, sampling_rate: float | None, steps: int,
           num_train: int | None, batch_size: int | None, max_degree: int | None,
-          layers: int | None) -> Any:
+          layers: int | None, level: str = "node_feature") -> Any:
     """Return z -> Ledger for the chosen mechanism, validating the flags it needs."""
     from dpgnn_core.privacy import (
         DpgnnEvent,
@@ -54,8 +56,12 @@ def _plan(mechanism: Mechanism, *, sampling_rate: float | None, steps: int,
         Ledger,
         PoissonGaussianEvent,
         UniformGaussianEvent,
+        neighbourhood_size,
     )
     from dpgnn_core.privacy.events import PrivacyError
+
+    if level not in ("node_feature", "node"):
+        raise PrivacyError(f"--level must be node_feature or node, got {level!r}")
 
     if mechanism in (Mechanism.poisson_gaussian, Mechanism.uniform_gaussian):
         if sampling_rate is None:
@@ -78,9 +84,12 @@ def _plan(mechanism: Mechanism, *, sampling_rate: float | None, steps: int,
             return Ledger().add(UniformGaussianEvent(noise_multiplier=z,
                                                      sampling_rate=sampling_rate, steps=steps),
                                 sampler_scheme="fixed_size_without_replacement")
+        assert max_degree is not None and layers is not None
+        occ = neighbourhood_size(max_degree, layers)
         return Ledger().add(DpgnnEvent(noise_multiplier=z, num_train=num_train,
                                        batch_size=batch_size, max_degree=max_degree,
-                                       layers=layers, steps=steps),
+                                       layers=layers, steps=steps, level=level,
+                                       marked=occ if level == "node_feature" else 2 * occ - 1),
                             sampler_scheme="fixed_size_without_replacement")
 
     return plan
@@ -95,6 +104,7 @@ NOpt = Annotated[int | None, Opt(help="dpgnn: N, training nodes.")]
 MOpt = Annotated[int | None, Opt(help="dpgnn: M, batch size.")]
 KOpt = Annotated[int | None, Opt(help="dpgnn: K, maximum in-degree.")]
 ROpt = Annotated[int | None, Opt(help="dpgnn: R, layers.")]
+LOpt = Annotated[str, Opt(help="dpgnn: node_feature or node (see conventions).")]
 AOpt = Annotated[AccountantName, Opt(help="Accountant.")]
 JOpt = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 
@@ -110,7 +120,8 @@ def epsilon(
     noise_multiplier: Annotated[float, Opt(help="Noise multiplier (see conventions).")],
     sampling_rate: QOpt = None, steps: TOpt = 1, delta: DOpt = 1e-5,
     num_train: NOpt = None, batch_size: MOpt = None, max_degree: KOpt = None,
-    layers: ROpt = None, accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
+    layers: ROpt = None, level: LOpt = "node_feature",
+    accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
 ) -> None:
     """Epsilon spent by a plan at a given delta."""
     from dpgnn_core.errors import DpgnnError
@@ -118,7 +129,8 @@ def epsilon(
 
     try:
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
-                     batch_size=batch_size, max_degree=max_degree, layers=layers)
+                     batch_size=batch_size, max_degree=max_degree, layers=layers,
+                     level=level)
         eps = make_accountant(accountant.value).epsilon(plan(noise_multiplier), delta)
     except DpgnnError as e:
         _fail(e)
@@ -138,7 +150,8 @@ def calibrate(
     epsilon: Annotated[float, Opt(help="Target epsilon.")],
     sampling_rate: QOpt = None, steps: TOpt = 1, delta: DOpt = 1e-5,
     num_train: NOpt = None, batch_size: MOpt = None, max_degree: KOpt = None,
-    layers: ROpt = None, accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
+    layers: ROpt = None, level: LOpt = "node_feature",
+    accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
 ) -> None:
     """Smallest noise multiplier whose plan spends at most the target epsilon."""
     from dpgnn_core.errors import DpgnnError
@@ -146,7 +159,8 @@ def calibrate(
 
     try:
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
-                     batch_size=batch_size, max_degree=max_degree, layers=layers)
+                     batch_size=batch_size, max_degree=max_degree, layers=layers,
+                     level=level)
         cal = calibrate_noise(plan, epsilon, delta, make_accountant(accountant.value))
     except DpgnnError as e:
         _fail(e)

@@ -60,3 +60,16 @@ def test_errors(args: list[str], needle: str) -> None:
 def test_help_states_conventions() -> None:
     r = runner.invoke(app, ["privacy", "epsilon", "--help"])
     assert "replace-one" in r.output and "2C" in r.output
+
+
+def test_dpgnn_level_node_costs_the_replace_one_union() -> None:
+    eps = {}
+    for level in ("node_feature", "node"):
+        r = runner.invoke(app, ["privacy", "epsilon", *DPGNN, "--noise-multiplier", "4",
+                                "--accountant", "rdp", "--level", level, "--json"])
+        assert r.exit_code == 0, r.output
+        eps[level] = json.loads(r.stdout)["epsilon"]
+    assert eps["node"] > eps["node_feature"]
+    r = runner.invoke(app, ["privacy", "epsilon", *DPGNN, "--noise-multiplier", "4",
+                            "--level", "edge"])
+    assert r.exit_code == 2 and "node_feature or node" in r.output
