@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def new_release(out: Path) -> dict[str, Any]:
     naming the release it replaces, and both count against the data's budget. A cache hit
     reuses the stored release at no further cost."""
     release: dict[str, Any] = {"id": uuid.uuid4().hex,
-                               "created": datetime.now(timezone.utc).isoformat(
+                               "created": datetime.now(UTC).isoformat(
                                    timespec="seconds")}
     old = out / "report.json"
     if out.exists():

@@ -5,8 +5,9 @@ walks per root for DRW-R); each subgraph is one record, its loss the mean over i
 A node lies in exactly one subgraph, so replacing its features and label changes one
 clipped gradient: noise std λ·2C. The walks are functions of the edges, so the edges are
 public (level ``node_feature``, as Ayle et al. state): replacing a node's edges could move
-it and others between walks and is not covered. Batches of m subgraphs are drawn uniformly without replacement from a partition
-of at least ceil(N / (R·L + 1)) subgraphs, so the sampling rate is at most
+it and others between walks and is not covered. Batches of m subgraphs are drawn uniformly
+without replacement from a partition of at least ceil(N / (R·L + 1)) subgraphs, so the
+sampling rate is at most
 m / ceil(N / (R·L + 1)) (:func:`~dpgnn_core.privacy.drw_sampling_rate`); the ledger holds
 one :class:`~dpgnn_core.privacy.UniformGaussianEvent`. DRW-D draws a fresh partition every
 k steps: at every step a node still lies in one subgraph of the partition sampled from.

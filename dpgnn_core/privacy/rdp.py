@@ -151,7 +151,8 @@ def rdp_dpgnn(noise_multiplier: float, num_train: int, batch_size: int, max_degr
         \\quad \\rho \\sim \\mathrm{Hypergeometric}(N, M, m)
 
     with M = N(K,r) marked subgraphs (the theorem), or M = 2N(K,r) - 1 when one change can
-    touch the subgraphs holding the node in either graph (``marked``), evaluated as a log-sum-exp over the support of ρ, so it neither overflows for large
+    touch the subgraphs holding the node in either graph (``marked``), evaluated as a
+    log-sum-exp over the support of ρ, so it neither overflows for large
     orders nor loses the tail for large N. With m = N it is the Gaussian
     :math:`\\alpha / (2\\lambda^2)`; with N(K,r) = 1 it is a single record sampled without
     replacement.

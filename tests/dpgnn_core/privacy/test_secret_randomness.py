@@ -42,7 +42,8 @@ def _neighbour(data: GraphData) -> GraphData:
     return dataclasses.replace(data, x=x)
 
 
-METHODS: dict[str, tuple[Callable[..., Any], Callable[..., Any], type, GraphData, dict[str, Any]]] = {
+Fit = Callable[..., Any]
+METHODS: dict[str, tuple[Fit, Fit, type, GraphData, dict[str, Any]]] = {
     "dp-gnn": (dp_gnn.train_dpgnn, dp_gnn.save_dpgnn, DpgnnSpec, NODES,
                {"steps": 5, "batch_size": 32, "hidden": 8, "max_degree": 3}),
     "drw": (drw.train_drw, drw.save_drw, DrwSpec, NODES,
