@@ -119,7 +119,9 @@ class SamplerSpec(Spec):
 class PrivateSpec(Spec):
     """Fields every private training method shares (see each method's spec for meaning):
     batch size, steps, learning rate, clipping norm C, target epsilon (None: non-private),
-    delta (1/(10 N) by default), accountant, seed and device.
+    delta (1/(10 N) by default), accountant (by default the tightest sound one for the
+    method's mechanism: ``pld``; ``rdp`` for DRW, whose sampling has no PLD), seed and
+    device.
 
     ``seed`` seeds initialisation (and dropout) only. The noise and every sampling step the
     privacy proof needs secret are drawn from the operating system's CSPRNG, never from the
@@ -137,7 +139,7 @@ class PrivateSpec(Spec):
     clip: float = Field(1.0, gt=0)
     epsilon: float | None = Field(None, gt=0)
     delta: float | None = Field(None, gt=0, lt=1)
-    accountant: Literal["rdp", "pld"] = "rdp"
+    accountant: Literal["rdp", "pld"] = "pld"
     noise_multiplier: float | None = Field(None, gt=0)
     seed: int = 0
     insecure_reproducible_noise: bool = False
@@ -220,7 +222,7 @@ class DpgnnSpec(SubgraphSpec):
         epsilon (float, optional): target ε; :obj:`None` trains without privacy (no noise,
             no clipping), through the same code path.
         delta (float, optional): δ; 1 / (10 N) by default.
-        accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
+        accountant (str): ``rdp`` or ``pld`` (tighter). (default: ``pld``)
         seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
 
@@ -254,8 +256,11 @@ class DrwSpec(SubgraphSpec):
         conv (str): ``gcn`` or ``sage``. (default: ``gcn``)
 
     The other fields are :class:`SubgraphSpec`'s; ``batch_size`` counts subgraphs.
+    ``accountant`` defaults to ``rdp``: no PLD exists for fixed-size batches drawn without
+    replacement, and RDP (Wang, Balle, Kasiviswanathan) is the tightest sound analysis here.
     """
 
+    accountant: Literal["rdp", "pld"] = "rdp"
     variant: Literal["drw", "drw-r", "drw-d"] = "drw"
     walk_length: int = Field(4, ge=1)
     restarts: int = Field(1, ge=1)
@@ -284,7 +289,7 @@ class DpMlpSpec(PrivateSpec):
         clip (float): per-row clipping norm C. (default: 1.0)
         epsilon (float, optional): target ε; :obj:`None` trains without privacy.
         delta (float, optional): δ; 1 / (10 N) by default.
-        accountant (str): ``rdp`` or ``pld``. (default: ``rdp``)
+        accountant (str): ``rdp`` or ``pld`` (tighter). (default: ``pld``)
         seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
     """

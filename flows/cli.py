@@ -414,7 +414,9 @@ def run(
     restarts: Annotated[int, typer.Option(min=1, help="drw-r-*: walks per root R.")] = 2,
     resample_every: Annotated[int, typer.Option(
         min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
-    accountant: Annotated[str, typer.Option(help="dp-*: rdp or pld.")] = "rdp",
+    accountant: Annotated[str | None, typer.Option(
+        help="dp-*, drw-*, gap-*: rdp or pld; by default the tightest sound one: pld, and "
+        "rdp for drw-* (no PLD exists for its sampling without replacement).")] = None,
     hops: Annotated[int, typer.Option(help="gap-*: PMA hops K.")] = 2,
     pool: Annotated[str, typer.Option(help="*graph-*: mean or max pooling.")] = "mean",
     norm: Annotated[str, typer.Option(
@@ -487,6 +489,7 @@ def run(
         gspec: Any = None
         cspec: Any = None
         common: dict[str, Any] = {}
+        acc: dict[str, Any] = {"accountant": accountant} if accountant is not None else {}
         budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
                                   if noise_multiplier is not None else
                                   {"steps": steps} if steps is not None else {})
@@ -510,7 +513,7 @@ def run(
                       "clip_percentile": clip_percentile,
                       "select_on_validation": select_on_validation, "optimizer": optimizer,
                       "epsilon": None if non_private else epsilon, "delta": delta,
-                      "accountant": accountant, "seed": seed, "device": device, **budget}
+                      **acc, "seed": seed, "device": device, **budget}
         if "graph-" in method.value:
             conv = method.value.rsplit("-", 1)[1]
             private_graph = method.value.startswith("dp-") and not non_private
@@ -518,7 +521,7 @@ def run(
                                  norm=norm, optimizer=optimizer, batch_size=batch_size or 64,
                                  lr=lr or 1e-2, clip=clip,
                                  epsilon=epsilon if private_graph else None, delta=delta,
-                                 accountant=accountant, seed=seed, device=device, **budget)
+                                 seed=seed, device=device, **acc, **budget)
         elif method.value.startswith("gap-"):
             level = {"gap-edp": "edge", "gap-ndp": "node", "gap-inf": "none"}[method.value]
             split = (1.0, 1.0, 1.0)
@@ -537,7 +540,7 @@ def run(
                             clip=clip,
                             budget_split=split,
                             epsilon=None if level == "none" else epsilon, delta=delta,
-                            accountant=accountant, seed=seed, device=device, **budget)
+                            seed=seed, device=device, **acc, **budget)
         elif method.value.startswith("drw-"):
             variant, conv = method.value.rsplit("-", 1)
             rspec = DrwSpec(variant=variant, conv=conv, walk_length=walk_length,
@@ -548,7 +551,7 @@ def run(
                               batch_size=batch_size or 256,
                               **budget, lr=lr or 3e-3, clip=clip,
                               epsilon=None if non_private else epsilon, delta=delta,
-                              accountant=accountant, seed=seed, device=device)
+                              seed=seed, device=device, **acc)
         elif is_dp and method.value.startswith("dp-"):
             dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree or 7,
                               level=level, **common)

@@ -27,7 +27,8 @@ i <= R. --level node_feature (default: a node's features and label, structure pu
 N(K,R) marked subgraphs) or node (also its own edge list, directed graphs only; 2N(K,R) - 1
 marked subgraphs).
 
-Accountants: rdp (every mechanism); pld (tighter; not for uniform-gaussian)."""
+Accountants: rdp (every mechanism); pld (tighter; not for uniform-gaussian). Default: the
+tightest sound one, pld, and rdp for uniform-gaussian."""
 CONVENTIONS = "\n\n".join(" ".join(p.split("\n")) for p in _CONVENTIONS.split("\n\n"))
 
 app = typer.Typer(help="Privacy accounting: epsilon of a plan, or calibrate its noise.",
@@ -105,7 +106,15 @@ MOpt = Annotated[int | None, Opt(help="dpgnn: M, batch size.")]
 KOpt = Annotated[int | None, Opt(help="dpgnn: K, maximum in-degree.")]
 ROpt = Annotated[int | None, Opt(help="dpgnn: R, layers.")]
 LOpt = Annotated[str, Opt(help="dpgnn: node_feature or node (see conventions).")]
-AOpt = Annotated[AccountantName, Opt(help="Accountant.")]
+AOpt = Annotated[AccountantName | None, Opt(
+    help="Accountant; default: pld, or rdp for uniform-gaussian (no PLD for it).")]
+
+
+def _accountant(name: AccountantName | None, mechanism: Mechanism) -> str:
+    """The named accountant, or the tightest sound one for ``mechanism``."""
+    if name is not None:
+        return name.value
+    return "rdp" if mechanism == Mechanism.uniform_gaussian else "pld"
 JOpt = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 
 
@@ -121,7 +130,7 @@ def epsilon(
     sampling_rate: QOpt = None, steps: TOpt = 1, delta: DOpt = 1e-5,
     num_train: NOpt = None, batch_size: MOpt = None, max_degree: KOpt = None,
     layers: ROpt = None, level: LOpt = "node_feature",
-    accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
+    accountant: AOpt = None, as_json: JOpt = False,
 ) -> None:
     """Epsilon spent by a plan at a given delta."""
     from dpgnn_core.errors import DpgnnError
@@ -131,17 +140,18 @@ def epsilon(
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
                      batch_size=batch_size, max_degree=max_degree, layers=layers,
                      level=level)
-        eps = make_accountant(accountant.value).epsilon(plan(noise_multiplier), delta)
+        acc = _accountant(accountant, mechanism)
+        eps = make_accountant(acc).epsilon(plan(noise_multiplier), delta)
     except DpgnnError as e:
         _fail(e)
     out = {"epsilon": eps, "delta": delta, "noise_multiplier": noise_multiplier,
-           "accountant": accountant.value, "mechanism": mechanism.value, "steps": steps}
+           "accountant": acc, "mechanism": mechanism.value, "steps": steps}
     if as_json:
         print(json.dumps(out))
     else:
         typer.echo(f"epsilon = {eps:.6g} at delta = {delta:g} ({mechanism.value}, "
                    f"noise multiplier {noise_multiplier:g}, {steps} steps, "
-                   f"{accountant.value} accountant)")
+                   f"{acc} accountant)")
 
 
 @app.command(epilog=CONVENTIONS)
@@ -151,7 +161,7 @@ def calibrate(
     sampling_rate: QOpt = None, steps: TOpt = 1, delta: DOpt = 1e-5,
     num_train: NOpt = None, batch_size: MOpt = None, max_degree: KOpt = None,
     layers: ROpt = None, level: LOpt = "node_feature",
-    accountant: AOpt = AccountantName.rdp, as_json: JOpt = False,
+    accountant: AOpt = None, as_json: JOpt = False,
 ) -> None:
     """Smallest noise multiplier whose plan spends at most the target epsilon."""
     from dpgnn_core.errors import DpgnnError
@@ -161,15 +171,16 @@ def calibrate(
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
                      batch_size=batch_size, max_degree=max_degree, layers=layers,
                      level=level)
-        cal = calibrate_noise(plan, epsilon, delta, make_accountant(accountant.value))
+        acc = _accountant(accountant, mechanism)
+        cal = calibrate_noise(plan, epsilon, delta, make_accountant(acc))
     except DpgnnError as e:
         _fail(e)
     out = {"epsilon": cal.epsilon, "target_epsilon": epsilon, "delta": delta,
-           "noise_multiplier": cal.noise_multiplier, "accountant": accountant.value,
+           "noise_multiplier": cal.noise_multiplier, "accountant": acc,
            "mechanism": mechanism.value, "steps": steps}
     if as_json:
         print(json.dumps(out))
     else:
         typer.echo(f"noise multiplier {cal.noise_multiplier:.6g} gives epsilon = "
                    f"{cal.epsilon:.6g} <= {epsilon:g} at delta = {delta:g} "
-                   f"({mechanism.value}, {steps} steps, {accountant.value} accountant)")
+                   f"({mechanism.value}, {steps} steps, {acc} accountant)")

@@ -116,3 +116,116 @@ def test_graph_classification_defaults_to_delta_one_tenth_over_n() -> None:
                                                       delta=1 / 40, accountant="rdp",
                                                       device="cpu", eval_every=10**6))
     assert r.report["warnings"]
+
+
+# -- PLD by default, and its calibration -------------------------------------------------
+
+
+def test_default_accountant_is_the_tightest_sound_one() -> None:
+    from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, GraphClsSpec
+
+    for cls in (DpgnnSpec, DpMlpSpec, GraphClsSpec):
+        assert cls().accountant == "pld", cls
+    assert GapSpec(epsilon=1.0).accountant == "pld"
+    assert DrwSpec().accountant == "rdp"  # no PLD for sampling without replacement
+
+
+def test_pld_is_tighter_than_rdp_for_dp_sgd() -> None:
+    from dpgnn_core.privacy import PldAccountant
+
+    ledger = _poisson(1.0, 0.01, 1000)
+    rdp, pld = RDP.epsilon(ledger, 1e-5), PldAccountant().epsilon(ledger, 1e-5)
+    assert rdp == pytest.approx(2.10, abs=0.01) and pld == pytest.approx(1.83, abs=0.01)
+
+
+@pytest.mark.parametrize(("z", "q", "d"), [(1.46, 0.01, 1e-4), (0.6, 0.3, 1e-4),
+                                           (5.0, 1.0, 1e-4), (2.0, 0.001, 1e-3),
+                                           (1.0, 0.5, 1e-2)])
+def test_vectorised_gaussian_pld_equals_dp_accounting(z: float, q: float, d: float) -> None:
+    import numpy as np
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from dpgnn_core.privacy.pld import gaussian_pld
+
+    ref = pld_lib.from_gaussian_mechanism(z, sampling_prob=q, value_discretization_interval=d)
+    ours = gaussian_pld(z, q, d)
+    for delta in (1e-3, 1e-6, 1e-9):
+        assert ours.get_epsilon_for_delta(delta) == pytest.approx(
+            ref.get_epsilon_for_delta(delta), rel=1e-9, abs=1e-12)
+    eps = np.linspace(0.0, 3.0, 31)
+    np.testing.assert_allclose(ours.get_delta_for_epsilon(eps), ref.get_delta_for_epsilon(eps),
+                               rtol=1e-8, atol=1e-13)
+
+
+def _dpgnn_plan(z: float, steps: int = 10_000) -> Ledger:
+    from dpgnn_core.privacy import DpgnnEvent
+
+    return Ledger().add(DpgnnEvent(noise_multiplier=z, num_train=100_000, batch_size=1000,
+                                   max_degree=7, layers=1, steps=steps),
+                        sampler_scheme="fixed_size_without_replacement")
+
+
+def _gap_plan(z: float) -> Ledger:
+    enc = PoissonGaussianEvent(noise_multiplier=z, sampling_rate=0.01, steps=10_000,
+                               level="node")
+    return (Ledger().add(enc, sampler_scheme="poisson")
+            .add(GaussianEvent(noise_multiplier=0.8 * z, count=2, level="node"))
+            .add(enc, sampler_scheme="poisson"))
+
+
+@pytest.mark.parametrize("plan", [lambda z: _poisson(z, 0.01, 10_000), _dpgnn_plan, _gap_plan],
+                         ids=["poisson", "dpgnn", "gap"])
+@pytest.mark.parametrize("target", [0.5, 4.0])
+def test_pld_calibration_is_feasible_tight_and_fast(plan, target: float) -> None:
+    import time
+
+    from dpgnn_core.privacy import PldAccountant, calibrate_noise
+
+    pld = PldAccountant()
+    t = time.perf_counter()
+    cal = calibrate_noise(plan, target, 1e-6, pld)
+    seconds = time.perf_counter() - t
+    assert cal.epsilon <= target
+    assert pld.epsilon(plan(cal.noise_multiplier), 1e-6) == cal.epsilon
+    assert pld.epsilon(plan(cal.noise_multiplier * (1 - 2e-4)), 1e-6) > target
+    # the coarse proxies place the bracket; the 1e-4 grid decides it in a few evaluations
+    assert cal.evaluations <= 6 and cal.proxy_evaluations > 0
+    assert seconds < 5.0  # about 0.5 s on 2 idle cores; generous for a shared machine
+    # RDP upper-bounds the PLD here: the RDP-calibrated noise needs more noise
+    assert cal.noise_multiplier < calibrate_noise(plan, target, 1e-6, RDP).noise_multiplier
+
+
+def test_rdp_calibration_needs_few_evaluations() -> None:
+    from dpgnn_core.privacy import calibrate_noise
+
+    for target in (0.3, 1.0, 8.0, 50.0):
+        cal = calibrate_noise(_dpgnn_plan, target, 1e-6, RDP)
+        assert cal.evaluations <= 12 and cal.epsilon <= target  # bisection needed 16-18
+        assert RDP.epsilon(_dpgnn_plan(cal.noise_multiplier * (1 - 2e-4)), 1e-6) > target
+
+
+def test_calibration_noise_floor_and_ceiling() -> None:
+    from dpgnn_core.privacy import PldAccountant, PrivacyError, calibrate_noise
+
+    # a huge target, far below the first guess z = 1
+    plan = lambda z: _poisson(z, 1e-4, 1)  # noqa: E731
+    cal = calibrate_noise(plan, 1e6, 1e-5, RDP)
+    assert cal.epsilon <= 1e6 < RDP.epsilon(plan(cal.noise_multiplier * (1 - 2e-4)), 1e-5)
+    for acc in (RDP, PldAccountant()):
+        with pytest.raises(PrivacyError, match="smallest epsilon this plan reaches"):
+            calibrate_noise(lambda z: _poisson(z, 0.5, 10), 1e-3, 1e-5, acc, max_noise=10.0)
+
+
+def test_pld_epsilon_curve_ends_at_the_reported_epsilon() -> None:
+    import time
+
+    from dpgnn_core.privacy import PldAccountant, calibrate_noise
+    from dpgnn_core.privacy.calibrate import epsilon_curve
+
+    pld = PldAccountant()
+    cal = calibrate_noise(lambda z: _poisson(z, 0.01, 10_000), 4.0, 1e-6, pld)
+    t = time.perf_counter()
+    curve = epsilon_curve(lambda s: _poisson(cal.noise_multiplier, 0.01, s), 10_000, 1e-6, pld)
+    assert time.perf_counter() - t < 15.0  # about 2 s on 2 idle cores
+    assert len(curve) == 20 and curve[-1] == (10_000, cal.epsilon)
+    assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:], strict=False))
