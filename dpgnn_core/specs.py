@@ -306,7 +306,12 @@ class GapSpec(PrivateSpec):
         level (str): ``edge`` (GAP-EDP), ``node`` (GAP-NDP) or ``none`` (GAP-∞, no
             privacy). (default: ``edge``)
         hops (int): PMA hops K >= 1. (default: 2)
-        max_degree (int, optional): degree bound D, required at node level.
+        max_degree (int, optional): degree bound D, required at node level: the graph's
+            degrees must already be within D (undirected degree, or in + out degree on a
+            graph flagged directed); a graph beyond it is refused, no edge is dropped.
+        row_clip (float, optional): clip every aggregated row of PMA to this L2 norm c
+            before the noise; node-level sensitivity then √(min(c, D)² + D) instead of
+            √(D² + D) (undirected). :obj:`None` does not clip. (default: :obj:`None`)
         encoder_dim (int): width of the encoding X(0). (default: 16)
         hidden (int): width of the encoder's and classifier's hidden layers. (default: 64)
         combine (str): how the classifier joins hops: ``cat``, ``sum`` or ``attn``.
@@ -327,6 +332,7 @@ class GapSpec(PrivateSpec):
     level: Literal["edge", "node", "none"] = "edge"
     hops: int = Field(2, ge=1, le=10)
     max_degree: int | None = Field(None, ge=1)
+    row_clip: float | None = Field(None, gt=0)
     encoder_dim: int = Field(16, ge=1)
     hidden: int = Field(64, ge=1)
     combine: Literal["cat", "sum", "attn"] = "cat"

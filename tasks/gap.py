@@ -1,4 +1,4 @@
-"""GAP's tasks: calibrate -> graph (degree bound at node level) -> encoder -> aggregate ->
+"""GAP's tasks: calibrate -> graph (degree check at node level) -> encoder -> aggregate ->
 classifier -> privacy ledger. Each is cached on its inputs and the code version, writes its
 artifact atomically and returns a small manifest with the privacy events of what it
 released; the flow composes them into the run's ledger."""
@@ -48,12 +48,13 @@ def gap_calibrate(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
 @task(name="gap_graph", cache_key_fn=inputs_and_code("gap_graph"), persist_result=True,
       result_serializer="json")
 def gap_graph(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
-    """The edges PMA aggregates over (GAP's degree bound at node level)."""
+    """The edges PMA aggregates over: all of them; at node level the graph is refused when a
+    degree exceeds ``max_degree`` (no edge is sampled, so nothing here depends on a seed)."""
     from dpgnn_core.methods import gap
 
     data = load_keyed_dataset(dataset)
     ei, info = gap.prepare_graph(data, spec)
-    key = {"level": spec.level, "max_degree": spec.max_degree, "seed": spec.seed}
+    key = {"level": spec.level, "max_degree": spec.max_degree}
     out = artifact_dir("gap_graph", dataset["content_sha256"], key)
     with atomic_dir(out, overwrite=True) as tmp:
         np.save(tmp / "edge_index.npy", ei)
@@ -86,8 +87,11 @@ def len_of(spec: GapSpec) -> int:
       persist_result=True, result_serializer="json")
 def gap_aggregate(dataset: dict[str, Any], graph: dict[str, Any], encoder: dict[str, Any],
                   spec: GapSpec, z: float) -> dict[str, Any]:
-    """PMA: all K hops precomputed once and cached. The noise is drawn once per release;
-    reusing this artifact costs no further budget. Returns the release's privacy event."""
+    """PMA: all K hops precomputed once and cached. The noise is drawn once per release,
+    from a secret generator; reusing this artifact costs no further budget. Writes the
+    private release X(1..K) ``[n, K, d]`` (``aggregations.pt``); X(0), every node's
+    un-noised encoding, is not stored: it is recomputed from the encoder and a node's own
+    features where needed. Returns the release's privacy event."""
     from dpgnn_core.methods import gap
 
     verify_files(graph["path"], graph["files"])
@@ -97,12 +101,14 @@ def gap_aggregate(dataset: dict[str, Any], graph: dict[str, Any], encoder: dict[
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
     xs, events = gap.aggregate(data, ei, enc, spec, z)
+    assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
     out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
                        encoder["files"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
         torch.save(xs, tmp / "aggregations.pt")
         m = _finish(tmp, "gap_aggregate", ["aggregations.pt"], spec, dataset,
-                    {"events": events.to_dict(), "shape": list(xs.shape)})
+                    {"events": events.to_dict(), "shape": list(xs.shape),
+                     "release": "X(1..K): the private aggregations; X(0) is not stored"})
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
 
 
@@ -117,10 +123,14 @@ def gap_classifier(dataset: dict[str, Any], aggregations: dict[str, Any], spec: 
     from dpgnn_core.methods import gap
 
     verify_files(aggregations["path"], aggregations["files"])
+    verify_files(encoder["path"], encoder["files"])
     data = load_keyed_dataset(dataset)
     xs = torch.load(Path(aggregations["path"]) / "aggregations.pt", weights_only=True)
+    enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
+    enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     clf, hist, events = gap.fit_classifier(data, xs, spec, z,
-                                           progress("classifier step", len_of(spec)))
+                                           progress("classifier step", len_of(spec)),
+                                           encoder=enc)
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
               + events)
     if ledger.to_dict() != calibration["planned"]:

@@ -1,10 +1,21 @@
-"""GAP's degree bound for node-level PMA: keep a random subset of edges so that every node
-has degree at most D (undirected degree for undirected graphs; in + out for directed ones).
+"""Degrees and degree bounds for node-level PMA (GAP).
 
-The edges are put in a uniformly random order; every node selects its first D incident
-edges in that order; an edge is kept when both its endpoints selected it. A node therefore keeps at
-most D edges, every kept edge existed, and low-degree nodes keep all edges whose other
-endpoint also selected them. Vectorised: one sort over (node, priority).
+:func:`check_degree_bound` is what GAP-NDP uses: it applies no projection and refuses a
+graph with a degree above D. Its node-level guarantee is stated for graphs whose degrees
+are all within D (undirected degree, i.e. in- and out-degree each, on a graph flagged
+undirected; in + out degree on one flagged directed); the refusal itself reveals whether
+that holds, which the ledger lists as an unaccounted use.
+
+:func:`bound_degree` is GAP's edge sampler (kept for ``dpgnn materialize --sampler
+gap-degree`` and the benchmarks): the edges are put in a uniformly random order; every
+node selects its first D incident edges in that order; an edge is kept when both its
+endpoints selected it. It is **not** stable under node removal: removing a node v frees a
+slot at every neighbour that had selected v's edge, and each such neighbour may then keep
+an edge to a third node. A hub with 300 neighbours of degree 6 at D = 5 changes about 250
+kept edges not incident to v, so an aggregation over its output moves by far more than any
+bound in D. A graph bounded with it carries a node-level guarantee relative to the
+*bounded* graph only, not the original one. Any rule in which one node's edges decide
+which edges of another node survive has this defect; see docs/privacy.md.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ def _select(endpoint: IntArray, priority: IntArray, max_degree: int) -> npt.NDAr
 
 def bound_degree(edge_index: IntArray, num_nodes: int, max_degree: int, *, directed: bool,
                  rng: np.random.Generator) -> IntArray:
-    """Edges of a random subgraph with every degree <= ``max_degree``.
+    """Edges of a random subgraph with every degree <= ``max_degree`` (GAP's sampler; not
+    stable under node removal, see the module docstring).
 
     Args:
         edge_index (np.ndarray): ``[2, E]``; an undirected graph holds both directions.
@@ -78,3 +90,55 @@ def degrees(edge_index: IntArray, num_nodes: int, *, directed: bool) -> IntArray
         return out
     und: IntArray = np.bincount(edge_index[0], minlength=num_nodes).astype(np.int64)
     return und
+
+
+def in_out_degrees(edge_index: IntArray, num_nodes: int) -> tuple[IntArray, IntArray]:
+    """In-degree (messages received, ``edge_index[1]``) and out-degree (``edge_index[0]``)
+    of every node; a self-loop counts once in each."""
+    d_in = np.bincount(edge_index[1], minlength=num_nodes).astype(np.int64)
+    d_out = np.bincount(edge_index[0], minlength=num_nodes).astype(np.int64)
+    return d_in, d_out
+
+
+def max_degree_for_pma(edge_index: IntArray, num_nodes: int, *, directed: bool) -> int:
+    """The largest degree that node-level PMA's sensitivity depends on: max over nodes of
+    d_in + d_out if ``directed``, else of max(d_in, d_out) (the undirected degree when the
+    edge list holds both directions, and still a valid bound when it does not)."""
+    if edge_index.shape[1] == 0:
+        return 0
+    d_in, d_out = in_out_degrees(edge_index, num_nodes)
+    per_node = d_in + d_out if directed else np.maximum(d_in, d_out)
+    return int(per_node.max(initial=0))
+
+
+def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
+                       directed: bool) -> int:
+    """Refuse a graph with a degree above ``max_degree``; return its maximum degree.
+
+    No edge is removed: every projection onto degree <= D that keeps edges of low-degree
+    nodes lets one node's removal change edges elsewhere (see the module docstring), so
+    node-level PMA is only claimed on graphs already within the bound.
+
+    Args:
+        edge_index (np.ndarray): ``[2, E]`` (src -> dst).
+        num_nodes (int): number of nodes.
+        max_degree (int): D >= 1.
+        directed (bool): the manifest flag: bound d_in + d_out (else max(d_in, d_out)).
+
+    Raises:
+        DataError: D is not an integer >= 1, or some node's degree exceeds D (names the
+            field ``max_degree`` and the observed maximum degree).
+    """
+    if int(max_degree) != max_degree or max_degree < 1:
+        raise DataError("degree bound D must be an integer >= 1", field="max_degree",
+                        value=max_degree)
+    observed = max_degree_for_pma(edge_index, num_nodes, directed=directed)
+    if observed > max_degree:
+        kind = "in + out degree" if directed else "degree"
+        raise DataError(
+            f"node-level GAP is claimed only for graphs whose {kind} is at most D = "
+            f"{max_degree}, but this graph's maximum {kind} is {observed}; set max_degree "
+            f">= {observed} (the noise grows with D) or use edge-level GAP. No edge is "
+            "dropped to enforce the bound: GAP's edge sampler is not stable under node "
+            "removal (docs/privacy.md)", field="max_degree", value=observed)
+    return observed

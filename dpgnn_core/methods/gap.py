@@ -7,16 +7,39 @@ classification module; edge-level (EDP), node-level (NDP) and non-private (GAP-�
 2. **PMA**: for k = 1..K,
 
    .. math::
-       X^{(k)} = \\mathrm{normalise}\\big(A^\\top X^{(k-1)} + \\mathcal{N}(0, \\sigma^2 I)\\big)
+       X^{(k)} = \\mathrm{normalise}\\big(\\mathrm{clip}_c(A^\\top X^{(k-1)})
+                 + \\mathcal{N}(0, \\sigma^2 I)\\big)
 
-   a sum aggregation of unit-norm rows, so one neighbouring change moves the sum by at most
-   Δ: one directed edge changes one row (Δ = 1); on an undirected graph one edge is two
-   messages (Δ = √2; GAP's code uses 1); at node level with every degree ≤ D, Δ = √D as in
-   GAP's analysis. One :class:`~dpgnn_core.privacy.GaussianEvent` of K releases. The noise
-   is drawn once; reusing the release costs nothing more.
+   a sum aggregation of rows of norm at most 1, optionally clipped row-wise to norm c
+   (``row_clip``; no clipping by default). Sensitivity Δ per hop (:func:`sensitivity`),
+   with d_in / d_out the in / out degree of the changed node:
+
+   * edge level: one directed edge changes one row by at most 1 (Δ = 1, graph flagged
+     directed); on a graph flagged undirected one edge is two messages (Δ = √2; GAP's code
+     uses 1). Decided by the manifest flag ``directed`` only, never by the edges.
+   * node level (the node removed, i.e. made isolated, its aggregation row then 0): its own
+     row changes by ``||sum of its in-neighbours' rows|| <= min(c, d_in)`` and each of its
+     d_out out-neighbours' rows by at most 1 (clipping is non-expansive), so
+
+     .. math::
+         \\Delta^2 = \\max_{(d_\\mathrm{in}, d_\\mathrm{out})}
+                     \\min(c, d_\\mathrm{in})^2 + d_\\mathrm{out}
+
+     over the degrees allowed: d_in, d_out <= D on a graph flagged undirected
+     (Δ = √(D² + D) unclipped, √(min(c, D)² + D) clipped); d_in + d_out <= D on a directed
+     one (Δ = D unclipped). GAP's Lemma 2 states √D, which omits the node's own row.
+     The node-level guarantee is stated for graphs whose degrees are all within D: a graph
+     with a larger degree is refused (no degree-bounding projection is applied, because
+     GAP's edge sampler is not stable under node removal; see docs/privacy.md).
+
+   One :class:`~dpgnn_core.privacy.GaussianEvent` of K releases. The noise is drawn once
+   from a secret generator (:class:`~dpgnn_core.privacy.randomness.Randomness`); reusing
+   the release costs nothing more.
 3. **Classifier**: one MLP per hop, combined (concatenation, sum or attention), then a
    head; Adam for EDP / ∞, DP-Adam over rows for NDP (a row holds the node's own encoding
-   and its private aggregations, which are post-processing).
+   X(0) and its private aggregations X(1..K), which are post-processing). The private
+   release is X(1..K); X(0) is recomputed from the encoder and each node's own features
+   where needed and never stored with the release.
 
 One noise scale z for the whole composition: the accountant solves for z so that encoder,
 PMA and classifier together spend the target (ε, δ); ``budget_split`` scales each
@@ -25,6 +48,7 @@ module's multiplier relative to z.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -35,10 +59,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.degree_bound import bound_degree
+from dpgnn_core.graph.degree_bound import check_degree_bound
 from dpgnn_core.methods._private import check_node_task, save_model
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -48,6 +71,9 @@ from dpgnn_core.privacy import (
     calibrate_noise,
     make_accountant,
 )
+from dpgnn_core.privacy.accountants import RdpAccountant
+from dpgnn_core.privacy.events import LedgerEntry
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -58,6 +84,12 @@ from dpgnn_core.training.per_sample import group_noise_stds
 #: Largest noise multiplier GAP's calibration accepts: beyond it every release is noise, so
 #: a budget that needs more is refused with the smallest ε reached at this noise.
 MAX_NOISE = 1e3
+
+#: The ledger's note on the data-dependent degree check of GAP-NDP.
+DEGREE_CHECK_NOTE = (
+    "GAP-NDP degree check: the run proceeds only if every degree is within max_degree D "
+    "and refuses otherwise, so whether it ran reveals whether the private graph's maximum "
+    "degree is <= D (one bit, not accounted)")
 
 # --- pure math -------------------------------------------------------------------------
 
@@ -87,22 +119,39 @@ def aggregation_matrix(edge_index: Tensor, num_nodes: int) -> Tensor:
                                        check_invariants=False)
 
 
+def clip_rows(x: Tensor, c: float | None) -> Tensor:
+    """Each row scaled down to L2 norm at most ``c`` (:obj:`None`: unchanged). A projection
+    onto a ball, hence non-expansive: ``||clip(a) - clip(b)|| <= ||a - b||``."""
+    if c is None:
+        return x
+    out: Tensor = x * (c / x.norm(dim=1, keepdim=True).clamp_min(c))
+    return out
+
+
 def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
-        generator: torch.Generator | None = None) -> list[Tensor]:
+        generator: torch.Generator | None = None, row_clip: float | None = None
+        ) -> list[Tensor]:
     """PMA: ``[X(0), X(1), ..., X(K)]`` with noise std ``sigma`` on every aggregation.
+
+    .. math::
+        X^{(k)} = \\mathrm{normalise}\\big(\\mathrm{clip}_c(A^\\top X^{(k-1)})
+                  + \\mathcal{N}(0, \\sigma^2 I)\\big)
 
     Args:
         x0 (Tensor): encodings ``[n, d]`` (normalised here).
         adj_t (Tensor): :func:`aggregation_matrix`.
         hops (int): K >= 1.
         sigma (float): noise std (multiplier times sensitivity); 0 for GAP-∞.
-        generator (torch.Generator, optional): the noise's source, on ``x0``'s device.
+        generator (torch.Generator, optional): the noise's source, on ``x0``'s device; a
+            secret one for a private release. (default: :obj:`None`)
+        row_clip (float, optional): clip each aggregated row to this L2 norm before the
+            noise (:obj:`None`: no clipping). (default: :obj:`None`)
     """
     if hops < 1:
         raise DataError("PMA needs at least one hop", field="hops", value=hops)
     out = [row_normalise(x0)]
     for _ in range(hops):
-        agg = torch.sparse.mm(adj_t, out[-1])
+        agg = clip_rows(torch.sparse.mm(adj_t, out[-1]), row_clip)
         if sigma > 0:
             agg.add_(torch.randn(agg.shape, generator=generator, device=agg.device,
                                  dtype=agg.dtype), alpha=sigma)
@@ -110,13 +159,39 @@ def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
     return out
 
 
-def sensitivity(level: str, max_degree: int | None, directed: bool) -> float:
-    """PMA's sensitivity per hop (see the module docstring)."""
+def sensitivity(level: str, max_degree: int | None, directed: bool,
+                row_clip: float | None = None) -> float:
+    """PMA's L2 sensitivity per hop on rows of norm at most 1 (see the module docstring).
+
+    .. math::
+        \\Delta_\\mathrm{edge} = 1 \\text{ (directed)}, \\ \\sqrt 2 \\text{ (undirected)};
+        \\qquad
+        \\Delta_\\mathrm{node}^2 = \\max_{(a, b)} \\min(c, a)^2 + b
+
+    with (a, b) = (d_in, d_out) ranging over d_in, d_out <= D (undirected) or
+    d_in + d_out <= D (directed): the removed node's own row moves by at most min(c, d_in),
+    each of its d_out out-neighbours' rows by at most 1.
+
+    Args:
+        level (str): ``edge``, ``node`` or ``none`` (0).
+        max_degree (int, optional): D, needed at node level.
+        directed (bool): the manifest's ``directed`` flag (never inferred from the edges).
+        row_clip (float, optional): c, the row clipping of :func:`pma`; :obj:`None` is
+            c = ∞. (default: :obj:`None`)
+    """
     if level == "edge":
         return 1.0 if directed else math.sqrt(2.0)
     if level == "node":
-        assert max_degree is not None
-        return math.sqrt(max_degree)
+        if max_degree is None or int(max_degree) != max_degree or max_degree < 1:
+            raise DataError("node-level PMA needs an integer degree bound D >= 1",
+                            field="max_degree", value=max_degree)
+        d = int(max_degree)
+        c = math.inf if row_clip is None else float(row_clip)
+        if directed:
+            sq = max(min(c, a) ** 2 + (d - a) for a in range(d + 1))
+        else:
+            sq = min(c, d) ** 2 + d
+        return math.sqrt(sq)
     return 0.0
 
 
@@ -162,7 +237,13 @@ class GapClassifier(nn.Module):
         num_classes (int): classes.
         combine (str, optional): ``cat``, ``sum`` or ``attn`` (softmax over hops of a
             learned score of each hop's representation). (default: ``"cat"``)
+
+    After training, :meth:`attach_encoder` adds the (private) encoder, so that
+    :meth:`inputs` can recompute a node's X(0) from its own features: the stored private
+    release holds X(1..K) only.
     """
+
+    encoder: GapEncoder | None
 
     def __init__(self, hops: int, in_dim: int, hidden: int, num_classes: int,
                  combine: str = "cat") -> None:
@@ -175,6 +256,21 @@ class GapClassifier(nn.Module):
         width = hidden * (hops + 1) if combine == "cat" else hidden
         self.lin1 = nn.Linear(width, hidden)
         self.lin2 = nn.Linear(hidden, num_classes)
+        self.encoder = None
+
+    @property
+    def hops(self) -> int:
+        return len(self.base) - 1
+
+    def attach_encoder(self, encoder: GapEncoder) -> GapClassifier:
+        """Keep ``encoder`` with the classifier (saved in its state dict)."""
+        self.encoder = encoder
+        return self
+
+    def inputs(self, x: Tensor, aggregations: Tensor) -> Tensor:
+        """``[n, K + 1, d]`` from features ``x`` ``[n, f]`` and the private release
+        X(1..K) ``[n, K, d]`` (already ``[n, K + 1, d]``: returned unchanged)."""
+        return with_own_encoding(self.encoder, x, aggregations, self.hops)
 
     def forward(self, xs: Tensor) -> Tensor:
         """``xs`` ``[n, K + 1, d]`` -> logits ``[n, C]``."""
@@ -188,6 +284,26 @@ class GapClassifier(nn.Module):
             h = (torch.softmax(self.score(hs), dim=1) * hs).sum(1)
         out: Tensor = self.lin2(torch.selu(self.lin1(h)))
         return out
+
+
+def with_own_encoding(encoder: GapEncoder | None, x: Tensor, aggregations: Tensor,
+                      hops: int) -> Tensor:
+    """``[X(0), X(1..K)]`` ``[n, K + 1, d]``: each node's own encoding X(0) (from its own
+    features, not noised, not part of the private release) before its private aggregations
+    ``[n, K, d]``. An input already ``[n, K + 1, d]`` is returned unchanged."""
+    if aggregations.shape[1] == hops + 1:
+        return aggregations
+    if aggregations.shape[1] != hops:
+        raise DataError(f"expected {hops} aggregations per node, got "
+                        f"{aggregations.shape[1]}", field="aggregations",
+                        value=list(aggregations.shape))
+    if encoder is None:
+        raise DataError("X(0) is not part of the private release: attach the encoder to "
+                        "recompute it from the nodes' own features", field="encoder",
+                        value=None)
+    with torch.no_grad():
+        x0 = row_normalise(encoder.eval().encode(x))
+    return torch.cat([x0.unsqueeze(1), aggregations], 1)
 
 
 # --- the recipe ------------------------------------------------------------------------
@@ -214,6 +330,7 @@ def plan(spec: GapSpec, num_train: int) -> Callable[[float], Ledger]:
                                                steps=spec.steps, level="node",
                                                description="GAP classifier (DP-Adam)"),
                           sampler_scheme="poisson")
+            out = out.flag(DEGREE_CHECK_NOTE)
         return out
     return ledger
 
@@ -223,41 +340,48 @@ class GapResult:
     """Everything a GAP run produces."""
 
     encoder: GapEncoder
-    classifier: GapClassifier
-    aggregations: Tensor  # [n, K + 1, d], the private release (post-processing from here)
+    classifier: GapClassifier  # with the encoder attached (recomputes X(0))
+    aggregations: Tensor  # [n, K, d]: X(1..K), the private release (post-processing after)
     ledger: Ledger
     report: dict[str, Any]
     history: list[dict[str, float]]
 
 
 def prepare_graph(data: GraphData, spec: GapSpec) -> tuple[np.ndarray, dict[str, Any]]:
-    """The edges PMA aggregates over: GAP's degree bound at node level (with counts)."""
+    """The edges PMA aggregates over: all of them. At node level the graph must already
+    have every degree within D (:func:`~dpgnn_core.graph.degree_bound.check_degree_bound`
+    refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
     ei = np.asarray(data.edge_index)
-    info: dict[str, Any] = {"edges_before": int(ei.shape[1])}
+    info: dict[str, Any] = {"edges_before": int(ei.shape[1]), "directed": is_directed(data)}
     if spec.level == "node":
         assert spec.max_degree is not None
-        ei = bound_degree(ei, data.num_nodes, spec.max_degree, directed=is_directed(data),
-                          rng=np.random.default_rng(spec.seed))
+        check_degree_bound(ei, data.num_nodes, spec.max_degree, directed=is_directed(data))
+        if data.meta.get("cleaning", {}).get("degree_bound"):
+            warnings.warn("this dataset was degree-bounded by GAP's edge sampler "
+                          "(dpgnn materialize --sampler gap-degree): node-level privacy holds "
+                          "for the bounded graph, not for the graph it was sampled from",
+                          stacklevel=2)
+            info["bounded_by_sampler"] = True
     if ei.shape[1] == 0:
-        raise DataError("no edge left to aggregate over" + (
-            f" after the degree bound {spec.max_degree}" if spec.level == "node" else ""),
-            field="max_degree" if spec.level == "node" else "edge_index",
-            value=spec.max_degree if spec.level == "node" else 0)
+        raise DataError("no edge left to aggregate over", field="edge_index", value=0)
     info["edges_after"] = int(ei.shape[1])
     return ei, info
 
 
 def is_directed(data: GraphData) -> bool:
-    return bool(data.directed and not is_symmetric(np.asarray(data.edge_index),
-                                                   data.num_nodes))
+    """The manifest flag ``directed``, never inferred from the edges: a symmetric edge list
+    flagged directed is still a directed graph (one record = one directed edge)."""
+    return bool(data.directed)
 
 
 def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bool,
-         z: float, seed: int, name: str,
+         z: float, name: str,
          on_step: Callable[[int, dict[str, float]], None] | None) -> list[dict[str, float]]:
-    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``)."""
-    gen = torch.Generator().manual_seed(seed)
-    noise_gen = torch.Generator(device=inputs.device).manual_seed(seed + 1)
+    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``); the
+    batches and the noise come from :meth:`Randomness.for_spec` (secret by default)."""
+    randomness = Randomness.for_spec(spec)
+    gen = randomness.torch_generator(f"{name}/batches")
+    noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
     opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
     n = inputs.shape[0]
     if not private:
@@ -308,15 +432,27 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
     else:
         z = 0.0
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
-    delta_pma = sensitivity(spec.level, spec.max_degree, is_directed(data))
+    directed = is_directed(data)
+    delta_pma = sensitivity(spec.level, spec.max_degree, directed, spec.row_clip)
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
+    unit = "one directed edge" if directed else "one undirected edge (both directions)"
     report.update({
         "pma_sensitivity": delta_pma, "pma_noise_std": z * spec.budget_split[1] * delta_pma,
+        "row_clip": spec.row_clip, "directed": directed,
+        **Randomness.for_spec(spec).describe(),
         "protects": {
-            "edge": "aggregations, parameters and predictions against adding or removing one "
-                    "edge; node features and labels are not protected",
-            "node": "aggregations, parameters and predictions against adding or removing one "
-                    f"node with its edges, given every degree <= {spec.max_degree}",
+            "edge": f"aggregations X(1..K), parameters and predictions against adding or "
+                    f"removing {unit} (graph flagged {'directed' if directed else 'undirected'}"
+                    "); node features and labels are not protected",
+            "node": "the encoder's and classifier's parameters and the released aggregations "
+                    "X(1..K) against adding or removing one node with its edges, on graphs "
+                    f"whose every {'in + out degree' if directed else 'degree'} is <= "
+                    f"{spec.max_degree} (a graph beyond it is refused, which reveals that "
+                    "bit). Predictions: node v's prediction also reads v's own features "
+                    "through its encoding X(0), which is not noised; the predictions of all "
+                    "nodes other than v are post-processing of the private outputs and "
+                    "their own data, so they are protected against v (a joint-DP-style, "
+                    "per-node statement), v's own prediction is not",
             "none": "nothing"}[spec.level],
         "inference": (
             "inductive: PMA ran once on the whole disjoint graph, i.e. separately on the "
@@ -340,7 +476,7 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float,
         enc = GapEncoder(data.num_features, spec.hidden, spec.encoder_dim,
                          data.num_classes).to(device)
         hist = _fit(enc, x[train], y[train], spec, spec.level == "node",
-                    z * spec.budget_split[0], spec.seed, "encoder", on_step)
+                    z * spec.budget_split[0], "encoder", on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(plan(spec, n_train)(z).entries[:1])
@@ -349,44 +485,51 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float,
 
 def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec: GapSpec,
               z: float) -> tuple[Tensor, Ledger]:
-    """Stage 2: X(0) from the encoder, then PMA over ``edge_index``; ``[n, K + 1, d]`` and
-    its privacy event (K Gaussian releases; none for GAP-∞). The noise is seeded by
-    ``spec.seed``: the same spec gives the same release."""
+    """Stage 2: X(0) from the encoder, then PMA over ``edge_index``; the private release
+    X(1..K) ``[n, K, d]`` (X(0) is not part of it) and its privacy event (K Gaussian
+    releases; none for GAP-∞). The noise comes from a secret generator
+    (:meth:`Randomness.for_spec`): two runs of the same spec give two different releases,
+    and nothing stored lets anyone recompute the noise."""
     device = resolve_device(spec.device)
     sigma = z * spec.budget_split[1] * sensitivity(spec.level, spec.max_degree,
-                                                   is_directed(data))
-    gen = torch.Generator(device=device).manual_seed(spec.seed + 2)
+                                                   is_directed(data), spec.row_clip)
+    gen = Randomness.for_spec(spec).torch_generator("pma/noise", device)
     with torch.no_grad():
         x0 = encoder.to(device).eval().encode(torch.tensor(data.x, device=device))
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
-        xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen), 1).cpu()
+        xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen, spec.row_clip)[1:], 1).cpu()
     events = Ledger()
     if spec.level != "none":
         n_train = int(data.mask("train").sum())
         events = Ledger(tuple(e for e in plan(spec, n_train)(z).entries
                               if e.event.kind == "gaussian"))
+        if spec.level == "node":
+            events = events.flag(DEGREE_CHECK_NOTE)
     return xs, events
 
 
 def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: float,
-                   on_step: Callable[[int, dict[str, float]], None] | None = None
-                   ) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
-    """Stage 3: the classification module on the private aggregations of training nodes."""
+                   on_step: Callable[[int, dict[str, float]], None] | None = None, *,
+                   encoder: GapEncoder) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
+    """Stage 3: the classification module on each training node's own encoding X(0)
+    (recomputed by ``encoder`` from its features) and its private aggregations X(1..K)
+    ``[n, K, d]``; returned with the encoder attached."""
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train"))
     y = torch.tensor(np.asarray(data.y), device=device)
-    xs = aggregations.to(device)
+    enc = encoder.to(device).eval()
     n_train = int(train.sum())
     with seeded(spec.seed + 3, device):
         clf = GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, data.num_classes,
                             spec.combine).to(device)
+        xs = with_own_encoding(enc, torch.tensor(data.x, device=device),
+                               aggregations.to(device), spec.hops)
         hist = _fit(clf, xs[train.to(device)], y[train.to(device)], spec,
-                    spec.level == "node", z * spec.budget_split[2], spec.seed + 3,
-                    "classifier", on_step)
+                    spec.level == "node", z * spec.budget_split[2], "classifier", on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(plan(spec, n_train)(z).entries[-1:])
-    return clf.eval(), hist, events
+    return clf.eval().attach_encoder(enc), hist, events
 
 
 def train_gap(data: GraphData, spec: GapSpec,
@@ -403,7 +546,7 @@ def train_gap(data: GraphData, spec: GapSpec,
     ei, report["graph"] = prepare_graph(data, spec)
     enc, h1, e1 = fit_encoder(data, spec, z, on_step)
     xs, e2 = aggregate(data, ei, enc, spec, z)
-    clf, h2, e3 = fit_classifier(data, xs, spec, z, on_step)
+    clf, h2, e3 = fit_classifier(data, xs, spec, z, on_step, encoder=enc)
     ledger = e1 + e2 + e3
     if ledger.to_dict() != planned.to_dict():
         raise RuntimeError("the stages' privacy events differ from the calibrated plan")
@@ -413,16 +556,20 @@ def train_gap(data: GraphData, spec: GapSpec,
 
 def evaluate_gap(classifier: GapClassifier, aggregations: Tensor, data: GraphData,
                  device: str = "auto") -> dict[str, dict[str, float]]:
-    """Metrics per split from the (private) aggregations: no extra budget."""
+    """Metrics per split from each node's own encoding (recomputed by the attached
+    encoder) and the private aggregations X(1..K): no extra budget."""
     dev = resolve_device(device)
+    clf = classifier.to(dev).eval()
     with torch.no_grad():
-        logits = classifier.to(dev).eval()(aggregations.to(dev)).cpu().numpy()
+        xs = clf.inputs(torch.tensor(data.x, device=dev), aggregations.to(dev))
+        logits = clf(xs).cpu().numpy()
     return metrics_by_split(data, logits)
 
 
 def save_gap(path: str, classifier: GapClassifier, spec: GapSpec, in_dim: int,
              num_classes: int) -> None:
-    """The classifier's weights (what predicts from the aggregations) and its spec."""
+    """The classifier's weights with its attached encoder's (what predicts from a node's
+    features and the private aggregations) and its spec."""
     save_model(path, "gap", classifier, spec, in_dim, num_classes)
 
 
@@ -430,31 +577,74 @@ def load_gap(blob: dict[str, Any]) -> tuple[GapClassifier, GapSpec]:
     spec = GapSpec(**blob["spec"])
     model = GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, blob["num_classes"],
                           spec.combine)
+    if any(k.startswith("encoder.") for k in blob["state_dict"]):
+        model.attach_encoder(GapEncoder(blob["in_dim"], spec.hidden, spec.encoder_dim,
+                                        blob["num_classes"]))
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
 
 
 def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
-                    encoder_steps: int, classifier_steps: int) -> list[float]:
+                    encoder_steps: int, classifier_steps: int, points: int = 20
+                    ) -> list[float]:
     """ε spent after each optimisation step of the run (encoder steps, then classifier
-    steps; PMA's release counts from the first classifier step), from the RDP of the
-    ledger's events (linear in steps)."""
-    from dpgnn_core.privacy import RdpAccountant
-    from dpgnn_core.privacy.rdp import epsilon_from_rdp
+    steps; PMA's release counts from the first classifier step), by the run's accountant
+    (``spec.accountant``), so the last value is the reported ε.
 
+    RDP: every step exactly (the ledger's RDP is linear in its steps). PLD (or any other
+    accountant): ``points`` evenly spaced steps are computed, and every step in between
+    reports the next computed value, an upper bound since ε grows with the steps; the last
+    step is always computed.
+
+    Args:
+        spec (GapSpec): the run's spec.
+        num_train (int): training nodes (the Poisson rate is ``batch_size / num_train``).
+        z (float): the calibrated noise scale.
+        delta (float): δ.
+        encoder_steps (int): steps the encoder ran.
+        classifier_steps (int): steps the classifier ran.
+        points (int, optional): computed points for non-RDP accountants. (default: 20)
+    """
+    total = encoder_steps + classifier_steps
     if spec.level == "none":
-        return [math.inf] * (encoder_steps + classifier_steps)
-    acc = RdpAccountant()
-    entries = plan(spec.model_copy(update={"steps": 1}), num_train)(z).entries
-    rdp = [acc.rdp(Ledger((e,))) for e in entries]  # one step each; PMA's K hops at once
-    zero = np.zeros_like(acc.orders)
-    enc, pma_rdp, cls = (rdp[0], rdp[1], rdp[2]) if spec.level == "node" else (
-        zero, rdp[0], zero)
-    out = []
-    for t in range(1, encoder_steps + 1):
-        out.append(epsilon_from_rdp(acc.orders, t * enc, delta)[0] if spec.level == "node"
-                   else 0.0)
-    base = encoder_steps * enc + pma_rdp
-    for t in range(1, classifier_steps + 1):
-        out.append(epsilon_from_rdp(acc.orders, base + t * cls, delta)[0])
+        return [math.inf] * total
+    entries = plan(spec, num_train)(z).entries
+    node = spec.level == "node"
+
+    def with_steps(entry: LedgerEntry, k: int) -> LedgerEntry:
+        event: Any = entry.event  # a PoissonGaussianEvent (it has steps)
+        return dataclasses.replace(entry, event=dataclasses.replace(event, steps=k))
+
+    def ledger_at(t: int) -> Ledger:
+        """The ledger after global step t (1-based)."""
+        if not node:  # edge level: PMA's release only, from the first classifier step
+            return Ledger(entries) if t > encoder_steps else Ledger()
+        if t <= encoder_steps:
+            return Ledger((with_steps(entries[0], t),))
+        return Ledger((with_steps(entries[0], encoder_steps), entries[1],
+                       with_steps(entries[2], t - encoder_steps)))
+
+    accountant = make_accountant(spec.accountant)
+    if isinstance(accountant, RdpAccountant):
+        from dpgnn_core.privacy.rdp import epsilon_from_rdp
+
+        orders = accountant.orders
+        zero = np.zeros_like(orders)
+        enc1 = accountant.rdp(Ledger((with_steps(entries[0], 1),))) if node else zero
+        pma_rdp = accountant.rdp(Ledger((entries[1 if node else 0],)))
+        cls1 = accountant.rdp(Ledger((with_steps(entries[2], 1),))) if node else zero
+        out = [epsilon_from_rdp(orders, t * enc1, delta)[0] if node else 0.0
+               for t in range(1, encoder_steps + 1)]
+        base = encoder_steps * enc1 + pma_rdp
+        out += [epsilon_from_rdp(orders, base + t * cls1, delta)[0]
+                for t in range(1, classifier_steps + 1)]
+        return out
+    at = sorted({max(1, round(total * i / points)) for i in range(1, points + 1)} | {total})
+    values = {t: accountant.epsilon(led, delta) if (led := ledger_at(t)).entries else 0.0
+              for t in at}
+    out, j = [], 0
+    for t in range(1, total + 1):
+        while at[j] < t:
+            j += 1
+        out.append(values[at[j]])
     return out

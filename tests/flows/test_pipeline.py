@@ -128,19 +128,23 @@ def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
 def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from dpgnn_core.privacy import Ledger, RdpAccountant
+    from dpgnn_core.graph.degree_bound import max_degree_for_pma
+    from dpgnn_core.privacy import Ledger, make_accountant
     from dpgnn_core.specs import GapSpec
 
-    write_dataset(csbm(num_nodes=700, homophily=0.9, feature_signal=0.8, seed=33),
-                  tmp_path / "ds")
-    spec = GapSpec(level="node", epsilon=6.0, hops=2, max_degree=8, steps=30, batch_size=60,
-                   device="cpu")
+    graph = csbm(num_nodes=700, homophily=0.9, feature_signal=0.8, seed=33)
+    write_dataset(graph, tmp_path / "ds")
+    # GAP-NDP refuses a graph with a degree above D (no edge sampling): D = its max degree
+    d = max_degree_for_pma(graph.edge_index, graph.num_nodes, directed=graph.directed)
+    spec = GapSpec(level="node", epsilon=6.0, hops=2, max_degree=d, row_clip=1.0, steps=30,
+                   batch_size=60, device="cpu")
     out = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
     assert out["method"] == "gap-ndp" and out["private"] and out["epsilon"] <= 6.0
     ledger = Ledger.load(out["privacy_report"])
     assert [e.kind for e in ledger.events] == ["poisson_gaussian", "gaussian",
                                                "poisson_gaussian"]
-    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    assert make_accountant(spec.accountant).epsilon(ledger, out["delta"]) == pytest.approx(
+        out["epsilon"])
     client = MlflowClient(out["mlflow_tracking_uri"])
     run = client.get_run(out["mlflow_run_id"])
     assert run.data.tags["dpgnn.hops"] == "2"
