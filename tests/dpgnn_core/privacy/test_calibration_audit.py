@@ -3,6 +3,8 @@ PLD as the default accountant and its fast calibration."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dpgnn_core.privacy import (
@@ -228,4 +230,4 @@ def test_pld_epsilon_curve_ends_at_the_reported_epsilon() -> None:
     curve = epsilon_curve(lambda s: _poisson(cal.noise_multiplier, 0.01, s), 10_000, 1e-6, pld)
     assert time.perf_counter() - t < 15.0  # about 2 s on 2 idle cores
     assert len(curve) == 20 and curve[-1] == (10_000, cal.epsilon)
-    assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:], strict=False))
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(curve))
