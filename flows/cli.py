@@ -422,6 +422,9 @@ def run(
     norm: Annotated[str, typer.Option(
         help="*graph-*: none, instance or batch (batch is refused under DP).")] = "none",
     encoder_dim: Annotated[int, typer.Option(help="gap-*: width of the encoding.")] = 16,
+    row_clip: Annotated[float | None, typer.Option(
+        help="gap-ndp: clip each aggregated row to this L2 norm before the noise "
+        "(sensitivity sqrt(min(c, D)^2 + D) instead of sqrt(D^2 + D)).")] = None,
     combine: Annotated[str, typer.Option(help="gap-*: cat, sum or attn.")] = "cat",
     budget_split: Annotated[str | None, typer.Option(
         help="gap-*: noise multipliers of encoder, PMA, classifier relative to the common "
@@ -536,6 +539,7 @@ def run(
             gspec = GapSpec(level=level, hops=hops,
                             max_degree=max_degree if level == "node" else None,
                             encoder_dim=encoder_dim, hidden=hidden or 64, combine=combine,
+                            row_clip=row_clip,
                             epochs=epochs, batch_size=batch_size or 256, lr=lr or 1e-2,
                             clip=clip,
                             budget_split=split,

@@ -117,8 +117,9 @@ def pipeline(
             set).
         dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead.
         drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead.
-        gap_spec (GapSpec, optional): a GAP run instead: calibrate -> degree bound (node
-            level) -> encoder -> aggregate (PMA) -> classifier.
+        gap_spec (GapSpec, optional): a GAP run instead: calibrate -> graph (node level:
+            the degree check, every degree <= D or refused) -> encoder -> aggregate (PMA)
+            -> classifier.
         graph_spec (GraphClsSpec, optional): graph classification (private when its epsilon
             is set). Exactly one of the six specs.
         explain_graphs (int, optional): with a private ``graph_spec``, explain this many
@@ -204,6 +205,7 @@ def pipeline(
     if report["private"]:
         private_fields = {"epsilon": report["epsilon"], "delta": report["delta"],
                           "noise_multiplier": report["noise_multiplier"],
+                          "accountant": report.get("accountant"),
                           "steps": report["steps"],
                           "privacy_report": str(mdir / "ledger.json"),
                           "unaccounted": report.get("unaccounted", []),

@@ -19,7 +19,13 @@ from dpgnn_core.specs import GapSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version
 from tasks.evaluate import verify_files
-from tasks.train import artifact_dir, files_manifest, load_keyed_dataset, progress
+from tasks.train import (
+    artifact_dir,
+    files_manifest,
+    load_keyed_dataset,
+    new_release,
+    progress,
+)
 
 
 def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: dict[str, Any],
@@ -152,6 +158,8 @@ def gap_classifier(dataset: dict[str, Any], aggregations: dict[str, Any], spec: 
         history.append(rec)
     out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
                        spec, z)
+    if report["private"]:
+        report["release"] = new_release(out)
     with atomic_dir(out, overwrite=True) as tmp:
         gap.save_gap(str(tmp / "model.pt"), clf, spec, data.num_features, data.num_classes)
         ledger.save(tmp / "ledger.json")

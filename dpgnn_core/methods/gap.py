@@ -62,7 +62,12 @@ from torch import Tensor, nn
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.degree_bound import check_degree_bound
-from dpgnn_core.methods._private import check_node_task, save_model
+from dpgnn_core.methods._private import (
+    check_delta_vs_n,
+    check_node_task,
+    guarantee_scope,
+    save_model,
+)
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -459,6 +464,9 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
             "training and test graphs (parallel composition): no extra budget" if inductive
             else "transductive: test nodes reuse the cached private aggregations (no extra "
             "budget)")})
+    if private:
+        report.update(guarantee_scope(make(z)))
+        report["warnings"] = check_delta_vs_n(delta, n_train)
     return (make(z) if private else Ledger()), z, report
 
 

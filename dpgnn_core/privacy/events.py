@@ -97,8 +97,9 @@ class PrivacyEvent:
 class GaussianEvent(PrivacyEvent):
     """``count`` releases of ``f(D) + N(0, (z·Δ)² I)``, e.g. GAP's PMA over ``count`` hops.
 
-    Edge-level PMA on row-normalised features: Δ = 1 per hop; node-level with degree bound
-    D: Δ = sqrt(D). ``noise_multiplier`` is σ/Δ.
+    Edge-level PMA on row-normalised features: Δ = 1 per hop (√2 on undirected graphs);
+    node level on graphs with every degree <= D: Δ = sqrt(D² + D), or sqrt(min(c, D)² + D)
+    with rows clipped to c (docs/privacy.md). ``noise_multiplier`` is σ/Δ.
 
     .. math::
         \\mathrm{RDP}(\\alpha) = \\text{count} \\cdot \\frac{\\alpha}{2 z^2}

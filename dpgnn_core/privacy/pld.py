@@ -131,7 +131,7 @@ def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occ
         rounded, w_inf, d, pessimistic_estimate=True)
 
 
-class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):
+class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):  # type: ignore[misc]
     """dp-accounting's Gaussian privacy loss (add/remove, optionally Poisson-subsampled)
     with ``get_delta_for_epsilon`` vectorised.
 
@@ -149,8 +149,9 @@ class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):
             return np.asarray(-0.5 * s - loss * var / s)
 
         if q == 1.0:
-            return remove(eps) if self.adjacency_type != plm.AdjacencyType.ADD \
-                else s + remove(eps)
+            out: np.ndarray = (remove(eps) if self.adjacency_type != plm.AdjacencyType.ADD
+                               else s + remove(eps))
+            return out
         a, c = 1 / q, 1 - 1 / q  # log(a e^b + c), c < 0: _log_sub(b + log a, log(-c))
         log_neg_c = np.log(-c)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -160,9 +161,9 @@ class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):
                 x[np.isclose(eps, math.log(1 - q), rtol=1e-9, atol=0.0)] = math.inf
                 return x
             d = -eps + np.log(a)
-            x = s + remove(-(d + np.log1p(-np.exp(log_neg_c - d))))
-            x[np.isclose(eps, -math.log(1 - q), rtol=1e-9, atol=0.0)] = -math.inf
-            return x
+            y: np.ndarray = s + remove(-(d + np.log1p(-np.exp(log_neg_c - d))))
+            y[np.isclose(eps, -math.log(1 - q), rtol=1e-9, atol=0.0)] = -math.inf
+            return y
 
     def get_delta_for_epsilon(self, epsilon: Any) -> Any:
         # dp-accounting's AdditiveNoisePrivacyLoss.get_delta_for_epsilon, vectorised.

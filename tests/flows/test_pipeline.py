@@ -91,7 +91,7 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
     write_dataset(csbm(num_nodes=800, homophily=0.9, feature_signal=1.5, seed=31),
                   tmp_path / "ds")
     spec = DpgnnSpec(epsilon=3.0, steps=40, batch_size=50, hidden=16, max_degree=4,
-                     device="cpu")
+                     device="cpu", accountant="rdp")  # RDP: the curve at every step
     out = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
     assert out["private"] and out["method"] == "dp-gcn" and out["steps"] == 40
     ledger = Ledger.load(out["privacy_report"])
@@ -112,15 +112,17 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
 
 
 def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
-    from dpgnn_core.privacy import Ledger, RdpAccountant
+    from dpgnn_core.privacy import Ledger, make_accountant
     from dpgnn_core.specs import DpMlpSpec
 
     write_dataset(csbm(num_nodes=600, feature_signal=3.0, seed=32), tmp_path / "ds")
     out = pipeline(dp_mlp_spec=DpMlpSpec(epsilon=2.0, steps=30, batch_size=40, hidden=16,
                                          device="cpu"), dataset=str(tmp_path / "ds"))
     assert out["method"] == "dp-mlp" and out["private"] and out["epsilon"] <= 2.0
+    assert out["accountant"] == "pld"  # the default: the tightest sound accountant
     ledger = Ledger.load(out["privacy_report"])
-    assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
+    acc = make_accountant(out["accountant"])
+    assert acc.epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
     assert ledger.entries[0].sampler_scheme == "poisson"
     assert 0.0 <= out["test_accuracy"] <= 1.0
 
