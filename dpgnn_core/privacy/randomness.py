@@ -60,8 +60,11 @@ class Randomness:
 
     @classmethod
     def for_spec(cls, spec: Any) -> Randomness:
-        """Secret unless ``spec.insecure_reproducible_noise`` is set (then ``spec.seed``)."""
-        if getattr(spec, "insecure_reproducible_noise", False):
+        """Secret unless ``spec.insecure_reproducible_noise`` is set, or the spec is not
+        private at all (``epsilon`` is None: a non-private run has no proof to protect, so
+        its batches follow ``spec.seed`` and it reproduces exactly)."""
+        if getattr(spec, "insecure_reproducible_noise", False) or (
+                hasattr(spec, "epsilon") and spec.epsilon is None):
             return cls(int(spec.seed))
         return cls(None)
 

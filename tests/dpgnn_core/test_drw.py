@@ -19,7 +19,8 @@ BASE = {"steps": 80, "batch_size": 40, "hidden": 32, "walk_length": 4, "device":
 
 @pytest.mark.parametrize(("variant", "restarts"), [("drw", 1), ("drw-r", 2), ("drw-d", 1)])
 def test_variants_learn_within_budget(variant: str, restarts: int) -> None:
-    spec = DrwSpec(epsilon=8.0, variant=variant, restarts=restarts, resample_every=20, **BASE)
+    spec = DrwSpec(epsilon=8.0, variant=variant, restarts=restarts, resample_every=20,
+                   insecure_reproducible_noise=True, **BASE)  # learning, not privacy
     r = train_drw(DATA, spec)
     n_train = int(DATA.mask("train").sum())
     (event,) = r.ledger.events
@@ -27,6 +28,11 @@ def test_variants_learn_within_budget(variant: str, restarts: int) -> None:
     assert RdpAccountant().epsilon(r.ledger, r.report["delta"]) <= 8.0
     assert r.report["noise_std"] == pytest.approx(r.report["noise_multiplier"] * 2 * 1.0)
     assert evaluate_drw(r.model, DATA, "cpu")["test"]["accuracy"] > 0.3
+    # Ayle et al.'s unit: features and labels, structure public (the walks read the edges).
+    assert event.level == "node_feature" and event.relation == "replace"
+    assert r.report["level"] == "node_feature" and r.report["relation"] == "replace"
+    assert "structure is public" in r.report["protects"]
+    assert "edges" in r.report["protects"] and "not protected" in r.report["protects"]
 
 
 def test_drw_d_draws_a_new_partition_every_k_steps(monkeypatch) -> None:
