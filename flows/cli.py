@@ -348,6 +348,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
     privacy = (f"epsilon {summary['epsilon']:.4g}, delta {summary['delta']:.3g}"
                if summary.get("private") else "non-private")
+    if summary.get("private") and str(summary.get("randomness", "")).startswith("NOT"):
+        privacy = f"NOT PRIVATE: reproducible noise; nominal {privacy}"
     typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
                f"test accuracy {fmt(summary['test_accuracy'])}, "
                f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
@@ -470,6 +472,12 @@ def run(
             method.value.startswith("dp-") and method.value[3:] in ("gcn", "sage", "gin", "gat")):
         _err(f"--level applies to DP-GNN (dp-gcn, dp-sage, dp-gin, dp-gat), not "
              f"{method.value}")
+        raise typer.Exit(2)
+    if level == "node" and not json.loads((dataset / "manifest.json").read_text()).get(
+            "directed", False):
+        _err(f"--level node (a node with its edges) is only sound on directed datasets; "
+             f"{dataset} is undirected (manifest.json: directed = false): one node's edges "
+             "change its neighbours' sampled subgraphs. Use --level node_feature")
         raise typer.Exit(2)
     if not is_dp and (epsilon is not None or non_private):
         _err(f"{method.value} is a non-private baseline; use a dp-* or drw-* method")

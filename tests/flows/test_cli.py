@@ -143,6 +143,8 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
     (["--method", "gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
     (["--method", "gap-edp", "--non-private"], "gap-inf"),
     (["--method", "gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "three numbers"),
+    (["--method", "dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
+    (["--method", "dp-mlp", "--epsilon", "4", "--level", "node"], "applies to DP-GNN"),
 ])
 def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     from dpgnn_core.data.store import write_dataset
