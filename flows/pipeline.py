@@ -91,6 +91,19 @@ def privacy_tags(report: dict[str, Any], state: str) -> dict[str, str]:
     if insecure:
         tags["dpgnn.private"] = "false"
         tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"
+    # The run page's description: the privacy statement in words.
+    head = (f"**(ε = {report['epsilon']:.4g}, δ = {report['delta']:.3g})-DP**, "
+            f"{report.get('accountant', '?')} accountant" if report.get("epsilon")
+            else "private")
+    if insecure:
+        head = f"**NOT PRIVATE** (reproducible noise); nominal {head}"
+    lines = [head, f"**Protects:** {report.get('protects')}",
+             f"**Unit:** {report.get('level')}; **relation:** {report.get('relation')}",
+             f"**Noise and sampling:** {report.get('randomness')}",
+             f"**Release:** {tags['dpgnn.release']}"]
+    lines += [f"**Not accounted:** {u}" for u in report.get("unaccounted", [])]
+    lines += [f"**Warning:** {w}" for w in report.get("warnings", [])]
+    tags["mlflow.note.content"] = "\n\n".join(lines)
     return tags
 
 

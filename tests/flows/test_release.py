@@ -28,6 +28,8 @@ def test_cached_release_is_reused_and_a_recompute_is_a_new_release(tmp_path: Pat
     tags = MlflowClient(first["mlflow_tracking_uri"]).get_run(first["mlflow_run_id"]).data.tags
     assert tags["dpgnn.private"] == "true" and tags["dpgnn.randomness"].startswith("secret")
     assert tags["dpgnn.level"] == "node"
+    note = tags["mlflow.note.content"]  # the run page's description
+    assert note.startswith("**(ε = ") and "**Protects:** model parameters" in note
     rid = first["release"].split()[2]
 
     cached = pipeline(dp_mlp_spec=spec, dataset=str(tmp_path / "ds"))
@@ -44,3 +46,4 @@ def test_cached_release_is_reused_and_a_recompute_is_a_new_release(tmp_path: Pat
     assert tags["dpgnn.private"] == "false"
     assert tags["dpgnn.warning"] == "not private: noise reproducible from the stored seed"
     assert "NOT PRIVATE" in insecure["randomness"]
+    assert tags["mlflow.note.content"].startswith("**NOT PRIVATE**")
