@@ -8,9 +8,9 @@ table (mean ± std over seeds).
 
     python benchmarks/results_node_level.py [--datasets cornell5,cora] [--seeds 0,1,2]
     python benchmarks/results_node_level.py --summary
-    python benchmarks/results_node_level.py --issue11 [--seeds 0,1,2]   # DP-GCN-1 re-run
+    python benchmarks/results_node_level.py --issue11 [--datasets cornell5,cora] [--seeds 0,1,2]
 
-``--issue11`` re-runs DP-GCN with 1 layer on Cornell5 after the privacy audit (issue 11):
+``--issue11`` re-runs DP-GCN with 1 layer after the privacy audit (issue 11):
 secret noise and sampling, level ``node_feature`` (features and labels; structure public)
 and the PLD accountant, the new default; results go to ``results/node_level_issue11.jsonl``
 and ``--issue11 --summary`` prints them beside the earlier RDP rows.
@@ -185,43 +185,46 @@ def summary() -> str:
     return "\n".join(lines)
 
 
-def issue11(seeds: list[int]) -> None:
-    """DP-GCN-1 on Cornell5 with the audited code: PLD, level node_feature, secret noise."""
+def issue11(names: list[str], seeds: list[int]) -> None:
+    """DP-GCN-1 with the audited code: PLD, level node_feature, secret noise."""
+    have = {(r["dataset"], r["target_epsilon"], r["seed"]) for r in read_jsonl(OUT11)}
+    for name in names:
+        data = load(name)
+        for seed in seeds:
+            for eps in EPSILONS:
+                if (name, eps, seed) not in have:
+                    _issue11_run(data, name, eps, seed)
+
+
+def _issue11_run(data, name: str, eps: float, seed: int) -> None:  # type: ignore[no-untyped-def]
     from dpgnn_core.methods import dp_gnn
 
-    have = {(r["target_epsilon"], r["seed"]) for r in read_jsonl(OUT11)}
-    data = load("cornell5")
-    for seed in seeds:
-        for eps in EPSILONS:
-            if (eps, seed) in have:
-                continue
-            spec = specs("cornell5", "dp-gcn-1", eps, seed).model_copy(
-                update={"accountant": "pld"})
-            t = time.perf_counter()
-            res = dp_gnn.train_dpgnn(data, spec)
-            m = dp_gnn.evaluate_dpgnn(res.model, data, "cpu")
-            append_jsonl(OUT11, {
-                "dataset": "cornell5", "method": "dp-gcn-1", "target_epsilon": eps,
-                "seed": seed, "epsilon": res.report["epsilon"], "accountant": "pld",
-                "level": res.report["level"], "relation": res.report["relation"],
-                "noise_multiplier": res.report["noise_multiplier"],
-                "test_accuracy": m["test"]["accuracy"], "val_accuracy": m["val"]["accuracy"],
-                "seconds": time.perf_counter() - t})
+    spec = specs(name, "dp-gcn-1", eps, seed).model_copy(update={"accountant": "pld"})
+    t = time.perf_counter()
+    res = dp_gnn.train_dpgnn(data, spec)
+    m = dp_gnn.evaluate_dpgnn(res.model, data, "cpu")
+    append_jsonl(OUT11, {
+        "dataset": name, "method": "dp-gcn-1", "target_epsilon": eps, "seed": seed,
+        "epsilon": res.report["epsilon"], "accountant": "pld", "level": res.report["level"],
+        "relation": res.report["relation"], "noise_multiplier": res.report["noise_multiplier"],
+        "test_accuracy": m["test"]["accuracy"], "val_accuracy": m["val"]["accuracy"],
+        "seconds": time.perf_counter() - t})
 
 
 def _cell(v: list[float]) -> str:
     return f"{np.mean(v):.3f} ± {np.std(v):.3f} ({len(v)})" if v else ""
 
 
-def issue11_summary() -> str:
+def issue11_summary(name: str) -> str:
     before: dict[float, list[float]] = defaultdict(list)
     for r in done():
-        if r["dataset"] == "cornell5" and r["method"] == "dp-gcn-1":
+        if r["dataset"] == name and r["method"] == "dp-gcn-1":
             before[r["target_epsilon"]].append(r["test_accuracy"])
     after: dict[float, list[dict]] = defaultdict(list)
     for r in read_jsonl(OUT11):
-        after[r["target_epsilon"]].append(r)
-    lines = ["| ε | before: RDP, claimed node level | after: PLD, node_feature | "
+        if r["dataset"] == name:
+            after[r["target_epsilon"]].append(r)
+    lines = [f"\n{name}\n", "| ε | before: RDP, claimed node level | after: PLD, node_feature | "
              "noise multiplier λ after |", "|---|---|---|---|"]
     for e in EPSILONS:
         b, a = before.get(e, []), [r["test_accuracy"] for r in after.get(e, [])]
@@ -240,9 +243,9 @@ if __name__ == "__main__":
     ap.add_argument("--issue11", action="store_true")
     a = ap.parse_args()
     if a.issue11 and a.summary:
-        print(issue11_summary())
+        print("\n".join(issue11_summary(n) for n in a.datasets.split(",")))
     elif a.issue11:
-        issue11([int(s) for s in a.seeds.split(",")])
+        issue11(a.datasets.split(","), [int(s) for s in a.seeds.split(",")])
     elif a.summary:
         print(summary())
     elif a.layers_check:
