@@ -467,6 +467,7 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
     if private:
         report.update(guarantee_scope(make(z)))
         report["warnings"] = check_delta_vs_n(delta, n_train)
+        report["unaccounted"] = list(make(z).unaccounted)
     return (make(z) if private else Ledger()), z, report
 
 

@@ -96,6 +96,8 @@ def test_ledger_is_the_composition_and_within_budget(level: str) -> None:
     # No edge is sampled away: the node-level graph is the input graph, checked.
     assert r.report["graph"]["edges_after"] == r.report["graph"]["edges_before"]
     assert list(r.ledger.unaccounted) == ([DEGREE_CHECK_NOTE] if level == "node" else [])
+    assert r.report["unaccounted"] == list(r.ledger.unaccounted)  # the report says it too
+    assert r.report["level"] == level and r.report["relation"] == "add_remove"
 
 
 def test_levels_learn_in_order() -> None:
