@@ -120,6 +120,9 @@ def train_steps(
     """
     clipper = None
     if clipping is not None:
+        if generator is None:  # torch's global RNG may be seeded from a stored spec seed
+            raise PrivacyError("private training needs its own noise generator (secret, "
+                               "from Randomness); torch's global RNG is not used for noise")
         check_dp_compatible(model)
         clipper = PerSampleClipper(model, clipping.groups)
     history: list[dict[str, float]] = []

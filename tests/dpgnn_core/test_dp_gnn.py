@@ -140,6 +140,11 @@ def test_batchnorm_model_refused_before_training() -> None:
     with pytest.raises(PrivacyError, match="BatchNorm"):
         train_steps(model, torch.optim.SGD(model.parameters(), lr=0.1), 5,
                     lambda: calls.append(1) or (model(torch.ones(2, 3)).sum(1), 0.0),
+                    clipping=Clipping((1.0,), (1.0,), 2.0), generator=torch.Generator())
+    assert calls == []
+    with pytest.raises(PrivacyError, match="own noise generator"):  # never the global RNG
+        train_steps(torch.nn.Linear(3, 3), torch.optim.SGD(model.parameters(), lr=0.1), 1,
+                    lambda: calls.append(1) or (model(torch.ones(2, 3)).sum(1), 0.0),
                     clipping=Clipping((1.0,), (1.0,), 2.0))
     assert calls == []
 

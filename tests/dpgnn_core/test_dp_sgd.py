@@ -76,7 +76,7 @@ def test_clipping_bounds_each_example() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     train_steps(model, opt, 1, lambda: (torch.nn.functional.cross_entropy(
         model(x), y, reduction="none"), 0.0),
-        clipping=Clipping((clip,), (0.0,), float(m)))
+        clipping=Clipping((clip,), (0.0,), float(m)), generator=torch.Generator())
     step = torch.cat([(b - p.detach()).reshape(-1) for b, p in zip(before, model.parameters(),
                                                                     strict=True)])
     torch.testing.assert_close(step, expected, rtol=1e-4, atol=1e-6)
