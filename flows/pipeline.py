@@ -147,12 +147,11 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    from tasks.train import train, train_dp_mlp, train_dpgnn, train_drw, train_graph_cls
+    from tasks.train import train
 
-    private_specs = [(s, t) for s, t in ((dpgnn_spec, train_dpgnn), (dp_mlp_spec, train_dp_mlp),
-                                         (drw_spec, train_drw), (graph_spec, train_graph_cls))
-                     if s is not None]
-    if len(private_specs) + (train_spec is not None) + (gap_spec is not None) != 1:
+    given = [s for s in (train_spec, dpgnn_spec, dp_mlp_spec, drw_spec, gap_spec, graph_spec)
+             if s is not None]
+    if len(given) != 1:
         raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec, drw_spec, "
                          "gap_spec or graph_spec")
     if (dataset is None) == (ingest_spec is None):
@@ -164,28 +163,22 @@ def pipeline(
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
     from pathlib import Path
 
-    spec: Any
-    if gap_spec is not None:
-        spec = gap_spec
+    from dpgnn_core.methods.registry import method_for
+
+    spec: Any = given[0]
+    if gap_spec is not None:  # GAP's cached stages (calibrate, graph, encoder, PMA, classifier)
         model, report = _gap_chain(ds, gap_spec, refresh, states)
-        method = report["method"]
-    elif private_specs:
-        spec, task_fn = private_specs[0]
-        model, states["train"] = _run(task_fn, refresh, dataset=ds, spec=spec)
-        report = model["report"]
-        method = report["method"]
     else:
-        spec = train_spec
-        model, states["train"] = _run(train, refresh, dataset=ds, spec=train_spec)
-        report = {"private": False, "epsilon": None}
-        method = train_spec.method  # type: ignore[union-attr]
+        model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
+        report = model.get("report") or {"private": False, "epsilon": None}
+    method = report.get("method") or method_for(spec).name
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
     if graph_spec is not None and report["private"] and explain_graphs > 0:
         from tasks.explain import explain
 
         twin, states["train_nonprivate"] = _run(
-            train_graph_cls, refresh, dataset=ds,
+            train, refresh, dataset=ds,
             spec=graph_spec.model_copy(update={"epsilon": None}))
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)

@@ -11,7 +11,6 @@ from prefect import task
 
 from dpgnn_core.data.store import read_dataset
 from dpgnn_core.io import atomic_dir, sha256_file, write_json_atomic
-from dpgnn_core.methods import baseline
 from tasks._cache import inputs_and_code
 from tasks.train import artifact_dir, files_manifest
 
@@ -35,39 +34,17 @@ def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     """Metrics (accuracy, micro/macro F1, ROC AUC) on train, val and test."""
     verify_files(model["path"], model["files"])
     data = read_dataset(dataset["path"], verify=False)
-    path = Path(model["path"]) / "model.pt"
-    blob = torch.load(path, map_location="cpu", weights_only=True)
-    if blob.get("kind") == "dpgnn":
-        from dpgnn_core.methods import dp_gnn
+    from dpgnn_core.methods.registry import load_blob
 
-        net, dspec = dp_gnn.load_dpgnn(blob)
-        metrics = dp_gnn.evaluate_dpgnn(net, data, dspec.device)
-    elif blob.get("kind") == "gap":
-        from dpgnn_core.methods import gap
-
+    blob = torch.load(Path(model["path"]) / "model.pt", map_location="cpu", weights_only=True)
+    method, net, spec = load_blob(blob)  # the registry decides the method
+    extra: dict[str, Any] = {}
+    if "aggregations" in model:  # GAP predicts from its cached private release
         agg = model["aggregations"]
         verify_files(agg["path"], agg["files"])
-        clf, gspec = gap.load_gap(blob)
-        xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
-        metrics = gap.evaluate_gap(clf, xs, data, gspec.device)
-    elif blob.get("kind") == "graph_cls":
-        from dpgnn_core.methods import graph_cls
-
-        gnet, cspec = graph_cls.load_graph_classifier(blob)
-        metrics = graph_cls.evaluate_graphs(gnet, data, cspec.device)
-    elif blob.get("kind") == "drw":
-        from dpgnn_core.methods import drw
-
-        net, rspec = drw.load_drw(blob)
-        metrics = drw.evaluate_drw(net, data, rspec.device)
-    elif blob.get("kind") == "dp_mlp":
-        from dpgnn_core.methods import dp_mlp
-
-        mlp, mspec = dp_mlp.load_dp_mlp(blob)
-        metrics = dp_mlp.evaluate_dp_mlp(mlp, data, mspec.device)
-    else:
-        net, spec = baseline.load_model(path)
-        metrics = baseline.evaluate(data, baseline.predict(net, data, spec))
+        extra["aggregations"] = torch.load(Path(agg["path"]) / "aggregations.pt",
+                                           weights_only=True)
+    metrics = method.evaluate(net, data, spec, extra)
     out = artifact_dir("evaluate", dataset["content_sha256"], model["files"])
     clean = {s: {k: (None if math.isnan(v) else v) for k, v in m.items()}
              for s, m in metrics.items()}

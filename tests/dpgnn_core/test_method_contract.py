@@ -1,0 +1,101 @@
+"""The method contract, run on every registered method: a new method gets it for free.
+
+fit on a tiny graph (or graph set) -> save -> load -> evaluate gives the same predictions;
+the ledger the plan (``ledger_for``) describes is the ledger the run returns; a private
+run's reported ε is within its target; options the method does not take are refused; the
+registry maps the spec back to the method.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from dpgnn_core.data.synthetic import csbm, er_graphs
+from dpgnn_core.graph.degree_bound import max_degree_for_pma
+from dpgnn_core.methods.registry import METHODS, UnknownMethodError, get, method_for
+from dpgnn_core.privacy import make_accountant
+
+NODES = csbm(num_nodes=300, avg_degree=5, feature_dim=8, seed=5)
+GRAPHS = er_graphs(num_graphs=80, split=(50, 15, 15), seed=5)
+
+# Tiny, fast options per family (what the contract needs, not a recipe).
+FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
+    "baseline": {"epochs": 3, "hidden": 8},
+    "dp-gnn": {"steps": 3, "batch_size": 16, "hidden": 8, "max_degree": 3},
+    "drw": {"steps": 3, "batch_size": 8, "hidden": 8, "walk_length": 2},
+    "dp-mlp": {"steps": 3, "batch_size": 16, "hidden": 8},
+    "gap": {"steps": 3, "epochs": 3, "batch_size": 16, "hidden": 8, "encoder_dim": 4},
+    "graph-cls": {"steps": 3, "batch_size": 8, "hidden": 8},
+}
+
+
+def _spec(name: str) -> Any:
+    m = get(name)
+    opts: dict[str, Any] = {**FAMILY_OPTIONS[m.family], "device": "cpu"}
+    if m.private:
+        opts["epsilon"] = 4.0
+    if name == "gap-ndp":
+        opts["max_degree"] = max_degree_for_pma(NODES.edge_index, NODES.num_nodes,
+                                                directed=NODES.directed)
+    if name.startswith("drw-r"):
+        opts["restarts"] = 2
+    return m.spec(**opts)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_contract(name: str, tmp_path: Path) -> None:
+    m = get(name)
+    data = GRAPHS if m.task == "graph" else NODES
+    spec = _spec(name)
+    assert method_for(spec) is m
+    fitted = m.fit(data, spec)
+
+    # save -> load -> evaluate: the same predictions as the fitted model.
+    m.save(str(tmp_path / "model.pt"), fitted, spec, data)
+    model, loaded_spec = m.load(torch.load(tmp_path / "model.pt", weights_only=True))
+    assert loaded_spec == spec
+    before = m.evaluate(fitted.model, data, spec, fitted.extra)
+    after = m.evaluate(model, data, loaded_spec, fitted.extra)
+    for split in ("train", "val", "test"):
+        assert after[split]["accuracy"] == pytest.approx(before[split]["accuracy"])
+        assert 0.0 <= after[split]["accuracy"] <= 1.0
+
+    # The plan's ledger is the run's ledger; ε from it is the reported one, within target.
+    if m.family == "graph-cls":
+        n_train = int((np.asarray(data.graph_split) == 0).sum())
+    else:
+        n_train = int(data.mask("train").sum())
+    z = float(fitted.report.get("noise_multiplier") or 0.0)
+    if m.private:
+        planned = m.ledger_for(spec, n_train)(z)
+        assert planned.entries == fitted.ledger.entries
+        eps = make_accountant(fitted.report["accountant"]).epsilon(fitted.ledger,
+                                                                   fitted.report["delta"])
+        assert eps == pytest.approx(fitted.report["epsilon"]) and eps <= 4.0
+        assert fitted.report["level"] and fitted.report["relation"]
+    else:
+        assert fitted.ledger.entries == () and not fitted.report["private"]
+        assert m.ledger_for(spec, n_train)(1.0).entries == ()
+
+    # Options that do not apply are refused, naming the option.
+    with pytest.raises(UnknownMethodError, match="does not take bogus_option"):
+        m.spec(bogus_option=1)
+    for field, value in m.fixed.items():  # the name decides these fields
+        with pytest.raises(UnknownMethodError, match=field):
+            m.spec(**{field: value})
+
+
+def test_registry_names_and_errors() -> None:
+    assert {"mlp", "gcn", "sage", "dp-gcn", "dp-sage", "dp-gin", "dp-gat", "drw-gcn",
+            "drw-r-sage", "drw-d-gcn", "dp-mlp", "gap-edp", "gap-ndp", "gap-inf",
+            "graph-gcn", "dp-graph-gat"} <= set(METHODS)
+    with pytest.raises(UnknownMethodError, match="unknown method 'dp-foo'"):
+        get("dp-foo")
+    # A spec given to another method's contract is refused.
+    with pytest.raises(UnknownMethodError, match="dp-sage"):
+        get("dp-gcn").fit(NODES, get("dp-sage").spec(epsilon=1.0))
