@@ -271,66 +271,6 @@ def datasets(
     Console().print(table)
 
 
-class SamplerName(StrEnum):
-    degree_bounded = "degree-bounded"
-    drw = "drw"
-    drw_r = "drw-r"
-    gap_degree = "gap-degree"
-
-
-@app.command()
-def materialize(
-    dataset: Annotated[Path, typer.Option(help="An ingested dataset folder.")],
-    sampler: Annotated[SamplerName, typer.Option(
-        help="degree-bounded (DP-GNN), drw, drw-r (disjoint random walks) or gap-degree "
-        "(GAP's degree bound).")],
-    out: Annotated[Path, typer.Option(help="Artifact folder to create.")],
-    max_degree: Annotated[int | None, typer.Option(
-        help="K (degree-bounded: in-degree bound) or D (gap-degree: degree bound).")] = None,
-    layers: Annotated[int, typer.Option(help="r, hops of each subgraph (degree-bounded).")] = 1,
-    walk_length: Annotated[int | None, typer.Option(help="L (drw, drw-r).")] = None,
-    restarts: Annotated[int, typer.Option(help="R walks per root (drw-r).")] = 1,
-    seed: Annotated[int, typer.Option(
-        help="Seed of the sample, used only with --insecure-reproducible-noise.")] = 0,
-    insecure_reproducible_noise: Annotated[bool, typer.Option(
-        help="Derive the sample from --seed (reproducible, not secret); by default it is "
-        "drawn from OS entropy.")] = False,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")
-                       ] = False,
-) -> None:
-    """Materialise training subgraphs (or GAP's degree-bounded graph) as Parquet, atomically.
-
-    Subgraph folders hold subgraphs.parquet (subgraph_id, root, nodes), subgraph_edges.parquet
-    (subgraph_id, src, dst) and a manifest with the per-node occurrence bound the accountant
-    relies on; gap-degree writes a dataset folder whose edges have degree <= D."""
-    from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.graph.materialize import materialize as run_materialize
-    from dpgnn_core.specs import SamplerSpec
-
-    if out.exists() and not overwrite:
-        _err(f"{out} already exists; pass --overwrite to replace it")
-        raise typer.Exit(2)
-    try:
-        spec = SamplerSpec(sampler=sampler.value, max_degree=max_degree, layers=layers,
-                           walk_length=walk_length, restarts=restarts, seed=seed,
-                           insecure_reproducible_noise=insecure_reproducible_noise)
-        with _console().status(f"materialising {sampler.value} subgraphs…"), \
-                _stdout_to_stderr():
-            manifest = run_materialize(dataset, spec, out, overwrite=overwrite)
-    except (DpgnnError, ValueError, FileExistsError) as e:
-        _err(e)
-        raise typer.Exit(1) from e
-    if as_json:
-        print(json.dumps(manifest))
-    elif "num_subgraphs" in manifest:
-        typer.echo(f"wrote {out}: {manifest['num_subgraphs']} subgraphs (largest "
-                   f"{manifest['max_size']} nodes), each node in at most "
-                   f"{manifest['occurrence_bound']} of them")
-    else:
-        typer.echo(f"wrote {out}: degree-bounded graph with {manifest['num_edges']} edges")
-
-
 def _use_server_if_running() -> str | None:
     from flows import server
 
