@@ -6,9 +6,9 @@ them as parameters, Prefect can validate them and cache keys can hash them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from dpgnn_core.io import sha256_json
 
@@ -237,8 +237,15 @@ class DpgnnSpec(SubgraphSpec):
             (default: ``node_feature``)
     """
 
+    method: Literal["dp-gcn", "dp-sage", "dp-gin", "dp-gat"]
     max_degree: int = Field(7, ge=1)
     level: Literal["node_feature", "node"] = "node_feature"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        return _link(data, lambda d: f"dp-{d.get('conv', 'gcn')}",
+                     lambda m: {"conv": m[3:]})
 
 
 class DrwSpec(SubgraphSpec):
@@ -261,11 +268,19 @@ class DrwSpec(SubgraphSpec):
     """
 
     accountant: Literal["rdp", "pld"] = "rdp"
+    method: Literal["drw-gcn", "drw-sage", "drw-r-gcn", "drw-r-sage", "drw-d-gcn",
+                    "drw-d-sage"]
     variant: Literal["drw", "drw-r", "drw-d"] = "drw"
     walk_length: int = Field(4, ge=1)
     restarts: int = Field(1, ge=1)
     resample_every: int = Field(100, ge=1)
     conv: Literal["gcn", "sage"] = "gcn"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        return _link(data, lambda d: f"{d.get('variant', 'drw')}-{d.get('conv', 'gcn')}",
+                     lambda m: {"variant": m.rsplit("-", 1)[0], "conv": m.rsplit("-", 1)[1]})
 
     @model_validator(mode="after")
     def _variant(self) -> DrwSpec:
@@ -294,6 +309,7 @@ class DpMlpSpec(PrivateSpec):
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
     """
 
+    method: Literal["dp-mlp"] = "dp-mlp"
     hidden: int = Field(256, ge=1)
     layers: int = Field(2, ge=1, le=8)
 
@@ -329,6 +345,7 @@ class GapSpec(PrivateSpec):
     The other fields are :class:`PrivateSpec`'s.
     """
 
+    method: Literal["gap-edp", "gap-ndp", "gap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     hops: int = Field(2, ge=1, le=10)
     max_degree: int | None = Field(None, ge=1)
@@ -339,6 +356,12 @@ class GapSpec(PrivateSpec):
     epochs: int = Field(100, ge=1)
     lr: float = Field(1e-2, gt=0)
     budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        return _link(data, lambda d: GAP_NAMES[d.get("level", "edge")],
+                     lambda m: {"level": {v: k for k, v in GAP_NAMES.items()}[m]})
 
     @model_validator(mode="after")
     def _gap(self) -> GapSpec:
@@ -380,6 +403,8 @@ class GraphClsSpec(PrivateSpec):
             N / m (one expected pass) when omitted.
     """
 
+    method: Literal["graph-gcn", "graph-sage", "graph-gat", "dp-graph-gcn", "dp-graph-sage",
+                    "dp-graph-gat"]
     conv: Literal["gcn", "sage", "gat"] = "gcn"
     layers: int = Field(3, ge=2, le=4)
     hidden: int = Field(64, ge=1)
@@ -390,3 +415,59 @@ class GraphClsSpec(PrivateSpec):
     steps: int = Field(300, ge=1)
     lr: float = Field(1e-2, gt=0)
     eval_every: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        def name(d: dict[str, Any]) -> str:
+            prefix = "dp-graph" if d.get("epsilon") is not None else "graph"
+            return f"{prefix}-{d.get('conv', 'gcn')}"
+        return _link(data, name, lambda m: {"conv": m.rsplit("-", 1)[1]})
+
+    @model_validator(mode="after")
+    def _budget_matches_name(self) -> GraphClsSpec:
+        if self.method.startswith("dp-") and self.epsilon is None:
+            raise ValueError(f"{self.method} trains privately: give epsilon (or use "
+                             f"graph-{self.conv} for the non-private model)")
+        if not self.method.startswith("dp-") and self.epsilon is not None:
+            raise ValueError(f"{self.method} is not private: drop epsilon (or use "
+                             f"dp-graph-{self.conv})")
+        return self
+
+
+GAP_NAMES = {"edge": "gap-edp", "node": "gap-ndp", "none": "gap-inf"}
+
+
+def _link(data: Any, name_of: Any, fields_of: Any) -> Any:
+    """Keep a spec's ``method`` (its registered name) and the fields the name implies in
+    step: fill ``method`` from them when it is missing, fill them from ``method`` when they
+    are missing, and refuse a pair that disagrees."""
+    if not isinstance(data, dict):
+        return data
+    d = dict(data)
+    if "method" not in d or d["method"] is None:
+        d["method"] = name_of(d)
+        return d
+    implied = fields_of(d["method"]) if isinstance(d["method"], str) else {}
+    for k, v in implied.items():
+        if k in d and d[k] != v:
+            raise ValueError(f"method {d['method']!r} implies {k}={v!r}, got {k}={d[k]!r}")
+        d[k] = v
+    return d
+
+
+#: Every method's spec, told apart by ``method`` (its registered name): one spec object,
+#: from Python, a TOML/YAML/JSON file or CLI options, selects the method.
+AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | GraphClsSpec,
+                    Field(discriminator="method")]
+_ANY = TypeAdapter(AnySpec)
+
+
+def parse_spec(data: dict[str, Any]) -> Spec:
+    """Validate a spec given as a mapping with a ``method`` key (e.g. ``{"method":
+    "dp-gcn", "epsilon": 4}``): the discriminated union picks the spec class; fields the
+    method does not take are refused."""
+    if "method" not in data:
+        raise ValueError("a spec needs a 'method' (e.g. dp-gcn, drw-gcn, gap-edp, gcn)")
+    spec: Spec = _ANY.validate_python(data)
+    return spec

@@ -179,7 +179,7 @@ def pipeline(
 
         twin, states["train_nonprivate"] = _run(
             train, refresh, dataset=ds,
-            spec=graph_spec.model_copy(update={"epsilon": None}))
+            spec=GraphClsSpec(**{**graph_spec.model_dump(), "epsilon": None, "method": None}))
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
     params = {"method": method, "train": spec.model_dump(mode="json"),

@@ -172,22 +172,14 @@ def get(name: str) -> Method:
 
 
 def name_of(spec: Any) -> str:
-    """The registered name a spec belongs to: its type and the fields its name fixes
-    (and, where a family registers a private and a non-private name, whether it has a
-    budget)."""
-    found = [m for m in _REGISTRY.values() if type(spec) is m.spec_type
-             and all(getattr(spec, k) == v for k, v in m.fixed.items())]
-    if len(found) > 1:
-        found = [m for m in found if m.private == _is_private(spec)]
-    if len(found) != 1:
-        raise UnknownMethodError(f"no registered method takes this {type(spec).__name__}")
-    return found[0].name
-
-
-def _is_private(spec: Any) -> bool:
-    if isinstance(spec, GapSpec):
-        return spec.level != "none"
-    return getattr(spec, "epsilon", None) is not None
+    """The registered name a spec belongs to: its ``method`` field (every spec class in
+    :mod:`dpgnn_core.specs` carries its registered name there)."""
+    name = getattr(spec, "method", None)
+    m = _REGISTRY.get(name) if isinstance(name, str) else None
+    if m is None or type(spec) is not m.spec_type:
+        raise UnknownMethodError(f"no registered method takes this {type(spec).__name__} "
+                                 f"(method={name!r})")
+    return m.name
 
 
 def method_for(spec: Any) -> Method:
@@ -236,8 +228,9 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
 
     for name, fixed in names.items():
         register(Method(name=name, family=family, spec_type=spec_type,
-                        fixed=MappingProxyType(fixed), task="node", private=True,
-                        protection=protection, _fit=fit, _ledger_for=mod.plan,
+                        fixed=MappingProxyType({"method": name, **fixed}), task="node",
+                        private=True,
+                        protection=protection, _fit=fit, _ledger_for=mod.ledger_for,
                         _save=save_, _load=getattr(mod, load), _evaluate=evaluate_))
 
 
@@ -307,9 +300,9 @@ def _register_all() -> None:
                                "add/remove"),
                               ("gap-inf", "none", "nothing (non-private)")):
         register(Method(name=name, family="gap", spec_type=GapSpec,
-                        fixed=MappingProxyType({"level": level}), task="node",
+                        fixed=MappingProxyType({"method": name, "level": level}), task="node",
                         private=level != "none", protection=desc, _fit=gap_fit,
-                        _ledger_for=gap.plan, _save=gap_save, _load=gap.load_gap,
+                        _ledger_for=gap.ledger_for, _save=gap_save, _load=gap.load_gap,
                         _evaluate=gap_eval))
 
     def cls_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
@@ -326,13 +319,14 @@ def _register_all() -> None:
 
     for conv in ("gcn", "sage", "gat"):
         for private in (True, False):
-            register(Method(name=f"dp-graph-{conv}" if private else f"graph-{conv}",
-                            family="graph-cls", spec_type=GraphClsSpec,
-                            fixed=MappingProxyType({"conv": conv}), task="graph",
+            name = f"dp-graph-{conv}" if private else f"graph-{conv}"
+            register(Method(name=name, family="graph-cls", spec_type=GraphClsSpec,
+                            fixed=MappingProxyType({"method": name, "conv": conv}),
+                            task="graph",
                             private=private,
                             protection="graph; add/remove" if private else
                             "nothing (non-private)",
-                            _fit=cls_fit, _ledger_for=graph_cls.plan, _save=cls_save,
+                            _fit=cls_fit, _ledger_for=graph_cls.ledger_for, _save=cls_save,
                             _load=graph_cls.load_graph_classifier, _evaluate=cls_eval))
 
 
