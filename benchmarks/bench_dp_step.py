@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import machine, peak_rss_gib
 
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import build_batch
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN

@@ -30,8 +30,8 @@ from reference_samplers import (
 )
 
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.graph.degree_bound import bound_degree
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.gap_degree import bound_degree
 from dpgnn_core.graph.random_walk import drw
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -152,7 +152,7 @@ CLIP_GRID = {"1": lambda d: 1.0, "sqrt(D)": lambda d: float(np.sqrt(d)),
 def max_degree(data) -> int:  # type: ignore[no-untyped-def]
     """D as GAP-NDP's degree check computes it (max over nodes of max(d_in, d_out) on a
     graph flagged undirected, d_in + d_out on a directed one)."""
-    from dpgnn_core.graph.degree_bound import max_degree_for_pma
+    from dpgnn_core.graph.gap_degree import max_degree_for_pma
 
     return max_degree_for_pma(np.asarray(data.edge_index), data.num_nodes,
                               directed=bool(data.directed))

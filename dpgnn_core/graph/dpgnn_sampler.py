@@ -1,4 +1,7 @@
-"""DP-GNN's degree-bounded subgraphs (Daigavane et al., Alg. 1-3).
+"""DP-GNN's subgraph sampler: SAMPLE-EDGELISTS and SAMPLE-SUBGRAPHS (Daigavane et al.,
+Alg. 1-3), which build the degree-bounded training subgraphs. Which subgraphs form a batch
+at each step is the job of the *batch sampler*,
+:class:`~dpgnn_core.training.dp_sgd.FixedSizeSampler`.
 
 What is implemented, exactly:
 

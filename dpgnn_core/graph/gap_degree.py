@@ -1,4 +1,4 @@
-"""Degrees and degree bounds for node-level PMA (GAP).
+"""GAP's degree check for node-level PMA, degrees, and GAP's old edge sampler.
 
 :func:`check_degree_bound` is what GAP-NDP uses: it applies no projection and refuses a
 graph with a degree above D. Its node-level guarantee is stated for graphs whose degrees

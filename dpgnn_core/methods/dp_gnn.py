@@ -1,4 +1,5 @@
-"""DP-GNN (Daigavane et al.): the recipe tying sampler, model, DP optimizer and ledger.
+"""DP-GNN (Daigavane et al.): the recipe tying subgraph sampler, model, DP optimizer and
+ledger.
 
 1. SAMPLE-EDGELISTS and SAMPLE-SUBGRAPHS on the training nodes (every node in at most
    N(K, r) subgraphs).
@@ -27,7 +28,7 @@ import numpy as np
 
 from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs
 from dpgnn_core.methods._private import check_node_task, resolve_steps
 from dpgnn_core.methods._subgraph import (
@@ -64,7 +65,7 @@ PROTECTS = {
 }
 
 
-def plan(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
+def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
     """λ ↦ the ledger of the whole training plan."""
     marked = marked_subgraphs(spec)
 
@@ -94,7 +95,7 @@ def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator) -> Su
     train = data.mask("train")
     ei = data.edge_index
     if data.directed and not is_symmetric(ei, data.num_nodes):
-        ei = np.ascontiguousarray(ei[::-1])  # messages follow real edges (see degree_bounded)
+        ei = np.ascontiguousarray(ei[::-1])  # messages follow real edges (see dpgnn_sampler)
     sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree, rng)
     return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.max_degree)
 
@@ -111,11 +112,11 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     """
     n_train = check_node_task(data, spec, "DP-GNN")
     check_level(data, spec)
-    spec = resolve_steps(spec, n_train, plan)
+    spec = resolve_steps(spec, n_train, ledger_for)
     randomness = Randomness.for_spec(spec)
     sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"))
     result = train_on_subgraphs(
-        data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=plan(spec, n_train),
+        data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=ledger_for(spec, n_train),
         randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
         protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)

@@ -33,7 +33,7 @@ from dpgnn_core.training.per_sample import group_noise_stds
 DpMlpResult = PrivateResult[MLP]
 
 
-def plan(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
+def ledger_for(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger of the whole training plan."""
     return poisson_plan(spec, num_train, "node", "DP-MLP training")
 
@@ -43,10 +43,10 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                  ) -> DpMlpResult:
     """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
     n_train = check_node_task(data, spec, "DP-MLP")
-    spec = resolve_steps(spec, n_train, plan)
+    spec = resolve_steps(spec, n_train, ledger_for)
     train_idx = np.flatnonzero(data.mask("train"))
     ledger, z, report = calibrated_plan(
-        spec, n_train, plan(spec, n_train), method="dp-mlp",
+        spec, n_train, ledger_for(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
         "label)")
     private = report["private"]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.graph.degree_bounded import SAMPLING_SCHEME
+from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME
 from dpgnn_core.graph.random_walk import drw, drw_partitions
 from dpgnn_core.graph.subgraphs import Subgraphs
 from dpgnn_core.methods._private import check_node_task, resolve_steps
@@ -38,7 +38,7 @@ from dpgnn_core.specs import DrwSpec
 evaluate_drw = evaluate_subgraph_model
 
 
-def plan(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
+def ledger_for(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
     """λ ↦ the ledger of the whole training plan."""
     rate = drw_sampling_rate(num_train, spec.batch_size, spec.walk_length, spec.restarts)
 
@@ -56,9 +56,9 @@ def train_drw(data: GraphData, spec: DrwSpec,
               ) -> SubgraphResult:
     """Train on disjoint random-walk subgraphs; see the module docstring."""
     n_train = check_node_task(data, spec, spec.variant.upper())
-    spec = resolve_steps(spec, n_train, plan)
+    spec = resolve_steps(spec, n_train, ledger_for)
     train = data.mask("train")
-    ledger_of = plan(spec, n_train)  # refuses a batch larger than the smallest partition
+    ledger_of = ledger_for(spec, n_train)  # refuses a batch larger than the smallest partition
     randomness = Randomness.for_spec(spec)
     walks = randomness.numpy_generator("walks")
     if spec.variant == "drw-d":

@@ -61,7 +61,7 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.degree_bound import check_degree_bound
+from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods._private import (
     check_delta_vs_n,
     check_node_task,
@@ -314,7 +314,7 @@ def with_own_encoding(encoder: GapEncoder | None, x: Tensor, aggregations: Tenso
 # --- the recipe ------------------------------------------------------------------------
 
 
-def plan(spec: GapSpec, num_train: int) -> Callable[[float], Ledger]:
+def ledger_for(spec: GapSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger of the whole composition (empty for GAP-∞)."""
     w_enc, w_pma, w_cls = spec.budget_split
     rate = spec.batch_size / num_train
@@ -354,7 +354,7 @@ class GapResult:
 
 def prepare_graph(data: GraphData, spec: GapSpec) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already
-    have every degree within D (:func:`~dpgnn_core.graph.degree_bound.check_degree_bound`
+    have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
     refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
     ei = np.asarray(data.edge_index)
     info: dict[str, Any] = {"edges_before": int(ei.shape[1]), "directed": is_directed(data)}
@@ -418,7 +418,7 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
                       "features: the encoding cannot compress them", stacklevel=2)
     private = spec.level != "none"
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    make = plan(spec, n_train)
+    make = ledger_for(spec, n_train)
     report: dict[str, Any] = {
         "method": "gap-" + {"edge": "edp", "node": "ndp", "none": "inf"}[spec.level],
         "private": private, "level": spec.level, "delta": delta, "hops": spec.hops,
@@ -488,7 +488,7 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float,
                     z * spec.budget_split[0], "encoder", on_step)
     events = Ledger()
     if spec.level == "node":
-        events = Ledger(plan(spec, n_train)(z).entries[:1])
+        events = Ledger(ledger_for(spec, n_train)(z).entries[:1])
     return enc.eval(), hist, events
 
 
@@ -510,7 +510,7 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
     events = Ledger()
     if spec.level != "none":
         n_train = int(data.mask("train").sum())
-        events = Ledger(tuple(e for e in plan(spec, n_train)(z).entries
+        events = Ledger(tuple(e for e in ledger_for(spec, n_train)(z).entries
                               if e.event.kind == "gaussian"))
         if spec.level == "node":
             events = events.flag(DEGREE_CHECK_NOTE)
@@ -537,7 +537,7 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
                     spec.level == "node", z * spec.budget_split[2], "classifier", on_step)
     events = Ledger()
     if spec.level == "node":
-        events = Ledger(plan(spec, n_train)(z).entries[-1:])
+        events = Ledger(ledger_for(spec, n_train)(z).entries[-1:])
     return clf.eval().attach_encoder(enc), hist, events
 
 
@@ -617,7 +617,7 @@ def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
     total = encoder_steps + classifier_steps
     if spec.level == "none":
         return [math.inf] * total
-    entries = plan(spec, num_train)(z).entries
+    entries = ledger_for(spec, num_train)(z).entries
     node = spec.level == "node"
 
     def with_steps(entry: LedgerEntry, k: int) -> LedgerEntry:

@@ -93,7 +93,7 @@ def check_graph_task(data: GraphData, spec: GraphClsSpec) -> np.ndarray:
     return train
 
 
-def plan(spec: GraphClsSpec, num_train: int) -> Callable[[float], Ledger]:
+def ledger_for(spec: GraphClsSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger: T Poisson-subsampled Gaussian steps at graph level."""
     return poisson_plan(spec, num_train, "graph", "DP-SGD over graphs")
 
@@ -142,9 +142,9 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     """
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
-    spec = resolve_steps(spec, n_train, plan)
+    spec = resolve_steps(spec, n_train, ledger_for)
     ledger, z, report = calibrated_plan(
-        spec, n_train, plan(spec, n_train), method=f"dp-graph-{spec.conv}",
+        spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "
         "features and label)")
     report["method"] = (f"dp-graph-{spec.conv}" if report["private"]

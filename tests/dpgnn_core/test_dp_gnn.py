@@ -150,7 +150,7 @@ def test_batchnorm_model_refused_before_training() -> None:
 
 
 def test_train_until_the_budget_is_spent() -> None:
-    from dpgnn_core.methods.dp_gnn import plan
+    from dpgnn_core.methods.dp_gnn import ledger_for
 
     base = {k: v for k, v in BASE.items() if k != "steps"}
     spec = DpgnnSpec(epsilon=1.0, noise_multiplier=2.0, **base)
@@ -160,7 +160,7 @@ def test_train_until_the_budget_is_spent() -> None:
     acc, delta = make_accountant(r.report["accountant"]), r.report["delta"]
 
     def eps(steps: int) -> float:
-        return acc.epsilon(plan(spec.model_copy(update={"steps": steps}), n)(2.0), delta)
+        return acc.epsilon(ledger_for(spec.model_copy(update={"steps": steps}), n)(2.0), delta)
 
     assert eps(t) <= 1.0 < eps(t + 1)
     assert len(r.history) == t and r.ledger.events[0].steps == t

@@ -146,8 +146,8 @@ def test_train_until_the_budget_is_spent() -> None:
     t = r.report["steps"]
     assert len(r.history) == t > 0 and r.report["noise_multiplier"] == 1.5
     acc = make_accountant(r.report["accountant"])
-    from dpgnn_core.methods.graph_cls import plan
+    from dpgnn_core.methods.graph_cls import ledger_for
 
     spec = GraphClsSpec(epsilon=3.0, batch_size=40)
-    over = plan(spec.model_copy(update={"steps": t + 1}), 240)(1.5)
+    over = ledger_for(spec.model_copy(update={"steps": t + 1}), 240)(1.5)
     assert r.report["epsilon"] <= 3.0 < acc.epsilon(over, r.report["delta"])

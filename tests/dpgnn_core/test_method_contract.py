@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from dpgnn_core.data.synthetic import csbm, er_graphs
-from dpgnn_core.graph.degree_bound import max_degree_for_pma
+from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods.registry import METHODS, UnknownMethodError, get, method_for
 from dpgnn_core.privacy import make_accountant
 

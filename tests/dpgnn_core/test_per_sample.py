@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import build_batch
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN

@@ -130,7 +130,7 @@ def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
 def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    from dpgnn_core.graph.degree_bound import max_degree_for_pma
+    from dpgnn_core.graph.gap_degree import max_degree_for_pma
     from dpgnn_core.privacy import Ledger, make_accountant
     from dpgnn_core.specs import GapSpec
 

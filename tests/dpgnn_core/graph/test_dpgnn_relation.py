@@ -15,7 +15,7 @@ import pytest
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DpgnnError
-from dpgnn_core.graph.degree_bounded import SampledEdges, sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import SampledEdges, sample_edgelists, sample_subgraphs
 from dpgnn_core.methods.dp_gnn import marked_subgraphs, train_dpgnn
 from dpgnn_core.privacy import neighbourhood_size
 from dpgnn_core.specs import DpgnnSpec

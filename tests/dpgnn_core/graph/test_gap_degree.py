@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.degree_bound import (
+from dpgnn_core.graph.gap_degree import (
     _select,
     bound_degree,
     check_degree_bound,

@@ -8,7 +8,7 @@ import torch
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.random_walk import drw, drw_partitions
 from dpgnn_core.graph.subgraphs import build_batch, read_subgraphs, write_subgraphs
 from dpgnn_core.io import sha256_file

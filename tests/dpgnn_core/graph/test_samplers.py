@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from dpgnn_core.data.clean import to_undirected
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.degree_bound import bound_degree, degrees
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.gap_degree import bound_degree, degrees
 from dpgnn_core.privacy import neighbourhood_size
 
 

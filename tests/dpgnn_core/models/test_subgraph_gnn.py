@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.graph.degree_bounded import sample_edgelists, sample_subgraphs
+from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import build_batch
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 
