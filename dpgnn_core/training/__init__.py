@@ -1,1 +1,3 @@
-"""Training loops and metrics."""
+"""Training loops and metrics. Nothing is re-exported here: import from the submodules."""
+
+__all__: list[str] = []
