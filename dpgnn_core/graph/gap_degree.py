@@ -6,16 +6,16 @@ are all within D (undirected degree, i.e. in- and out-degree each, on a graph fl
 undirected; in + out degree on one flagged directed); the refusal itself reveals whether
 that holds, which the ledger lists as an unaccounted use.
 
-:func:`bound_degree` is GAP's edge sampler (kept for ``dpgnn materialize --sampler
-gap-degree`` and the benchmarks): the edges are put in a uniformly random order; every
-node selects its first D incident edges in that order; an edge is kept when both its
-endpoints selected it. It is **not** stable under node removal: removing a node v frees a
-slot at every neighbour that had selected v's edge, and each such neighbour may then keep
-an edge to a third node. A hub with 300 neighbours of degree 6 at D = 5 changes about 250
-kept edges not incident to v, so an aggregation over its output moves by far more than any
-bound in D. A graph bounded with it carries a node-level guarantee relative to the
-*bounded* graph only, not the original one. Any rule in which one node's edges decide
-which edges of another node survive has this defect; see docs/privacy.md.
+:func:`bound_degree` is GAP's edge sampler (kept for the tests that show its defect and
+the benchmarks; nothing in dpgnn trains on its output): the edges are put in a uniformly
+random order; every node selects its first D incident edges in that order; an edge is kept
+when both its endpoints selected it. It is **not** stable under node removal: removing a
+node v frees a slot at every neighbour that had selected v's edge, and each such neighbour
+may then keep an edge to a third node. A hub with 300 neighbours of degree 6 at D = 5
+changes about 250 kept edges not incident to v, so an aggregation over its output moves by
+far more than any bound in D. A graph bounded with it carries a node-level guarantee
+relative to the *bounded* graph only, not the original one. Any rule in which one node's
+edges decide which edges of another node survive has this defect; see docs/privacy.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
-"""Training subgraphs: one flat container for every sampler, its Parquet artifact, and the
-padded dense batches that training consumes.
-
-Artifact (a folder, written atomically)::
-
-    subgraphs.parquet        subgraph_id int64, root int64, nodes list<int64> (root first)
-    subgraph_edges.parquet   subgraph_id int64, src int64, dst int64 (global ids; src sends
-                             to dst)
-    manifest.json            sampler spec, seed, dataset sha256, counts, the declared
-                             per-node occurrence bound and batch-sampling scheme, sha256s
-"""
+"""Training subgraphs: one flat container for every subgraph sampler, and the padded
+dense batches that training consumes. Sampled subgraphs are never written to disk:
+the proofs of DP-GNN and DRW need the sampling secret (docs/privacy.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 
 IntArray = npt.NDArray[np.int64]
 
@@ -68,70 +55,6 @@ class Subgraphs:
         """(nodes, message edges) of subgraph ``i``."""
         return (self.nodes[self.offsets[i]:self.offsets[i + 1]],
                 self.edges[:, self.edge_offsets[i]:self.edge_offsets[i + 1]])
-
-
-def _list_array(offsets: IntArray, values: IntArray) -> pa.LargeListArray:
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
-
-
-def write_subgraphs(sg: Subgraphs, folder: str | Path, meta: dict[str, Any], *,
-                    overwrite: bool = False) -> dict[str, Any]:
-    """Write ``sg`` as a subgraph artifact folder, atomically; return its manifest."""
-    folder = Path(folder)
-    with atomic_dir(folder, overwrite=overwrite) as tmp:
-        ids = np.arange(sg.num_subgraphs, dtype=np.int64)
-        pq.write_table(pa.table({"subgraph_id": ids, "root": sg.roots,
-                                 "nodes": _list_array(sg.offsets, sg.nodes)}),
-                       tmp / "subgraphs.parquet")
-        eid = np.repeat(ids, np.diff(sg.edge_offsets))
-        pq.write_table(pa.table({"subgraph_id": eid, "src": sg.edges[0], "dst": sg.edges[1]}),
-                       tmp / "subgraph_edges.parquet")
-        files = {f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size}
-                 for f in ("subgraphs.parquet", "subgraph_edges.parquet")}
-        sizes = sg.sizes()
-        manifest = {
-            **meta,
-            "kind": "subgraphs",
-            "num_subgraphs": sg.num_subgraphs,
-            "num_memberships": int(sg.nodes.shape[0]),
-            "num_edges": int(sg.edges.shape[1]),
-            "max_size": int(sizes.max(initial=0)),
-            "occurrence_bound": int(sg.occurrence_bound),
-            "sampling_scheme": sg.sampling_scheme,
-            "files": files,
-            "content_sha256": sha256_json({f: v["sha256"] for f, v in files.items()}),
-        }
-        write_json_atomic(tmp / "manifest.json", manifest)
-    return manifest
-
-
-def read_subgraphs(folder: str | Path) -> Subgraphs:
-    """Read a subgraph artifact folder (checksums verified)."""
-    import json
-
-    folder = Path(folder)
-    mpath = folder / "manifest.json"
-    if not mpath.is_file():
-        raise DataError("not a subgraph folder: manifest.json is missing", path=mpath)
-    manifest = json.loads(mpath.read_text())
-    for name, info in manifest["files"].items():
-        if sha256_file(folder / name) != info["sha256"]:
-            raise DataError("checksum mismatch", path=folder / name, field="sha256")
-    t = pq.read_table(folder / "subgraphs.parquet")
-    nodes_col = t.column("nodes").combine_chunks()
-    offsets = nodes_col.offsets.to_numpy().astype(np.int64)
-    nodes = nodes_col.values.to_numpy().astype(np.int64)
-    e = pq.read_table(folder / "subgraph_edges.parquet")
-    eid = e.column("subgraph_id").to_numpy()
-    counts = np.bincount(eid, minlength=t.num_rows)
-    eoff = np.zeros(t.num_rows + 1, np.int64)
-    np.cumsum(counts, out=eoff[1:])
-    return Subgraphs(roots=t.column("root").to_numpy().astype(np.int64), offsets=offsets,
-                     nodes=nodes, edge_offsets=eoff,
-                     edges=np.stack([e.column("src").to_numpy(),
-                                     e.column("dst").to_numpy()]).astype(np.int64),
-                     occurrence_bound=int(manifest["occurrence_bound"]),
-                     sampling_scheme=str(manifest["sampling_scheme"]))
 
 
 @dataclass(frozen=True)

@@ -362,9 +362,10 @@ def prepare_graph(data: GraphData, spec: GapSpec) -> tuple[np.ndarray, dict[str,
         assert spec.max_degree is not None
         check_degree_bound(ei, data.num_nodes, spec.max_degree, directed=is_directed(data))
         if data.meta.get("cleaning", {}).get("degree_bound"):
-            warnings.warn("this dataset was degree-bounded by GAP's edge sampler "
-                          "(dpgnn materialize --sampler gap-degree): node-level privacy holds "
-                          "for the bounded graph, not for the graph it was sampled from",
+            warnings.warn("this dataset was degree-bounded by GAP's edge sampler (by the "
+                          "removed `dpgnn materialize --sampler gap-degree`): node-level "
+                          "privacy holds for the bounded graph, not for the graph it was "
+                          "sampled from",
                           stacklevel=2)
             info["bounded_by_sampler"] = True
     if ei.shape[1] == 0:

@@ -105,9 +105,9 @@ def test_coupling_on_graphs_within_the_bound(directed: bool, c: float | None) ->
 
 
 @pytest.mark.parametrize("directed", [False, True])
-def test_materialized_gap_degree_graph_passes_gaps_check(directed: bool) -> None:
-    """materialize's gap-degree branch (bound_degree with the manifest flag) and GAP's check
-    read degrees the same way: a graph bounded at D passes the check at D."""
+def test_bound_degree_graph_passes_gaps_check(directed: bool) -> None:
+    """GAP's edge sampler (bound_degree) and GAP's check read degrees the same way: a graph
+    bounded at D passes the check at D."""
     pairs = _hub(leaves=60)
     n = int(pairs.max()) + 1
     ei = pairs if directed else np.concatenate([pairs, pairs[::-1]], 1)

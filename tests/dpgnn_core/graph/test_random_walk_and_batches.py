@@ -1,17 +1,13 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.random_walk import drw, drw_partitions
-from dpgnn_core.graph.subgraphs import build_batch, read_subgraphs, write_subgraphs
-from dpgnn_core.io import sha256_file
+from dpgnn_core.graph.subgraphs import build_batch
 
 
 @pytest.fixture(scope="module")
@@ -74,26 +70,6 @@ def test_drw_isolated_root_and_bad_input() -> None:
             drw(ei, 3, train, **kwargs)
     with pytest.raises(DataError, match="training set is empty"):
         drw(ei, 3, np.zeros(3, bool), 2)
-
-
-def test_artifact_roundtrip_and_same_bytes(graph, tmp_path: Path) -> None:
-    train = graph.mask("train")
-    sg = sample_subgraphs(sample_edgelists(graph.edge_index, graph.num_nodes, train, 3,
-                                           np.random.default_rng(0)),
-                          graph.num_nodes, train, 2, 3)
-    m1 = write_subgraphs(sg, tmp_path / "a", {"sampler": "degree-bounded", "seed": 0})
-    sg2 = sample_subgraphs(sample_edgelists(graph.edge_index, graph.num_nodes, train, 3,
-                                            np.random.default_rng(0)),
-                           graph.num_nodes, train, 2, 3)
-    m2 = write_subgraphs(sg2, tmp_path / "b", {"sampler": "degree-bounded", "seed": 0})
-    assert m1["content_sha256"] == m2["content_sha256"]
-    assert sha256_file(tmp_path / "a" / "subgraphs.parquet") == \
-        sha256_file(tmp_path / "b" / "subgraphs.parquet")
-    back = read_subgraphs(tmp_path / "a")
-    for f in ("roots", "offsets", "nodes", "edge_offsets", "edges"):
-        assert np.array_equal(getattr(back, f), getattr(sg, f))
-    assert m1["occurrence_bound"] == 13 and m1["sampling_scheme"] == \
-        "fixed_size_without_replacement"
 
 
 def test_dense_batch(graph) -> None:
