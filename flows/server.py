@@ -19,11 +19,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from dpgnn_core.home import project_dir
+
 DEFAULT_PORT = 4242
 
 
 def _home() -> Path:
-    return Path(os.environ.get("DPGNN_HOME", ".dpgnn")).resolve()
+    return project_dir()
 
 
 def state_file(home: Path | None = None) -> Path:

@@ -7,12 +7,10 @@ import hashlib
 import os
 from pathlib import Path
 
-DEFAULT_HOME = ".dpgnn"
+# The project directory's default is written once, in dpgnn_core.home; re-exported here.
+from dpgnn_core.home import DEFAULT_HOME, project_dir
 
-
-def project_dir() -> Path:
-    """The project directory: ``$DPGNN_HOME`` or ``./.dpgnn``."""
-    return Path(os.environ.get("DPGNN_HOME", DEFAULT_HOME)).resolve()
+__all__ = ["DEFAULT_HOME", "code_version", "configure_environment", "project_dir"]
 
 
 def configure_environment(home: Path | None = None) -> Path:
