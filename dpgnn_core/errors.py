@@ -42,3 +42,13 @@ class DataError(DpgnnError, ValueError):
             parts.append(f"value {text[:200] + '...' if len(text) > 200 else text}")
         where = f" [{', '.join(parts)}]" if parts else ""
         super().__init__(f"{message}{where}")
+
+
+class ArtifactError(DpgnnError, RuntimeError):
+    """An artifact (a dataset, model or stage output) is missing or changed since it was
+    written, or does not belong with the others it is used with. Re-running with
+    ``--refresh`` rebuilds it."""
+
+
+class DeviceError(DpgnnError, RuntimeError):
+    """The requested compute device is not available."""

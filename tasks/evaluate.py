@@ -10,6 +10,7 @@ import torch
 from prefect import task
 
 from dpgnn_core.data.store import read_dataset
+from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, write_json_atomic
 from tasks._cache import inputs_and_code
 from tasks.train import artifact_dir, files_manifest
@@ -24,8 +25,8 @@ def artifact_intact(folder: str | Path, files: dict[str, dict[str, Any]]) -> boo
 def verify_files(folder: str | Path, files: dict[str, dict[str, Any]]) -> None:
     """Raise if an artifact file is missing or differs from its recorded sha256."""
     if not artifact_intact(folder, files):
-        raise RuntimeError(f"an artifact under {folder} is missing or changed since it was "
-                           "written; re-run with --refresh to rebuild it")
+        raise ArtifactError(f"an artifact under {folder} is missing or changed since it was "
+                            "written; re-run with --refresh to rebuild it")
 
 
 @task(name="evaluate", cache_key_fn=inputs_and_code("evaluate"), persist_result=True,

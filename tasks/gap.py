@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from prefect import task
 
+from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, write_json_atomic
 from dpgnn_core.privacy import Ledger, make_accountant
 from dpgnn_core.specs import GapSpec
@@ -140,7 +141,7 @@ def gap_classifier(dataset: dict[str, Any], aggregations: dict[str, Any], spec: 
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
               + events)
     if ledger.to_dict() != calibration["planned"]:
-        raise RuntimeError("the GAP stages' privacy events differ from the calibrated plan")
+        raise ArtifactError("the GAP stages' privacy events differ from the calibrated plan")
     report = dict(calibration["report"])
     if report["private"]:
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])

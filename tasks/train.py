@@ -13,6 +13,7 @@ from prefect import get_run_logger, task
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
+from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
@@ -34,7 +35,7 @@ def load_keyed_dataset(dataset: dict[str, Any]) -> GraphData:
     """Read the dataset a task was keyed on. ``read_dataset`` checks every file against the
     manifest; the manifest must be the one whose hash is in the cache key."""
     if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
-        raise RuntimeError(f"dataset {dataset['path']} changed since it was ingested")
+        raise ArtifactError(f"dataset {dataset['path']} changed since it was ingested")
     return read_dataset(dataset["path"])
 
 
