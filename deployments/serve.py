@@ -31,14 +31,14 @@ def deployments() -> list:
         pipeline.to_deployment(
             name=f"nightly-{method}",
             cron=os.environ.get("DPGNN_NIGHTLY_CRON", "0 3 * * *"),
-            parameters={"train_spec": TrainSpec(method=method).model_dump(),
+            parameters={"spec": TrainSpec(method=method).model_dump(),
                         "ingest_spec": DEMO_INGEST.model_dump()},
             tags=["dpgnn", "nightly"],
         )
         for method in ("gcn", "mlp")
     ]
     adhoc = pipeline.to_deployment(
-        name="pipeline-adhoc", parameters={"train_spec": TrainSpec(method="gcn").model_dump()},
+        name="pipeline-adhoc", parameters={"spec": TrainSpec(method="gcn").model_dump()},
         tags=["dpgnn", "adhoc"])
     return [*nightly, adhoc]
 

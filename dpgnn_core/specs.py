@@ -6,7 +6,7 @@ them as parameters, Prefect can validate them and cache keys can hash them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -18,6 +18,9 @@ Method = Literal["mlp", "gcn", "sage"]
 
 class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Fields a method's name implies (``conv`` for ``dp-gcn``): not options of its own.
+    implied: ClassVar[tuple[str, ...]] = ()
 
     def cache_key(self) -> str:
         """sha256 of the spec's JSON form (sorted keys)."""
@@ -131,7 +134,17 @@ class PrivateSpec(Spec):
 
     Two ways to spend a budget: fix ``steps`` T and let the accountant calibrate the noise
     multiplier (the default), or fix ``noise_multiplier`` and train until the budget is
-    spent (T = the most steps whose ε stays within the target)."""
+    spent (T = the most steps whose ε stays within the target).
+
+    Args:
+        noise_multiplier (float, optional): fix the noise multiplier and train until the
+            budget is spent, instead of calibrating the noise to ``steps``.
+        seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
+        insecure_reproducible_noise (bool): derive noise and sampling from ``seed`` so the
+            run reproduces exactly. NOT PRIVATE: the report and MLflow say so.
+            (default: False)
+        device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
+    """
 
     batch_size: int = Field(256, ge=1)
     steps: int = Field(500, ge=1)
@@ -237,6 +250,7 @@ class DpgnnSpec(SubgraphSpec):
             (default: ``node_feature``)
     """
 
+    implied: ClassVar[tuple[str, ...]] = ("conv",)
     method: Literal["dp-gcn", "dp-sage", "dp-gin", "dp-gat"]
     max_degree: int = Field(7, ge=1)
     level: Literal["node_feature", "node"] = "node_feature"
@@ -258,7 +272,8 @@ class DrwSpec(SubgraphSpec):
             or ``drw-d`` (a fresh partition every ``resample_every`` steps).
             (default: ``drw``)
         walk_length (int): L. (default: 4)
-        restarts (int): R for ``drw-r`` (and ``drw-d`` if > 1). (default: 1)
+        restarts (int): R for ``drw-r`` (and ``drw-d`` if > 1). (default: 2 for ``drw-r``,
+            else 1)
         resample_every (int): k for ``drw-d``. (default: 100)
         conv (str): ``gcn`` or ``sage``. (default: ``gcn``)
 
@@ -268,6 +283,7 @@ class DrwSpec(SubgraphSpec):
     """
 
     accountant: Literal["rdp", "pld"] = "rdp"
+    implied: ClassVar[tuple[str, ...]] = ("variant", "conv")
     method: Literal["drw-gcn", "drw-sage", "drw-r-gcn", "drw-r-sage", "drw-d-gcn",
                     "drw-d-sage"]
     variant: Literal["drw", "drw-r", "drw-d"] = "drw"
@@ -279,8 +295,11 @@ class DrwSpec(SubgraphSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return _link(data, lambda d: f"{d.get('variant', 'drw')}-{d.get('conv', 'gcn')}",
-                     lambda m: {"variant": m.rsplit("-", 1)[0], "conv": m.rsplit("-", 1)[1]})
+        d = _link(data, lambda d: f"{d.get('variant', 'drw')}-{d.get('conv', 'gcn')}",
+                  lambda m: {"variant": m.rsplit("-", 1)[0], "conv": m.rsplit("-", 1)[1]})
+        if isinstance(d, dict) and d.get("variant") == "drw-r" and d.get("restarts") is None:
+            d["restarts"] = 2  # DRW-R's default: two walks per root
+        return d
 
     @model_validator(mode="after")
     def _variant(self) -> DrwSpec:
@@ -345,6 +364,7 @@ class GapSpec(PrivateSpec):
     The other fields are :class:`PrivateSpec`'s.
     """
 
+    implied: ClassVar[tuple[str, ...]] = ("level",)
     method: Literal["gap-edp", "gap-ndp", "gap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     hops: int = Field(2, ge=1, le=10)
@@ -403,6 +423,7 @@ class GraphClsSpec(PrivateSpec):
             N / m (one expected pass) when omitted.
     """
 
+    implied: ClassVar[tuple[str, ...]] = ("conv",)
     method: Literal["graph-gcn", "graph-sage", "graph-gat", "dp-graph-gcn", "dp-graph-sage",
                     "dp-graph-gat"]
     conv: Literal["gcn", "sage", "gat"] = "gcn"
@@ -471,3 +492,18 @@ def parse_spec(data: dict[str, Any]) -> Spec:
         raise ValueError("a spec needs a 'method' (e.g. dp-gcn, drw-gcn, gap-edp, gcn)")
     spec: Spec = _ANY.validate_python(data)
     return spec
+
+
+#: Methods that train without a privacy budget (the registry's ``private=False``).
+NON_PRIVATE_METHODS = frozenset({"mlp", "gcn", "sage", "gap-inf", "graph-gcn", "graph-sage",
+                                 "graph-gat"})
+
+
+def method_specs() -> dict[str, type[Spec]]:
+    """Every registered name and its spec class, read from the specs' ``method`` fields
+    (light: no torch), for the CLI's per-method commands."""
+    out: dict[str, type[Spec]] = {}
+    for cls in (TrainSpec, DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec):
+        for name in get_args(cls.model_fields["method"].annotation):
+            out[name] = cls
+    return out

@@ -51,33 +51,7 @@ class Format(StrEnum):
     synthetic = "synthetic"
 
 
-class Method(StrEnum):
-    mlp = "mlp"
-    gcn = "gcn"
-    sage = "sage"
-    dp_mlp = "dp-mlp"
-    dp_gcn = "dp-gcn"
-    dp_sage = "dp-sage"
-    dp_gin = "dp-gin"
-    dp_gat = "dp-gat"
-    drw_gcn = "drw-gcn"
-    drw_sage = "drw-sage"
-    drw_r_gcn = "drw-r-gcn"
-    drw_r_sage = "drw-r-sage"
-    drw_d_gcn = "drw-d-gcn"
-    drw_d_sage = "drw-d-sage"
-    gap_edp = "gap-edp"
-    gap_ndp = "gap-ndp"
-    gap_inf = "gap-inf"
-    dp_graph_gcn = "dp-graph-gcn"
-    dp_graph_gat = "dp-graph-gat"
-    dp_graph_sage = "dp-graph-sage"
-    graph_gcn = "graph-gcn"
-    graph_gat = "graph-gat"
-    graph_sage = "graph-sage"
 
-
-PRIVATE_PREFIXES = ("dp-", "drw-", "gap-edp", "gap-ndp")
 
 
 def _err(msg: str | Exception) -> None:
@@ -304,230 +278,45 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     typer.echo(f"  cache      {summary['cache']}")
 
 
-@app.command()
-def run(
-    method: Annotated[Method, typer.Option(help="Method to run.")],
-    dataset: Annotated[Path, typer.Option(help="An ingested dataset folder.")],
-    seed: Annotated[int, typer.Option(help="Seed of initialisation and dropout.")] = 0,
-    epochs: Annotated[int, typer.Option(min=1, help="Training epochs.")] = 200,
-    lr: Annotated[float | None, typer.Option(
-        help="Learning rate (baselines: 0.01; DP-GNN: 3e-3).")] = None,
-    hidden: Annotated[int | None, typer.Option(
-        min=1, help="Hidden width (baselines: 64; DP-GNN latent size: 256).")] = None,
-    layers: Annotated[int | None, typer.Option(
-        min=1, help="Layers (baselines: 2; DP-GNN: message-passing layers r, 1).")] = None,
-    dropout: Annotated[float, typer.Option(help="Dropout on hidden layers.")] = 0.5,
-    weight_decay: Annotated[float, typer.Option(help="L2 penalty.")] = 5e-4,
-    feature_norm: Annotated[str, typer.Option(help="row or none.")] = "row",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    tracking_uri: Annotated[str | None, typer.Option(
-        help="MLflow tracking URI (default: SQLite under the project).")] = None,
-    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "dpgnn",
-    refresh: Annotated[bool, typer.Option(help="Recompute cached steps.")] = False,
-    epsilon: Annotated[float | None, typer.Option(
-        help="dp-*: target epsilon (required unless --non-private).")] = None,
-    delta: Annotated[float | None, typer.Option(
-        help="dp-*: delta (default 1/(10 N_train)).")] = None,
-    steps: Annotated[int | None, typer.Option(
-        min=1, help="dp-*: training steps T (default 500; graph methods 300).")] = None,
-    batch_size: Annotated[int | None, typer.Option(
-        min=1, help="dp-*: records per step m (subgraphs, rows or graphs; default 256, "
-        "graph methods 64).")] = None,
-    max_degree: Annotated[int | None, typer.Option(
-        min=1, help="dp-*: in-degree bound K (default 7); gap-ndp: degree bound D (required)."
-    )] = None,
-    clip: Annotated[float, typer.Option(help="dp-*: per-subgraph clipping norm C.")] = 1.0,
-    clipping: Annotated[str, typer.Option(
-        help="dp-gnn, drw: global or layerwise (encoder / aggregation / decoder).")
-    ] = "global",
-    layer_clips: Annotated[str | None, typer.Option(
-        help="Three norms 'encoder,aggregation,decoder' (implies --clipping layerwise; "
-        "default: --clip each).")
-    ] = None,
-    clip_percentile: Annotated[float | None, typer.Option(
-        help="dp-gnn, drw: set the norms to this percentile (the paper: 75) of per-sample "
-        "gradient norms at initialisation; reads private data, flagged UNACCOUNTED in the "
-        "privacy report.")] = None,
-    select_on_validation: Annotated[bool, typer.Option(
-        help="dp-gnn, drw: keep the weights with the best validation accuracy (reads "
-        "validation labels; flagged in the privacy report).")] = False,
-    optimizer: Annotated[str, typer.Option(help="dp-gnn, drw: adam or sgd.")] = "adam",
-    walk_length: Annotated[int, typer.Option(min=1, help="drw-*: walk length L.")] = 4,
-    restarts: Annotated[int, typer.Option(min=1, help="drw-r-*: walks per root R.")] = 2,
-    resample_every: Annotated[int, typer.Option(
-        min=1, help="drw-d-*: steps between fresh partitions k.")] = 100,
-    accountant: Annotated[str | None, typer.Option(
-        help="dp-*, drw-*, gap-*: rdp or pld; by default the tightest sound one: pld, and "
-        "rdp for drw-* (no PLD exists for its sampling without replacement).")] = None,
-    hops: Annotated[int, typer.Option(help="gap-*: PMA hops K.")] = 2,
-    pool: Annotated[str, typer.Option(help="*graph-*: mean or max pooling.")] = "mean",
-    norm: Annotated[str, typer.Option(
-        help="*graph-*: none, instance or batch (batch is refused under DP).")] = "none",
-    encoder_dim: Annotated[int, typer.Option(help="gap-*: width of the encoding.")] = 16,
-    row_clip: Annotated[float | None, typer.Option(
-        help="gap-ndp: clip each aggregated row to this L2 norm before the noise "
-        "(sensitivity sqrt(min(c, D)^2 + D) instead of sqrt(D^2 + D)).")] = None,
-    combine: Annotated[str, typer.Option(help="gap-*: cat, sum or attn.")] = "cat",
-    budget_split: Annotated[str | None, typer.Option(
-        help="gap-*: noise multipliers of encoder, PMA, classifier relative to the common "
-        "scale, e.g. '1,0.8,1.2'.")] = None,
-    noise_multiplier: Annotated[float | None, typer.Option(
-        help="dp-*, drw-*: fix the noise multiplier and train until the budget is spent "
-        "(instead of --steps).")] = None,
-    non_private: Annotated[bool, typer.Option(
-        help="dp-*: the same training path without noise or clipping (NOT private).")
-    ] = False,
-    insecure_reproducible_noise: Annotated[bool, typer.Option(
-        help="dp-*, drw-*, gap-*: derive noise and sampling from --seed so the run can be "
-        "reproduced exactly. NOT PRIVATE: anyone who reads the stored spec can recompute "
-        "the noise; the report and MLflow tags say so. By default they are secret (OS "
-        "entropy, never stored).")] = False,
-    level: Annotated[str, typer.Option(
-        help="dp-gcn/sage/gin/gat: node_feature (a node's features and label; structure "
-        "public; any graph) or node (also its own outgoing edges; directed datasets only).")
-    ] = "node_feature",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")
-                       ] = False,
-) -> None:
-    """Run a method on an ingested dataset through the pipeline flow (cached, logged).
-
-    Baselines mlp, gcn, sage are non-private. dp-gcn, dp-sage, dp-gin, dp-gat train DP-GNN,
-    drw-{gcn,sage}, drw-r-*, drw-d-* train on disjoint random walks and dp-mlp trains
-    DP-MLP, with node-level differential privacy at --epsilon / --delta; --json then adds
-    epsilon, delta, noise_multiplier, steps and privacy_report (the ledger)."""
-    if not (dataset / "manifest.json").is_file():
+def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
+             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20) -> None:
+    """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
+    that need only the spec and the dataset's manifest run first, before Prefect starts."""
+    manifest_path = dataset / "manifest.json"
+    if not manifest_path.is_file():
         _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
-    _use_server_if_running()
-    is_dp = method.value.startswith(PRIVATE_PREFIXES)
-    if is_dp and epsilon is None and not non_private:
-        _err(f"{method.value} needs --epsilon (or --non-private for the same path without "
-             "privacy)")
-        raise typer.Exit(2)
-    if method.value in ("gap-edp", "gap-ndp") and non_private:
-        _err("GAP without privacy is --method gap-inf")
-        raise typer.Exit(2)
-    if level != "node_feature" and not (
-            method.value.startswith("dp-") and method.value[3:] in ("gcn", "sage", "gin", "gat")):
-        _err(f"--level applies to DP-GNN (dp-gcn, dp-sage, dp-gin, dp-gat), not "
-             f"{method.value}")
-        raise typer.Exit(2)
-    if level == "node" and not json.loads((dataset / "manifest.json").read_text()).get(
-            "directed", False):
+    if getattr(spec, "level", None) == "node" and name.startswith("dp-") and not json.loads(
+            manifest_path.read_text()).get("directed", False):
         _err(f"--level node (a node with its edges) is only sound on directed datasets; "
              f"{dataset} is undirected (manifest.json: directed = false): one node's edges "
              "change its neighbours' sampled subgraphs. Use --level node_feature")
         raise typer.Exit(2)
-    if not is_dp and (epsilon is not None or non_private):
-        _err(f"{method.value} is a non-private baseline; use a dp-* or drw-* method")
-        raise typer.Exit(2)
-    try:
-        from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.specs import (
-            DpgnnSpec,
-            DpMlpSpec,
-            DrwSpec,
-            GapSpec,
-            GraphClsSpec,
-            TrainSpec,
-        )
+    _use_server_if_running()
+    from dpgnn_core.errors import DpgnnError
 
-        spec: Any = None
-        dspec: Any = None
-        mspec: Any = None
-        rspec: Any = None
-        gspec: Any = None
-        cspec: Any = None
-        common: dict[str, Any] = {}
-        acc: dict[str, Any] = {"accountant": accountant} if accountant is not None else {}
-        budget: dict[str, Any] = ({"noise_multiplier": noise_multiplier}
-                                  if noise_multiplier is not None else
-                                  {"steps": steps} if steps is not None else {})
-        if insecure_reproducible_noise:
-            budget["insecure_reproducible_noise"] = True
-        if is_dp and method.value not in ("dp-mlp", "gap-edp", "gap-ndp") and \
-                "graph-" not in method.value:
-            clips = None
-            if layer_clips is not None:
-                try:
-                    clips = tuple(float(v) for v in layer_clips.split(","))
-                except ValueError:
-                    clips = ()
-                if len(clips) != 3:
-                    raise ValueError(f"--layer-clips {layer_clips!r}: give three numbers "
-                                     "separated by commas (encoder,aggregation,decoder)")
-                clipping = "layerwise"
-            common = {"layers": layers or 1, "hidden": hidden or 256,
-                      "batch_size": batch_size or 256, "lr": lr or 3e-3, "clip": clip,
-                      "clipping": clipping, "layer_clips": clips,
-                      "clip_percentile": clip_percentile,
-                      "select_on_validation": select_on_validation, "optimizer": optimizer,
-                      "epsilon": None if non_private else epsilon, "delta": delta,
-                      **acc, "seed": seed, "device": device, **budget}
-        if "graph-" in method.value:
-            conv = method.value.rsplit("-", 1)[1]
-            private_graph = method.value.startswith("dp-") and not non_private
-            cspec = GraphClsSpec(conv=conv, layers=layers or 3, hidden=hidden or 64, pool=pool,
-                                 norm=norm, optimizer=optimizer, batch_size=batch_size or 64,
-                                 lr=lr or 1e-2, clip=clip,
-                                 epsilon=epsilon if private_graph else None, delta=delta,
-                                 seed=seed, device=device, **acc, **budget)
-        elif method.value.startswith("gap-"):
-            level = {"gap-edp": "edge", "gap-ndp": "node", "gap-inf": "none"}[method.value]
-            split = (1.0, 1.0, 1.0)
-            if budget_split is not None:
-                try:
-                    split = tuple(float(v) for v in budget_split.split(","))  # type: ignore[assignment]
-                except ValueError:
-                    split = ()  # type: ignore[assignment]
-                if len(split) != 3:
-                    raise ValueError(f"--budget-split {budget_split!r}: give three numbers "
-                                     "separated by commas (encoder,pma,classifier)")
-            gspec = GapSpec(level=level, hops=hops,
-                            max_degree=max_degree if level == "node" else None,
-                            encoder_dim=encoder_dim, hidden=hidden or 64, combine=combine,
-                            row_clip=row_clip,
-                            epochs=epochs, batch_size=batch_size or 256, lr=lr or 1e-2,
-                            clip=clip,
-                            budget_split=split,
-                            epsilon=None if level == "none" else epsilon, delta=delta,
-                            seed=seed, device=device, **acc, **budget)
-        elif method.value.startswith("drw-"):
-            variant, conv = method.value.rsplit("-", 1)
-            rspec = DrwSpec(variant=variant, conv=conv, walk_length=walk_length,
-                            restarts=1 if variant == "drw" else restarts,
-                            resample_every=resample_every, **common)
-        elif method.value == "dp-mlp":
-            mspec = DpMlpSpec(hidden=hidden or 256, layers=layers or 2,
-                              batch_size=batch_size or 256,
-                              **budget, lr=lr or 3e-3, clip=clip,
-                              epsilon=None if non_private else epsilon, delta=delta,
-                              seed=seed, device=device, **acc)
-        elif is_dp and method.value.startswith("dp-"):
-            dspec = DpgnnSpec(conv=method.value[3:], max_degree=max_degree or 7,
-                              level=level, **common)
-        else:
-            spec = TrainSpec(method=method.value, seed=seed, epochs=epochs, lr=lr or 0.01,
-                             hidden=hidden or 64, layers=layers or 2, dropout=dropout,
-                             weight_decay=weight_decay, feature_norm=feature_norm,
-                             device=device)
-    except ValueError as e:
-        _err(e)
-        raise typer.Exit(2) from e
-    with _console().status(f"running {method.value} on {dataset} (Prefect flow)…"), \
+    with _console().status(f"running {name} on {dataset} (Prefect flow)…"), \
             _stdout_to_stderr():
         from flows.pipeline import pipeline
 
         try:
-            summary = pipeline(train_spec=spec, dpgnn_spec=dspec, dp_mlp_spec=mspec,
-                               drw_spec=rspec, gap_spec=gspec, graph_spec=cspec,
-                               dataset=str(dataset.resolve()), tracking_uri=tracking_uri,
-                               experiment=experiment, refresh=refresh)
+            summary = pipeline(spec=spec, dataset=str(dataset.resolve()),
+                               tracking_uri=tracking_uri, experiment=experiment,
+                               refresh=refresh, explain_graphs=explain_graphs)
         except DpgnnError as e:
             _err(str(e))
             raise typer.Exit(1) from e
     _print_summary(summary, as_json)
+
+
+def _run_app() -> typer.Typer:
+    from flows.run_cli import run_app
+
+    return run_app
+
+
+app.add_typer(_run_app(), name="run")
 
 
 @app.command()
@@ -550,7 +339,7 @@ def demo(
         from flows.pipeline import pipeline
 
         for method in ("gcn", "mlp"):
-            summaries.append(pipeline(train_spec=TrainSpec(method=method, epochs=epochs),
+            summaries.append(pipeline(spec=TrainSpec(method=method, epochs=epochs),
                                       ingest_spec=ingest_spec))
     for summary in summaries:
         _print_summary(summary, as_json)
@@ -600,6 +389,14 @@ def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
 
 
 def main() -> None:
+    # The earlier form `dpgnn run --method NAME ...` stays as an alias of `dpgnn run NAME`.
+    args = sys.argv[1:]
+    if "run" in args:
+        i = args.index("run")
+        if args[i + 1:i + 2] == ["--method"] and len(args) > i + 2:
+            sys.argv[1:] = [*args[:i + 1], args[i + 2], *args[i + 3:]]
+        elif len(args) > i + 1 and args[i + 1].startswith("--method="):
+            sys.argv[1:] = [*args[:i + 1], args[i + 1].split("=", 1)[1], *args[i + 2:]]
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover

@@ -13,15 +13,7 @@ import tasks  # noqa: F401
 from prefect import flow
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import (
-    DpgnnSpec,
-    DpMlpSpec,
-    DrwSpec,
-    GapSpec,
-    GraphClsSpec,
-    IngestSpec,
-    TrainSpec,
-)
+from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
@@ -109,77 +101,60 @@ def privacy_tags(report: dict[str, Any], state: str) -> dict[str, str]:
 
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
-    train_spec: TrainSpec | None = None,
+    spec: AnySpec,
     dataset: str | None = None,
     ingest_spec: IngestSpec | None = None,
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
     refresh: bool = False,
-    dpgnn_spec: DpgnnSpec | None = None,
-    dp_mlp_spec: DpMlpSpec | None = None,
-    drw_spec: DrwSpec | None = None,
-    gap_spec: GapSpec | None = None,
-    graph_spec: GraphClsSpec | None = None,
     explain_graphs: int = 20,
 ) -> dict[str, Any]:
-    """One run: a dataset folder (``dataset``) or an ingest spec, then one method.
+    """One run: a dataset folder (``dataset``) or an ingest spec, then the method ``spec``
+    names (``spec.method``; the registry decides everything else).
 
     Args:
-        train_spec (TrainSpec, optional): a non-private baseline (mlp, gcn, sage).
-        dpgnn_spec (DpgnnSpec, optional): a DP-GNN run instead (private when its epsilon is
-            set).
-        dp_mlp_spec (DpMlpSpec, optional): a DP-MLP run instead.
-        drw_spec (DrwSpec, optional): a DRW / DRW-R / DRW-D run instead.
-        gap_spec (GapSpec, optional): a GAP run instead: calibrate -> graph (node level:
-            the degree check, every degree <= D or refused) -> encoder -> aggregate (PMA)
-            -> classifier.
-        graph_spec (GraphClsSpec, optional): graph classification (private when its epsilon
-            is set). Exactly one of the six specs.
-        explain_graphs (int, optional): with a private ``graph_spec``, explain this many
-            test graphs with GNNExplainer under the private and the non-private model (the
-            latter trained through the same cached path); 0 skips. (default: :obj:`20`)
+        spec (AnySpec): any method's spec (:data:`dpgnn_core.specs.AnySpec`), e.g.
+            ``DpgnnSpec(method="dp-gcn", epsilon=4)`` or, from a deployment,
+            ``{"method": "gcn"}``.
         dataset (str, optional): an ingested dataset folder.
         ingest_spec (IngestSpec, optional): what to ingest when ``dataset`` is not given.
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
         experiment (str, optional): MLflow experiment. (default: ``dpgnn``)
         refresh (bool, optional): recompute cached steps. (default: :obj:`False`)
+        explain_graphs (int, optional): with a private graph classifier, explain this many
+            test graphs with GNNExplainer under the private and the non-private model (the
+            latter trained through the same cached path); 0 skips. (default: :obj:`20`)
 
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
+    from pathlib import Path
+
+    from dpgnn_core.methods.registry import method_for
     from tasks.train import train
 
-    given = [s for s in (train_spec, dpgnn_spec, dp_mlp_spec, drw_spec, gap_spec, graph_spec)
-             if s is not None]
-    if len(given) != 1:
-        raise ValueError("pass exactly one of train_spec, dpgnn_spec, dp_mlp_spec, drw_spec, "
-                         "gap_spec or graph_spec")
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
+    the_method = method_for(spec)  # the one place the method is decided
     states: dict[str, str] = {}
     if dataset is not None:
         ds = dataset_summary(dataset)
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
-    from pathlib import Path
-
-    from dpgnn_core.methods.registry import method_for
-
-    spec: Any = given[0]
-    if gap_spec is not None:  # GAP's cached stages (calibrate, graph, encoder, PMA, classifier)
-        model, report = _gap_chain(ds, gap_spec, refresh, states)
+    if the_method.family == "gap":  # GAP's cached stages: calibrate, graph, encoder, PMA,
+        model, report = _gap_chain(ds, spec, refresh, states)  # classifier
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = model.get("report") or {"private": False, "epsilon": None}
-    method = report.get("method") or method_for(spec).name
+    method = report.get("method") or the_method.name
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
-    if graph_spec is not None and report["private"] and explain_graphs > 0:
+    if the_method.family == "graph-cls" and report["private"] and explain_graphs > 0:
         from tasks.explain import explain
 
         twin, states["train_nonprivate"] = _run(
             train, refresh, dataset=ds,
-            spec=GraphClsSpec(**{**graph_spec.model_dump(), "epsilon": None, "method": None}))
+            spec=GraphClsSpec(**{**spec.model_dump(), "epsilon": None, "method": None}))
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
     params = {"method": method, "train": spec.model_dump(mode="json"),
@@ -201,7 +176,7 @@ def pipeline(
         artifacts=artifacts,
         tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
               **privacy_tags(report, states.get("train", "")),
-              **({"dpgnn.hops": str(gap_spec.hops)} if gap_spec is not None else {}),
+              **({"dpgnn.hops": str(spec.hops)} if the_method.family == "gap" else {}),
               "dpgnn.dataset_sha256": ds["content_sha256"]},
         tracking_uri=tracking_uri,
         experiment=experiment,
@@ -231,7 +206,7 @@ def pipeline(
         "test_f1_micro": m["test"]["f1_micro"],
         "test_roc_auc": m["test"]["roc_auc"],
         **({"test_sensitivity": m["test"].get("sensitivity"),
-            "test_specificity": m["test"].get("specificity")} if graph_spec is not None
+            "test_specificity": m["test"].get("specificity")} if the_method.family == "graph-cls"
            else {}),
         **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
         "metrics": m,

@@ -187,20 +187,16 @@ def method_for(spec: Any) -> Method:
     return _REGISTRY[name_of(spec)]
 
 
-#: The ``kind`` each family's ``model.pt`` records (written by its save function).
-_BLOB_KINDS = {"baseline": "baseline", "dp-gnn": "dpgnn", "drw": "drw", "dp-mlp": "dp_mlp",
-               "gap": "gap", "graph-cls": "graph_cls"}
-
-
 def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
-    """(method, model, spec) from a loaded ``model.pt`` of any registered method."""
-    for m in _REGISTRY.values():
-        if _BLOB_KINDS.get(m.family) == blob.get("kind"):
-            spec = m.spec_type(**blob["spec"])
-            method = method_for(spec)
-            model, spec = method.load(blob)
-            return method, model, spec
-    raise UnknownMethodError(f"model.pt of unknown kind {blob.get('kind')!r}")
+    """(method, model, spec) from a loaded ``model.pt`` of any registered method: the
+    stored spec names its method."""
+    name = blob.get("spec", {}).get("method")
+    if not isinstance(name, str):
+        raise UnknownMethodError("model.pt holds no spec with a method name (written by an "
+                                 "older dpgnn?); retrain it")
+    method = get(name)
+    model, spec = method.load(blob)
+    return method, model, spec
 
 
 # --- the methods -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ def test_serve_deployments() -> None:
     assert set(deps) == {"nightly-gcn", "nightly-mlp", "pipeline-adhoc"}
     assert deps["nightly-gcn"].schedules and not deps["pipeline-adhoc"].schedules
     for d in deps.values():
-        TrainSpec(**d.parameters["train_spec"])
+        TrainSpec(**d.parameters["spec"])
         if "ingest_spec" in d.parameters:
             IngestSpec(**d.parameters["ingest_spec"])
 
@@ -33,6 +33,6 @@ def test_prefect_yaml_matches_flow() -> None:
     for d in conf["deployments"]:
         path, func = d["entrypoint"].split(":")
         assert (ROOT / path).is_file() and f"def {func}(" in (ROOT / path).read_text()
-        TrainSpec(**d["parameters"]["train_spec"])
+        TrainSpec(**d["parameters"]["spec"])
         if "ingest_spec" in d["parameters"]:
             IngestSpec(**d["parameters"]["ingest_spec"])

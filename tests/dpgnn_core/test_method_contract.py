@@ -36,7 +36,8 @@ FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
 
 def _spec(name: str) -> Any:
     m = get(name)
-    opts: dict[str, Any] = {**FAMILY_OPTIONS[m.family], "device": "cpu"}
+    # a new family without an entry here runs with small steps and the spec's defaults
+    opts: dict[str, Any] = {**FAMILY_OPTIONS.get(m.family, {"steps": 3}), "device": "cpu"}
     if m.private:
         opts["epsilon"] = 4.0
     if name == "gap-ndp":
@@ -88,6 +89,18 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
     for field, value in m.fixed.items():  # the name decides these fields
         with pytest.raises(UnknownMethodError, match=field):
             m.spec(**{field: value})
+
+
+def test_registry_matches_the_spec_table() -> None:
+    from dpgnn_core.specs import NON_PRIVATE_METHODS, method_specs, parse_spec
+
+    assert set(METHODS) == set(method_specs())  # every spec name is registered, and back
+    for name, m in METHODS.items():
+        assert m.spec_type is method_specs()[name]
+        assert m.private == (name not in NON_PRIVATE_METHODS)
+        spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
+                           **({"max_degree": 5} if name == "gap-ndp" else {})})
+        assert method_for(spec) is m and spec.method == name
 
 
 def test_registry_names_and_errors() -> None:

@@ -77,7 +77,7 @@ def test_ingest_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
 
 
 def test_run_rejects_non_dataset(tmp_path: Path) -> None:
-    r = runner.invoke(app, ["run", "--method", "gcn", "--dataset", str(tmp_path)])
+    r = runner.invoke(app, ["run", "gcn", "--dataset", str(tmp_path)])
     assert r.exit_code == 2 and "not a dataset folder" in r.output
 
 
@@ -89,7 +89,7 @@ def test_run_json_contract(tmp_path: Path) -> None:
     env["DPGNN_HOME"] = str(tmp_path / "home")
     subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
                     "-o", "num_nodes=300"], check=True, env=env, capture_output=True)
-    r = subprocess.run([BIN / "dpgnn", "run", "--method", "sage", "--dataset", str(ds),
+    r = subprocess.run([BIN / "dpgnn", "run", "sage", "--dataset", str(ds),
                         "--epochs", "5", "--seed", "2", "--json"], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -131,20 +131,23 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--method", "dp-gcn"], "needs --epsilon"),
-    (["--method", "gcn", "--epsilon", "1"], "non-private baseline"),
-    (["--method", "dp-gcn", "--epsilon", "-1"], "greater than 0"),
-    (["--method", "dp-gcn", "--epsilon", "1", "--delta", "2"], "less than 1"),
-    (["--method", "drw-gcn"], "needs --epsilon"),
-    (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,2"], "three numbers"),
-    (["--method", "dp-gat", "--epsilon", "1", "--layer-clips", "1,x,2"], "three numbers"),
-    (["--method", "dp-gat", "--epsilon", "1", "--clipping", "per-atom"], "clipping"),
-    (["--method", "gap-ndp", "--epsilon", "4"], "degree bound"),
-    (["--method", "gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
-    (["--method", "gap-edp", "--non-private"], "gap-inf"),
-    (["--method", "gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "three numbers"),
-    (["--method", "dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
-    (["--method", "dp-mlp", "--epsilon", "4", "--level", "node"], "applies to DP-GNN"),
+    (["dp-gcn"], "needs --epsilon"),
+    (["gcn", "--epsilon", "1"], "No such option: --epsilon"),
+    (["dp-gcn", "--epsilon", "-1"], "greater than 0"),
+    (["dp-gcn", "--epsilon", "1", "--delta", "2"], "less than 1"),
+    (["drw-gcn"], "needs --epsilon"),
+    (["dp-gat", "--epsilon", "1", "--layer-clips", "1,2"], "layer_clips"),
+    (["dp-gat", "--epsilon", "1", "--layer-clips", "1,x,2"], "numbers separated by commas"),
+    (["dp-gat", "--epsilon", "1", "--clipping", "per-atom"], "clipping"),
+    (["gap-ndp", "--epsilon", "4"], "degree bound"),
+    (["gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
+    (["gap-edp", "--non-private"], "No such option: --non-private"),
+    (["gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "budget_split"),
+    (["dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
+    (["dp-mlp", "--epsilon", "4", "--level", "node"], "No such option: --level"),
+    (["dp-gcn", "--epsilon", "4", "--walk-length", "3"], "No such option: --walk-length"),
+    (["dp-gcn", "--epsilon", "4", "--set", "walk_length=3"], "dp-gcn does not take walk_length"),
+    (["dp-gcn", "--epsilon", "4", "--set", "conv=sage"], "implies conv='gcn'"),
 ])
 def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> None:
     from dpgnn_core.data.store import write_dataset
@@ -179,3 +182,30 @@ def test_run_drw_json_reports_privacy(tmp_path: Path) -> None:
     assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
     assert len(out["unaccounted"]) == 1 and "75th percentile" in out["unaccounted"][0]
     assert list(ledger.unaccounted) == out["unaccounted"]
+
+
+def test_run_method_help_lists_only_its_options() -> None:
+    r = runner.invoke(app, ["run", "dp-gcn", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert "--max-degree" in r.output and "--level" in r.output and "(default: 7)" in r.output
+    assert "--walk-length" not in r.output and "--hops" not in r.output
+    assert "--conv" not in r.output  # the name decides it
+    r = runner.invoke(app, ["run", "gcn", "--help"], env={"COLUMNS": "200"})
+    assert "--epochs" in r.output and "--epsilon" not in r.output
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+def test_run_spec_from_a_file_with_overrides(tmp_path: Path, suffix: str) -> None:
+    from flows.run_cli import build_spec
+
+    text = {".toml": 'epsilon = 2.0\nsteps = 40\nlayer_clips = "1,2,3"\nclipping = "layerwise"\n',
+            ".yaml": "epsilon: 2.0\nsteps: 40\nlayer_clips: '1,2,3'\nclipping: layerwise\n",
+            ".json": '{"epsilon": 2.0, "steps": 40, "layer_clips": "1,2,3", '
+                     '"clipping": "layerwise"}'}[suffix]
+    (tmp_path / f"run{suffix}").write_text(text)
+    spec = build_spec("dp-sage", {"steps": 60}, tmp_path / f"run{suffix}", ["hidden=32"])
+    assert spec.method == "dp-sage" and spec.conv == "sage" and spec.epsilon == 2.0
+    assert spec.steps == 60 and spec.hidden == 32 and spec.layer_clips == (1.0, 2.0, 3.0)
+    (tmp_path / "other.json").write_text('{"method": "drw-gcn", "epsilon": 1}')
+    with pytest.raises(ValueError, match="runs dp-sage"):
+        build_spec("dp-sage", {}, tmp_path / "other.json")

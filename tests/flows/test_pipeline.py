@@ -32,18 +32,18 @@ def test_second_run_reuses_every_artifact(pipeline, home: Path) -> None:
     ingest = IngestSpec(format="synthetic", name="pipe-test",
                         options={"num_nodes": 400, "seed": 11})
     spec = TrainSpec(method="gcn", epochs=15, seed=3)
-    first = pipeline(train_spec=spec, ingest_spec=ingest)
+    first = pipeline(spec=spec, ingest_spec=ingest)
     assert first["cache"] == {"ingest": "Completed", "train": "Completed",
                               "evaluate": "Completed"}
     model = Path(first["artifacts_dir"]) / "model.pt"
     mtime = model.stat().st_mtime_ns
-    second = pipeline(train_spec=spec, ingest_spec=ingest)
+    second = pipeline(spec=spec, ingest_spec=ingest)
     assert second["cache"] == {"ingest": "Cached", "train": "Cached", "evaluate": "Cached"}
     assert model.stat().st_mtime_ns == mtime
     assert second["test_accuracy"] == first["test_accuracy"]
     assert second["mlflow_run_id"] != first["mlflow_run_id"]  # one MLflow run per pipeline run
     # A changed parameter misses the cache for training only.
-    third = pipeline(train_spec=spec.model_copy(update={"seed": 4}), ingest_spec=ingest)
+    third = pipeline(spec=spec.model_copy(update={"seed": 4}), ingest_spec=ingest)
     assert third["cache"]["ingest"] == "Cached" and third["cache"]["train"] == "Completed"
 
     from mlflow.tracking import MlflowClient
@@ -63,9 +63,9 @@ def test_second_run_reuses_every_artifact(pipeline, home: Path) -> None:
 def test_lost_artifact_is_rebuilt(pipeline, tmp_path: Path) -> None:
     write_dataset(csbm(num_nodes=300, seed=21), tmp_path / "ds")
     spec = TrainSpec(method="mlp", epochs=5, seed=1)
-    first = pipeline(train_spec=spec, dataset=str(tmp_path / "ds"))
+    first = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     shutil.rmtree(first["artifacts_dir"])
-    again = pipeline(train_spec=spec, dataset=str(tmp_path / "ds"))
+    again = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert again["cache"]["train"] == "Rebuilt"
     assert (Path(again["artifacts_dir"]) / "model.pt").is_file()
     # Training is deterministic: the rebuilt model has the same bytes, so evaluation hits.
@@ -79,7 +79,7 @@ def test_changed_dataset_is_refused(pipeline, tmp_path: Path) -> None:
     p = tmp_path / "ds" / "edges.parquet"
     p.write_bytes(p.read_bytes()[:-10] + b"0123456789")
     with pytest.raises(DataError, match="checksum mismatch"):
-        pipeline(train_spec=TrainSpec(method="mlp", epochs=2), dataset=str(tmp_path / "ds"))
+        pipeline(spec=TrainSpec(method="mlp", epochs=2), dataset=str(tmp_path / "ds"))
 
 
 def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
                   tmp_path / "ds")
     spec = DpgnnSpec(epsilon=3.0, steps=40, batch_size=50, hidden=16, max_degree=4,
                      device="cpu", accountant="rdp")  # RDP: the curve at every step
-    out = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
+    out = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert out["private"] and out["method"] == "dp-gcn" and out["steps"] == 40
     ledger = Ledger.load(out["privacy_report"])
     assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
@@ -104,9 +104,9 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
     assert all(a.value <= b.value for a, b in itertools.pairwise(curve))
     names = {a.path for a in client.list_artifacts(out["mlflow_run_id"])}
     assert {"ledger.json", "report.json"} <= names
-    again = pipeline(dpgnn_spec=spec, dataset=str(tmp_path / "ds"))
+    again = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert again["cache"]["train"] == "Cached" and again["epsilon"] == out["epsilon"]
-    nonpriv = pipeline(dpgnn_spec=spec.model_copy(update={"epsilon": None}),
+    nonpriv = pipeline(spec=spec.model_copy(update={"epsilon": None}),
                        dataset=str(tmp_path / "ds"))
     assert nonpriv["private"] is False and "epsilon" not in nonpriv
 
@@ -116,7 +116,7 @@ def test_dp_mlp_run(pipeline, tmp_path: Path) -> None:
     from dpgnn_core.specs import DpMlpSpec
 
     write_dataset(csbm(num_nodes=600, feature_signal=3.0, seed=32), tmp_path / "ds")
-    out = pipeline(dp_mlp_spec=DpMlpSpec(epsilon=2.0, steps=30, batch_size=40, hidden=16,
+    out = pipeline(spec=DpMlpSpec(epsilon=2.0, steps=30, batch_size=40, hidden=16,
                                          device="cpu"), dataset=str(tmp_path / "ds"))
     assert out["method"] == "dp-mlp" and out["private"] and out["epsilon"] <= 2.0
     assert out["accountant"] == "pld"  # the default: the tightest sound accountant
@@ -140,7 +140,7 @@ def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> N
     d = max_degree_for_pma(graph.edge_index, graph.num_nodes, directed=graph.directed)
     spec = GapSpec(level="node", epsilon=6.0, hops=2, max_degree=d, row_clip=1.0, steps=30,
                    batch_size=60, device="cpu")
-    out = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
+    out = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert out["method"] == "gap-ndp" and out["private"] and out["epsilon"] <= 6.0
     ledger = Ledger.load(out["privacy_report"])
     assert [e.kind for e in ledger.events] == ["poisson_gaussian", "gaussian",
@@ -153,7 +153,7 @@ def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> N
     curve = client.get_metric_history(out["mlflow_run_id"], "epsilon_spent")
     assert len(curve) == 60 and curve[-1].value == pytest.approx(out["epsilon"])
     assert all(a.value <= b.value for a, b in itertools.pairwise(curve))
-    again = pipeline(gap_spec=spec, dataset=str(tmp_path / "ds"))
+    again = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert set(again["cache"].values()) == {"Cached"}
     assert again["test_accuracy"] == out["test_accuracy"]
 
@@ -167,7 +167,7 @@ def test_graph_classification_run(pipeline, tmp_path: Path) -> None:
 
     write_dataset(er_graphs(num_graphs=200, split=(120, 30, 50), seed=4), tmp_path / "ds")
     spec = GraphClsSpec(conv="sage", epsilon=5.0, steps=30, batch_size=30, device="cpu")
-    out = pipeline(graph_spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=3)
+    out = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=3)
     assert out["method"] == "dp-graph-sage" and out["epsilon"] <= 5.0
     assert out["cache"]["train_nonprivate"] == "Completed"
     assert 0.0 <= out["iou_private_nonprivate"] <= 1.0

@@ -21,7 +21,7 @@ def test_cached_release_is_reused_and_a_recompute_is_a_new_release(tmp_path: Pat
 
     write_dataset(csbm(num_nodes=500, feature_signal=3.0, seed=41), tmp_path / "ds")
     spec = DpMlpSpec(epsilon=2.0, steps=10, batch_size=40, hidden=8, device="cpu")
-    first = pipeline(dp_mlp_spec=spec, dataset=str(tmp_path / "ds"))
+    first = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert first["release"].startswith("new release") and "replacing" not in first["release"]
     assert first["randomness"].startswith("secret")
     assert first["level"] == "node" and first["relation"] == "add_remove"
@@ -32,14 +32,14 @@ def test_cached_release_is_reused_and_a_recompute_is_a_new_release(tmp_path: Pat
     assert note.startswith("**(ε = ") and "**Protects:** model parameters" in note
     rid = first["release"].split()[2]
 
-    cached = pipeline(dp_mlp_spec=spec, dataset=str(tmp_path / "ds"))
+    cached = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert cached["cache"]["train"] == "Cached"
     assert cached["release"].startswith(f"reused cached release {rid}")
 
-    fresh = pipeline(dp_mlp_spec=spec, dataset=str(tmp_path / "ds"), refresh=True)
+    fresh = pipeline(spec=spec, dataset=str(tmp_path / "ds"), refresh=True)
     assert fresh["release"].startswith("new release") and f"replacing {rid}" in fresh["release"]
 
-    insecure = pipeline(dp_mlp_spec=spec.model_copy(update={"insecure_reproducible_noise": True}),
+    insecure = pipeline(spec=spec.model_copy(update={"insecure_reproducible_noise": True}),
                         dataset=str(tmp_path / "ds"))
     tags = MlflowClient(insecure["mlflow_tracking_uri"]).get_run(
         insecure["mlflow_run_id"]).data.tags

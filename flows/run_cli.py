@@ -1,0 +1,218 @@
+"""``dpgnn run METHOD``: one command per registered method, built from its spec.
+
+Each method's options are its spec's fields (:mod:`dpgnn_core.specs`), with the defaults
+and the help text of the spec's docstring, so ``dpgnn run dp-gcn --help`` lists DP-GNN's
+options only, and an option that does not apply to a method does not exist for it. A spec
+can also come from a file (``--config run.toml``, YAML or JSON) and ``--set key=value``;
+options given on the command line win over ``--set``, which wins over the file.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+run_app = typer.Typer(
+    help="Run a method on an ingested dataset through the cached pipeline flow (Prefect), "
+    "logged to MLflow. `dpgnn run METHOD --help` lists that method's options.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+#: Options of the run itself, not of the method.
+_RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experiment",
+                "refresh", "non_private", "explain_graphs")
+#: Spec fields that only a private method has.
+_PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
+                   "insecure_reproducible_noise")
+
+
+def _field_help(spec_type: type) -> dict[str, str]:
+    """``name -> text`` from the ``Args:`` sections of the spec class and its bases (the
+    class's own text wins)."""
+    out: dict[str, str] = {}
+    for cls in reversed(spec_type.__mro__):
+        doc = inspect.getdoc(cls) or ""
+        for m in re.finditer(r"^\s*(\w+) \([^)]*\):\s*(.+?)(?=^\s*\w+ \([^)]*\):|\Z|^\s*$)",
+                             doc, flags=re.M | re.S):
+            out[m.group(1)] = " ".join(m.group(2).split())
+    return out
+
+
+def _option_type(annotation: Any) -> Any:
+    """The command-line type of a spec field: numbers and flags as themselves, everything
+    else (choices, tuples) as text that the spec validates."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    base = args[0] if typing.get_origin(annotation) in (typing.Union, type(int | None)) \
+        and len(args) == 1 else annotation
+    if base in (int, float, bool):
+        return base
+    return str
+
+
+def _tuple_field(annotation: Any) -> bool:
+    return "tuple" in str(annotation)
+
+
+def _options(name: str, spec_type: Any) -> list[str]:
+    from dpgnn_core.specs import NON_PRIVATE_METHODS
+
+    skip = {"method", *spec_type.implied}
+    if name in NON_PRIVATE_METHODS:
+        skip |= set(_PRIVACY_FIELDS)
+    return [f for f in spec_type.model_fields if f not in skip]
+
+
+def _signature(name: str, spec_type: Any) -> inspect.Signature:
+    from dpgnn_core.specs import NON_PRIVATE_METHODS
+
+    helps = _field_help(spec_type)
+    params = [
+        inspect.Parameter("dataset", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[
+            Path, typer.Option(help="An ingested dataset folder (dpgnn ingest).")]),
+    ]
+    for field in _options(name, spec_type):
+        info = spec_type.model_fields[field]
+        default = info.get_default(call_default_factory=True)
+        text = helps.get(field, "")
+        if "(default:" not in text:
+            text = f"{text} (default: {default})".strip()
+        if _tuple_field(info.annotation):
+            text += " Give the numbers separated by commas."
+        text = re.sub(r":obj:`([^`]*)`|``([^`]*)``", lambda m: m.group(1) or m.group(2), text)
+        kind = _option_type(info.annotation)
+        if kind is bool:  # a flag; absent means the spec's default (False for every flag)
+            params.append(inspect.Parameter(
+                field, inspect.Parameter.KEYWORD_ONLY, default=False,
+                annotation=Annotated[bool, typer.Option(f"--{field.replace('_', '-')}",
+                                                        help=text, show_default=False)]))
+            continue
+        params.append(inspect.Parameter(
+            field, inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[kind | None, typer.Option(help=text, show_default=False)]))
+    private = name not in NON_PRIVATE_METHODS
+    run_params: list[tuple[str, Any, Any]] = [
+        ("config", None, Annotated[Path | None, typer.Option(
+            help="A spec file (TOML, YAML or JSON) with this method's options.")]),
+        ("set_", None, Annotated[list[str] | None, typer.Option(
+            "--set", help="KEY=VALUE, repeatable: one option (JSON values parsed).")]),
+        ("tracking_uri", None, Annotated[str | None, typer.Option(
+            help="MLflow tracking URI (default: SQLite under the project).")]),
+        ("experiment", "dpgnn", Annotated[str, typer.Option(help="MLflow experiment.")]),
+        ("refresh", False, Annotated[bool, typer.Option(
+            "--refresh", help="Recompute cached steps (a private step is then a new release).")]),
+        ("as_json", False, Annotated[bool, typer.Option(
+            "--json", help="Print one JSON object on stdout.")]),
+    ]
+    if private and not name.startswith(("gap-", "dp-graph-")):
+        run_params.append(("non_private", False, Annotated[bool, typer.Option(
+            "--non-private",
+            help="The same training path without noise or clipping (NOT private).")]))
+    if name.startswith(("dp-graph-", "graph-")):
+        run_params.append(("explain_graphs", 20, Annotated[int, typer.Option(
+            min=0, help="Private runs: explain this many test graphs with GNNExplainer "
+            "(0 skips).")]))
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+               for n, d, a in run_params]
+    return inspect.Signature(params)
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    """A spec file's mapping (TOML, YAML or JSON by suffix)."""
+    text = path.read_text()
+    if path.suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(text)
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a spec file holds a mapping of options")
+    return data
+
+
+def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
+               sets: list[str] | None = None, non_private: bool = False) -> Any:
+    """The validated spec of method ``name`` from a file, ``--set`` pairs and options."""
+    from dpgnn_core.specs import NON_PRIVATE_METHODS, method_specs, parse_spec
+    from flows.cli import _parse_kv
+
+    spec_type = method_specs()[name]
+    merged: dict[str, Any] = {}
+    if config is not None:
+        merged.update(_load_config(config))
+        if merged.get("method", name) != name:
+            raise ValueError(f"{config}: method = {merged['method']!r}, but the command "
+                             f"runs {name}")
+    merged.update(_parse_kv(sets or []))
+    merged.update({k: v for k, v in options.items() if v is not None and v is not False})
+    for field, value in list(merged.items()):
+        if isinstance(value, str) and field in spec_type.model_fields and _tuple_field(
+                spec_type.model_fields[field].annotation):
+            try:
+                merged[field] = tuple(float(v) for v in value.split(","))
+            except ValueError:
+                raise ValueError(f"--{field.replace('_', '-')} {value!r}: give numbers "
+                                 "separated by commas") from None
+    allowed = set(_options(name, spec_type)) | {"method", *spec_type.implied}
+    wrong = sorted(set(merged) - allowed)
+    if wrong:
+        raise ValueError(f"{name} does not take {', '.join(wrong)}; see "
+                         f"`dpgnn run {name} --help`")
+    private = name not in NON_PRIVATE_METHODS
+    if private and merged.get("epsilon") is None and not non_private:
+        raise ValueError(f"{name} needs --epsilon (or --non-private for the same path "
+                         "without privacy)" if not name.startswith(("gap-", "dp-graph-"))
+                         else f"{name} needs --epsilon")
+    if non_private:
+        merged["epsilon"] = None
+    return parse_spec({**merged, "method": name})
+
+
+def _make_command(name: str, spec_type: Any) -> Any:
+    def command(**kwargs: Any) -> None:
+        from flows.cli import _err, _execute
+
+        run_kwargs = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
+        dataset: Path = run_kwargs["dataset"]
+        try:
+            spec = build_spec(name, kwargs, run_kwargs.get("config"), run_kwargs.get("set_"),
+                              bool(run_kwargs.get("non_private")))
+        except (ValueError, OSError) as e:
+            _err(e)
+            raise typer.Exit(2) from e
+        _execute(name, spec, dataset, tracking_uri=run_kwargs.get("tracking_uri"),
+                 experiment=run_kwargs.get("experiment", "dpgnn"),
+                 refresh=bool(run_kwargs.get("refresh")),
+                 as_json=bool(run_kwargs.get("as_json")),
+                 explain_graphs=run_kwargs.get("explain_graphs", 20))
+
+    sig = _signature(name, spec_type)
+    command.__signature__ = sig  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    command.__name__ = name.replace("-", "_")
+    doc = (inspect.getdoc(spec_type) or "").split("\n\n")[0]
+    command.__doc__ = f"{name}: {' '.join(doc.split())}"
+    return command
+
+
+def _register_commands() -> None:
+    from dpgnn_core.specs import method_specs
+
+    for name, spec_type in method_specs().items():
+        first = " ".join((inspect.getdoc(spec_type) or "").split("\n\n")[0].split())
+        short = re.split(r"(?<=[a-z)]):|\.\s", first)[0].rstrip(".")
+        run_app.command(name=name, short_help=short)(_make_command(name, spec_type))
+
+
+_register_commands()
