@@ -21,6 +21,11 @@ class Spec(BaseModel):
 
     #: Fields a method's name implies (``conv`` for ``dp-gcn``): not options of its own.
     implied: ClassVar[tuple[str, ...]] = ()
+    #: Whether the private method's own path also runs without privacy (``--non-private``:
+    #: epsilon None); GAP and graph classification have separate non-private names.
+    has_non_private_mode: ClassVar[bool] = False
+    #: Whether a private run also explains test graphs (GNNExplainer, graph methods).
+    explains: ClassVar[bool] = False
 
     def cache_key(self) -> str:
         """sha256 of the spec's JSON form (sorted keys)."""
@@ -79,44 +84,6 @@ class TrainSpec(Spec):
     feature_norm: Literal["row", "none"] = "row"
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-
-
-Sampler = Literal["degree-bounded", "drw", "drw-r", "gap-degree"]
-
-
-class SamplerSpec(Spec):
-    """How to materialise training subgraphs (or GAP's degree-bounded graph).
-
-    Args:
-        sampler (str): ``degree-bounded`` (DP-GNN), ``drw``, ``drw-r`` (Ayle et al.) or
-            ``gap-degree`` (GAP's degree bound).
-        max_degree (int, optional): K for ``degree-bounded``, D for ``gap-degree``.
-        layers (int, optional): r for ``degree-bounded``. (default: :obj:`1`)
-        walk_length (int, optional): L for ``drw`` / ``drw-r``.
-        restarts (int, optional): R for ``drw-r``. (default: :obj:`1`)
-        seed (int, optional): used only with ``insecure_reproducible_noise``. (default: 0)
-        insecure_reproducible_noise (bool, optional): derive the sample from ``seed``
-            (reproducible, not secret); by default it is drawn from OS entropy.
-            (default: :obj:`False`)
-    """
-
-    sampler: Sampler
-    max_degree: int | None = Field(None, ge=1)
-    layers: int = Field(1, ge=0)
-    walk_length: int | None = Field(None, ge=1)
-    restarts: int = Field(1, ge=1)
-    seed: int = 0
-    insecure_reproducible_noise: bool = False
-
-    @model_validator(mode="after")
-    def _needs(self) -> SamplerSpec:
-        if self.sampler in ("degree-bounded", "gap-degree") and self.max_degree is None:
-            raise ValueError(f"sampler {self.sampler!r} needs max_degree (--max-degree)")
-        if self.sampler in ("drw", "drw-r") and self.walk_length is None:
-            raise ValueError(f"sampler {self.sampler!r} needs walk_length (--walk-length)")
-        if self.sampler == "drw" and self.restarts != 1:
-            raise ValueError("drw walks once from each root; use drw-r for restarts")
-        return self
 
 
 class PrivateSpec(Spec):
@@ -251,6 +218,7 @@ class DpgnnSpec(SubgraphSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("conv",)
+    has_non_private_mode: ClassVar[bool] = True
     method: Literal["dp-gcn", "dp-sage", "dp-gin", "dp-gat"]
     max_degree: int = Field(7, ge=1)
     level: Literal["node_feature", "node"] = "node_feature"
@@ -284,6 +252,7 @@ class DrwSpec(SubgraphSpec):
 
     accountant: Literal["rdp", "pld"] = "rdp"
     implied: ClassVar[tuple[str, ...]] = ("variant", "conv")
+    has_non_private_mode: ClassVar[bool] = True
     method: Literal["drw-gcn", "drw-sage", "drw-r-gcn", "drw-r-sage", "drw-d-gcn",
                     "drw-d-sage"]
     variant: Literal["drw", "drw-r", "drw-d"] = "drw"
@@ -328,6 +297,7 @@ class DpMlpSpec(PrivateSpec):
         device (str): ``auto``, ``cpu`` or ``cuda``. (default: ``auto``)
     """
 
+    has_non_private_mode: ClassVar[bool] = True
     method: Literal["dp-mlp"] = "dp-mlp"
     hidden: int = Field(256, ge=1)
     layers: int = Field(2, ge=1, le=8)
@@ -424,6 +394,7 @@ class GraphClsSpec(PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("conv",)
+    explains: ClassVar[bool] = True
     method: Literal["graph-gcn", "graph-sage", "graph-gat", "dp-graph-gcn", "dp-graph-sage",
                     "dp-graph-gat"]
     conv: Literal["gcn", "sage", "gat"] = "gcn"

@@ -287,15 +287,15 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         _err(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
-    if getattr(spec, "level", None) == "node" and name.startswith("dp-") and not json.loads(
-            manifest_path.read_text()).get("directed", False):
-        _err(f"--level node (a node with its edges) is only sound on directed datasets; "
-             f"{dataset} is undirected (manifest.json: directed = false): one node's edges "
-             "change its neighbours' sampled subgraphs. Use --level node_feature")
-        raise typer.Exit(2)
-    _use_server_if_running()
     from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.methods.registry import method_for
 
+    try:  # what the spec and the manifest alone can refuse, before Prefect starts
+        method_for(spec).preflight(spec, json.loads(manifest_path.read_text()))
+    except DpgnnError as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    _use_server_if_running()
     with _console().status(f"running {name} on {dataset} (Prefect flow)…"), \
             _stdout_to_stderr():
         from flows.pipeline import pipeline

@@ -110,11 +110,11 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
         ("as_json", False, Annotated[bool, typer.Option(
             "--json", help="Print one JSON object on stdout.")]),
     ]
-    if private and not name.startswith(("gap-", "dp-graph-")):
+    if private and spec_type.has_non_private_mode:
         run_params.append(("non_private", False, Annotated[bool, typer.Option(
             "--non-private",
             help="The same training path without noise or clipping (NOT private).")]))
-    if name.startswith(("dp-graph-", "graph-")):
+    if spec_type.explains:
         run_params.append(("explain_graphs", 20, Annotated[int, typer.Option(
             min=0, help="Private runs: explain this many test graphs with GNNExplainer "
             "(0 skips).")]))
@@ -172,7 +172,7 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
     private = name not in NON_PRIVATE_METHODS
     if private and merged.get("epsilon") is None and not non_private:
         raise ValueError(f"{name} needs --epsilon (or --non-private for the same path "
-                         "without privacy)" if not name.startswith(("gap-", "dp-graph-"))
+                         "without privacy)" if spec_type.has_non_private_mode
                          else f"{name} needs --epsilon")
     if non_private:
         merged["epsilon"] = None

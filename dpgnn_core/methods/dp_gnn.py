@@ -21,7 +21,7 @@ and the ledger is empty with ``epsilon = inf`` in the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,16 @@ def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
                                        level=spec.level, description="DP-GNN training"),
                             sampler_scheme=SAMPLING_SCHEME)
     return ledger
+
+
+def preflight(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
+    """:func:`check_level` from the dataset's manifest alone, before anything is loaded."""
+    if spec.level == "node" and not manifest.get("directed", False):
+        raise PrivacyError(
+            "level 'node' (a node with its edges) is only sound on directed datasets; "
+            f"{manifest.get('name', 'this dataset')!r} is undirected (manifest.json: "
+            "directed = false): one node's edges change the sampled subgraphs of its "
+            "neighbours. Use level 'node_feature' (features and labels, structure public)")
 
 
 def check_level(data: GraphData, spec: DpgnnSpec) -> None:

@@ -99,6 +99,7 @@ class Method:
     _save: Callable[[str, Fitted, Any, GraphData], None]
     _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
+    _preflight: Callable[[Any, Mapping[str, Any]], None] | None = None
 
     def options(self) -> list[str]:
         """The spec fields a user may set (the fixed ones excluded)."""
@@ -117,6 +118,13 @@ class Method:
                 f"{self.name} does not take {', '.join(wrong)}; its options are "
                 f"{', '.join(self.options())}")
         return self.spec_type(**{**options, **self.fixed})
+
+    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> None:
+        """Checks that need only the spec and the dataset's manifest (cheap: run before any
+        orchestration starts). Raises a :class:`~dpgnn_core.errors.DpgnnError`."""
+        self._check_spec(spec)
+        if self._preflight is not None:
+            self._preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
         self._check_spec(spec)
@@ -205,7 +213,7 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
 
 def _node_private_family(family: str, spec_type: type[Spec], module: str, train: str,
                          save: str, load: str, evaluate: str, names: dict[str, dict[str, Any]],
-                         protection: str) -> None:
+                         protection: str, preflight: str | None = None) -> None:
     import importlib
 
     mod = importlib.import_module(f"dpgnn_core.methods.{module}")
@@ -227,7 +235,8 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
                         fixed=MappingProxyType({"method": name, **fixed}), task="node",
                         private=True,
                         protection=protection, _fit=fit, _ledger_for=mod.ledger_for,
-                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_))
+                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_,
+                        _preflight=getattr(mod, preflight) if preflight else None))
 
 
 def _register_all() -> None:
@@ -265,7 +274,8 @@ def _register_all() -> None:
     _node_private_family(
         "dp-gnn", DpgnnSpec, "dp_gnn", "train_dpgnn", "save_dpgnn", "load_dpgnn",
         "evaluate_dpgnn", {f"dp-{c}": {"conv": c} for c in ("gcn", "sage", "gin", "gat")},
-        "node_feature (default) or node on directed datasets; replace-one")
+        "node_feature (default) or node on directed datasets; replace-one",
+        preflight="preflight")
     _node_private_family(
         "drw", DrwSpec, "drw", "train_drw", "save_drw", "load_drw", "evaluate_drw",
         {f"{v}-{c}": {"variant": v, "conv": c} for v in ("drw", "drw-r", "drw-d")
