@@ -25,7 +25,7 @@ demo: $(STAMP)
 # is mypy-clean; then it becomes the same as `make typecheck`.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
-	$(BIN)/mypy dpgnn_core tasks
+	$(BIN)/mypy dpgnn_core tasks flows
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 lint: $(STAMP)

@@ -141,8 +141,8 @@ def pipeline(
         ds = dataset_summary(dataset)
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
-    if the_method.family == "gap":  # GAP's cached stages: calibrate, graph, encoder, PMA,
-        model, report = _gap_chain(ds, spec, refresh, states)  # classifier
+    if isinstance(spec, GapSpec):  # family "gap": its cached stages (calibrate, graph,
+        model, report = _gap_chain(ds, spec, refresh, states)  # encoder, PMA, classifier)
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = model.get("report") or {"private": False, "epsilon": None}
@@ -176,7 +176,7 @@ def pipeline(
         artifacts=artifacts,
         tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
               **privacy_tags(report, states.get("train", "")),
-              **({"dpgnn.hops": str(spec.hops)} if the_method.family == "gap" else {}),
+              **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
               "dpgnn.dataset_sha256": ds["content_sha256"]},
         tracking_uri=tracking_uri,
         experiment=experiment,

@@ -74,22 +74,26 @@ def _plan(mechanism: Mechanism, *, sampling_rate: float | None, steps: int,
         if missing:
             raise PrivacyError(f"{', '.join(missing)} required for dpgnn")
 
+    q = float(sampling_rate or 0.0)  # checked above where the mechanism needs it
+    dp_level: Any = level
+
     def plan(z: float) -> Any:
         if mechanism == Mechanism.gaussian:
             return Ledger().add(GaussianEvent(noise_multiplier=z, count=steps))
         if mechanism == Mechanism.poisson_gaussian:
             return Ledger().add(PoissonGaussianEvent(noise_multiplier=z,
-                                                     sampling_rate=sampling_rate, steps=steps),
+                                                     sampling_rate=q, steps=steps),
                                 sampler_scheme="poisson")
         if mechanism == Mechanism.uniform_gaussian:
             return Ledger().add(UniformGaussianEvent(noise_multiplier=z,
-                                                     sampling_rate=sampling_rate, steps=steps),
+                                                     sampling_rate=q, steps=steps),
                                 sampler_scheme="fixed_size_without_replacement")
         assert max_degree is not None and layers is not None
+        assert num_train is not None and batch_size is not None
         occ = neighbourhood_size(max_degree, layers)
         return Ledger().add(DpgnnEvent(noise_multiplier=z, num_train=num_train,
                                        batch_size=batch_size, max_degree=max_degree,
-                                       layers=layers, steps=steps, level=level,
+                                       layers=layers, steps=steps, level=dp_level,
                                        marked=occ if level == "node_feature" else 2 * occ - 1),
                             sampler_scheme="fixed_size_without_replacement")
 
