@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/dpgnn demo
 
-# Lint and type check first, then the tests. The type check here leaves out flows/ until it
-# is mypy-clean; then it becomes the same as `make typecheck`.
+# Lint and type check first (the same checks as `make lint` and `make typecheck`), then
+# the tests.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(BIN)/mypy dpgnn_core tasks flows
