@@ -220,7 +220,9 @@ def datasets(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List ingested datasets with their counts."""
-    root = root or Path(os.environ.get("DPGNN_HOME", ".dpgnn")) / "datasets"
+    from dpgnn_core.home import project_dir
+
+    root = root or project_dir() / "datasets"
     found = _find_datasets(root)
     if as_json:
         for p, m in found:

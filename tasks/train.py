@@ -15,6 +15,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
+from dpgnn_core.privacy.report import PrivacyReport
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
 
@@ -92,39 +93,16 @@ def train(dataset: dict[str, Any], spec: Any) -> dict[str, Any]:
     return _artifacts(method, dataset, spec, data, fitted)
 
 
-def _epsilon_history(method: Any, spec: Any, data: GraphData, fitted: Any
-                     ) -> list[dict[str, Any]]:
-    """The history with ε spent after each recorded step (from the run's own plan)."""
-    from dpgnn_core.privacy import make_accountant
-    from dpgnn_core.privacy.calibrate import epsilon_curve
-
-    history: list[dict[str, Any]] = [dict(r) for r in fitted.history]
-    report = fitted.report
-    if not report["private"]:
-        return history
-    n_train = int(report.get("num_train") or data.mask("train").sum())
-    lam = report["noise_multiplier"]
-
-    def ledger_after(t: int) -> Any:
-        return method.ledger_for(spec.model_copy(update={"steps": t}), n_train)(lam)
-
-    for t, eps in epsilon_curve(ledger_after, report["steps"], report["delta"],
-                                make_accountant(report["accountant"])):
-        history[t - 1]["epsilon_spent"] = eps
-    return history
-
-
 def _artifacts(method: Any, dataset: dict[str, Any], spec: Any, data: GraphData,
                fitted: Any) -> dict[str, Any]:
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
     out = artifact_dir("train", dataset["content_sha256"], spec)
     private = bool(fitted.report.get("private"))
-    report = {**fitted.report, "epsilon": None if fitted.report.get("epsilon") in (
-        None, float("inf")) else fitted.report["epsilon"]}
+    report = PrivacyReport.from_dict(fitted.report).to_dict()  # the core's report, as JSON
     if private:
         report["release"] = new_release(out)
-    history = _epsilon_history(method, spec, data, fitted)
+    history = fitted.history  # with ε spent, from the core
     reported = method.family != "baseline"  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported
                                             else [])

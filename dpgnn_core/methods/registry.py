@@ -32,6 +32,7 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.privacy import Ledger
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.specs import (
     DpgnnSpec,
     DpMlpSpec,
@@ -58,7 +59,8 @@ class Fitted:
         model (torch.nn.Module): the trained model (for GAP, the classifier with its
             encoder attached).
         ledger (Ledger): the privacy events of the run (empty for non-private runs).
-        report (dict): the privacy report (``{"private": False, ...}`` for baselines).
+        report (Mapping): the privacy report: after :meth:`Method.fit`, a frozen
+            :class:`~dpgnn_core.privacy.report.PrivacyReport`.
         history (list of dict): one record per step or epoch.
         extra (dict): what evaluation needs beside the model (GAP: the private
             aggregations ``aggregations``).
@@ -66,7 +68,7 @@ class Fitted:
 
     model: torch.nn.Module
     ledger: Ledger
-    report: dict[str, Any]
+    report: Mapping[str, Any]
     history: list[dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -127,8 +129,36 @@ class Method:
             self._preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
+        """Train ``spec`` on ``data``. The result's report is a frozen
+        :class:`~dpgnn_core.privacy.report.PrivacyReport` with the ε-by-step curve, and a
+        private run's history has ``epsilon_spent`` at the steps of that curve."""
         self._check_spec(spec)
-        return self._fit(data, spec, on_step)
+        fitted = self._fit(data, spec, on_step)
+        report = dict(fitted.report)
+        history = [dict(r) for r in fitted.history]
+        if report.get("private") and "epsilon_by_step" not in report:
+            curve = self._curve(spec, data, report)
+            report["epsilon_by_step"] = curve
+            for t, eps in curve:
+                history[t - 1]["epsilon_spent"] = eps
+        fitted.report = PrivacyReport.from_dict(report)
+        fitted.history = history
+        return fitted
+
+    def _curve(self, spec: Any, data: GraphData, report: dict[str, Any]
+               ) -> list[tuple[int, float]]:
+        """ε after step t from the run's own plan (its steps; the same noise)."""
+        from dpgnn_core.privacy import make_accountant
+        from dpgnn_core.privacy.calibrate import epsilon_curve
+
+        n_train = int(report.get("num_train") or data.mask("train").sum())
+        lam = report["noise_multiplier"]
+
+        def ledger_after(t: int) -> Ledger:
+            return self.ledger_for(spec.model_copy(update={"steps": t}), n_train)(lam)
+
+        return epsilon_curve(ledger_after, report["steps"], report["delta"],
+                             make_accountant(report["accountant"]))
 
     def ledger_for(self, spec: Any, n_train: int) -> Callable[[float], Ledger]:
         """The plan: noise multiplier -> the ledger of the whole run (empty ledgers for
@@ -245,8 +275,8 @@ def _register_all() -> None:
     # Non-private node baselines (full batch): an empty ledger, ε = inf.
     def base_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = baseline.fit(data, spec, on_epoch=on_step)
-        return Fitted(r.model, Ledger(), {"private": False, "epsilon": None,
-                                          "protects": "nothing"}, r.history)
+        return Fitted(r.model, Ledger(), {"method": spec.method, "private": False,
+                                          "epsilon": None, "protects": "nothing"}, r.history)
 
     def base_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
         baseline.save_model(path, fitted.model, spec, data.num_features, data.num_classes)
@@ -288,7 +318,17 @@ def _register_all() -> None:
     # GAP: the whole chain in one call here; the pipeline runs its cached stages.
     def gap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = gap.train_gap(data, spec, on_step)
-        return Fitted(r.classifier, r.ledger, r.report, r.history,
+        report = dict(r.report)
+        if report["private"]:  # encoder steps, then classifier steps (PMA in between)
+            n_enc = sum(1 for h in r.history if h.get("module_index") == 0.0)
+            eps = gap.epsilon_by_step(spec, int(data.mask("train").sum()),
+                                      report["noise_multiplier"], report["delta"], n_enc,
+                                      len(r.history) - n_enc)
+            report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
+            history = [{**h, "epsilon_spent": e} for h, e in zip(r.history, eps, strict=True)]
+        else:
+            history = list(r.history)
+        return Fitted(r.classifier, r.ledger, report, history,
                       {"aggregations": r.aggregations})
 
     def gap_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:

@@ -24,6 +24,7 @@ from dpgnn_core.privacy.events import (
     drw_sampling_rate,
     neighbourhood_size,
 )
+from dpgnn_core.privacy.report import PrivacyReport
 
 
 def epsilon(ledger: Ledger, delta: float, accountant: str = "rdp") -> float:
@@ -38,7 +39,7 @@ def delta(ledger: Ledger, epsilon: float, accountant: str = "rdp") -> float:
 
 __all__ = [
     "Accountant", "Calibration", "DpgnnEvent", "GaussianEvent", "Ledger", "PldAccountant",
-    "PoissonGaussianEvent", "PrivacyError", "PrivacyEvent", "RdpAccountant",
+    "PoissonGaussianEvent", "PrivacyError", "PrivacyEvent", "PrivacyReport", "RdpAccountant",
     "UniformGaussianEvent", "calibrate_noise", "delta", "dp_sgd_noise_multiplier",
     "drw_sampling_rate", "epsilon", "make_accountant", "max_steps", "neighbourhood_size",
 ]

@@ -18,7 +18,7 @@ import torch
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods.registry import METHODS, UnknownMethodError, get, method_for
-from dpgnn_core.privacy import make_accountant
+from dpgnn_core.privacy import PrivacyReport, make_accountant
 
 NODES = csbm(num_nodes=300, avg_degree=5, feature_dim=8, seed=5)
 GRAPHS = er_graphs(num_graphs=80, split=(50, 15, 15), seed=5)
@@ -79,6 +79,12 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
                                                                    fitted.report["delta"])
         assert eps == pytest.approx(fitted.report["epsilon"]) and eps <= 4.0
         assert fitted.report["level"] and fitted.report["relation"]
+        # The core returns a frozen, typed report with its ε-by-step curve.
+        assert isinstance(fitted.report, PrivacyReport)
+        assert fitted.report.epsilon_by_step[-1][1] == pytest.approx(fitted.report.epsilon)
+        assert fitted.history[-1]["epsilon_spent"] == pytest.approx(fitted.report.epsilon)
+        with pytest.raises(AttributeError):
+            fitted.report.epsilon = 0.0  # type: ignore[misc]
     else:
         assert fitted.ledger.entries == () and not fitted.report["private"]
         assert m.ledger_for(spec, n_train)(1.0).entries == ()

@@ -1,0 +1,99 @@
+"""The privacy report: what a run's ε means, as a frozen, typed value.
+
+Every method's fit (through :mod:`dpgnn_core.methods.registry`) returns one. The fields
+every report has are typed attributes; method-specific details (clipping norms, PMA's
+sensitivity, the occurrence bound, ...) are in ``details``. The report is also a read-only
+mapping of its JSON form (``report["epsilon"]``), which is what tasks persist as
+``report.json``; nothing downstream edits it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+#: Keys that are typed attributes (everything else is a detail).
+_TYPED = ("method", "private", "epsilon", "delta", "accountant", "noise_multiplier", "steps",
+          "level", "relation", "protects", "inference", "unaccounted", "randomness",
+          "epsilon_by_step")
+
+
+@dataclass(frozen=True)
+class PrivacyReport(Mapping[str, Any]):
+    """A run's privacy statement.
+
+    Attributes:
+        method (str): the method's name (``dp-gcn``; ``...-non-private`` for the same path
+            without noise).
+        private (bool): whether the run has a finite ε.
+        epsilon (float): ε spent (``inf`` for non-private runs).
+        delta (float, optional): δ.
+        accountant (str, optional): ``rdp`` or ``pld``.
+        noise_multiplier (float): the calibrated multiplier (0 without privacy).
+        steps (int, optional): optimisation steps T.
+        level (str, optional): the protected unit (``edge``, ``node``, ``node_feature``,
+            ``graph``).
+        relation (str, optional): ``add_remove`` or ``replace``.
+        protects (str): what is protected, in words.
+        inference (str, optional): what predictions read at inference.
+        unaccounted (tuple of str): uses of private data no event covers.
+        randomness (str, optional): where the noise and sampling came from.
+        epsilon_by_step (tuple of (int, float)): ε spent after step t (every step with RDP,
+            about 20 points with PLD; the last is ``epsilon``).
+        details (Mapping): method-specific entries.
+    """
+
+    method: str
+    private: bool
+    epsilon: float
+    delta: float | None = None
+    accountant: str | None = None
+    noise_multiplier: float = 0.0
+    steps: int | None = None
+    level: str | None = None
+    relation: str | None = None
+    protects: str = "nothing"
+    inference: str | None = None
+    unaccounted: tuple[str, ...] = ()
+    randomness: str | None = None
+    epsilon_by_step: tuple[tuple[int, float], ...] = ()
+    details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PrivacyReport:
+        """From a method's report dict (or a stored ``report.json``)."""
+        eps = d.get("epsilon")
+        return cls(
+            method=str(d.get("method", "?")), private=bool(d.get("private")),
+            epsilon=math.inf if eps is None else float(eps), delta=d.get("delta"),
+            accountant=d.get("accountant"),
+            noise_multiplier=float(d.get("noise_multiplier") or 0.0), steps=d.get("steps"),
+            level=d.get("level"), relation=d.get("relation"),
+            protects=str(d.get("protects", "nothing")), inference=d.get("inference"),
+            unaccounted=tuple(d.get("unaccounted", ())), randomness=d.get("randomness"),
+            epsilon_by_step=tuple((int(t), float(e)) for t, e in d.get("epsilon_by_step", ())),
+            details=MappingProxyType({k: v for k, v in d.items() if k not in _TYPED}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``epsilon`` None for non-private runs)."""
+        out: dict[str, Any] = dict(self.details)
+        out.update({k: getattr(self, k) for k in _TYPED})
+        out["epsilon"] = None if math.isinf(self.epsilon) else self.epsilon
+        out["unaccounted"] = list(self.unaccounted)
+        out["epsilon_by_step"] = [list(p) for p in self.epsilon_by_step]
+        return out
+
+    # Read-only mapping of the JSON form: report["epsilon"], report.get("level"), {**report}.
+    def __getitem__(self, key: str) -> Any:
+        if key == "epsilon":
+            return self.epsilon
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
