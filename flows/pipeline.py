@@ -16,6 +16,7 @@ from dpgnn_core.errors import DataError
 from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
+from tasks.refs import DatasetRef
 from tasks.tracking import DEFAULT_EXPERIMENT, log_run
 
 
@@ -43,7 +44,7 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
     return result, state.name
 
 
-def _gap_chain(ds: dict[str, Any], spec: GapSpec, refresh: bool, states: dict[str, str]
+def _gap_chain(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, str]
                ) -> tuple[dict[str, Any], dict[str, Any]]:
     """GAP's cached steps; each returns the privacy events of its release, composed into
     the run's ledger by the classifier step."""

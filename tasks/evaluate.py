@@ -13,16 +13,17 @@ from dpgnn_core.data.store import read_dataset
 from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, write_json_atomic
 from tasks._cache import inputs_and_code
+from tasks.refs import DatasetRef, EvalRef, Files, ModelRef
 from tasks.train import artifact_dir, files_manifest
 
 
-def artifact_intact(folder: str | Path, files: dict[str, dict[str, Any]]) -> bool:
+def artifact_intact(folder: str | Path, files: Files) -> bool:
     """Whether every artifact file exists with its recorded sha256."""
     return all((Path(folder) / n).is_file() and sha256_file(Path(folder) / n) == i["sha256"]
                for n, i in files.items())
 
 
-def verify_files(folder: str | Path, files: dict[str, dict[str, Any]]) -> None:
+def verify_files(folder: str | Path, files: Files) -> None:
     """Raise if an artifact file is missing or differs from its recorded sha256."""
     if not artifact_intact(folder, files):
         raise ArtifactError(f"an artifact under {folder} is missing or changed since it was "
@@ -31,7 +32,7 @@ def verify_files(folder: str | Path, files: dict[str, dict[str, Any]]) -> None:
 
 @task(name="evaluate", cache_key_fn=inputs_and_code("evaluate"), persist_result=True,
       result_serializer="json")
-def evaluate(dataset: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+def evaluate(dataset: DatasetRef, model: ModelRef) -> EvalRef:
     """Metrics (accuracy, micro/macro F1, ROC AUC) on train, val and test."""
     verify_files(model["path"], model["files"])
     data = read_dataset(dataset["path"], verify=False)

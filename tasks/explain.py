@@ -13,6 +13,7 @@ from prefect import task
 from dpgnn_core.io import atomic_dir, write_json_atomic
 from tasks._cache import inputs_and_code
 from tasks.evaluate import verify_files
+from tasks.refs import DatasetRef
 from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 
@@ -27,7 +28,7 @@ def _model(manifest: dict[str, Any]) -> Any:
 
 @task(name="explain", cache_key_fn=inputs_and_code("explain"), persist_result=True,
       result_serializer="json")
-def explain(dataset: dict[str, Any], private: dict[str, Any], nonprivate: dict[str, Any],
+def explain(dataset: DatasetRef, private: dict[str, Any], nonprivate: dict[str, Any],
             count: int = 20, epochs: int = 100, threshold: float = 0.2) -> dict[str, Any]:
     """Explain the first ``count`` test graphs with both models; writes
     ``explanations.json`` (mean and per-graph IoUs) and ``explanations.png``."""

@@ -20,6 +20,7 @@ from dpgnn_core.specs import GapSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version
 from tasks.evaluate import verify_files
+from tasks.refs import DatasetRef
 from tasks.train import (
     artifact_dir,
     files_manifest,
@@ -29,7 +30,7 @@ from tasks.train import (
 )
 
 
-def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: dict[str, Any],
+def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: DatasetRef,
             extra: dict[str, Any]) -> dict[str, Any]:
     files = files_manifest(out, names)
     manifest = {"kind": kind, "spec": spec.model_dump(mode="json"),
@@ -41,7 +42,7 @@ def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: dict
 
 @task(name="gap_calibrate", cache_key_fn=inputs_and_code("gap_calibrate"),
       persist_result=True, result_serializer="json")
-def gap_calibrate(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
+def gap_calibrate(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
     """The common noise scale z, the planned ledger and the privacy report (checks the
     input before anything trains)."""
     from dpgnn_core.methods import gap
@@ -54,7 +55,7 @@ def gap_calibrate(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
 
 @task(name="gap_graph", cache_key_fn=inputs_and_code("gap_graph"), persist_result=True,
       result_serializer="json")
-def gap_graph(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
+def gap_graph(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
     """The edges PMA aggregates over: all of them; at node level the graph is refused when a
     degree exceeds ``max_degree`` (no edge is sampled, so nothing here depends on a seed)."""
     from dpgnn_core.methods import gap
@@ -71,7 +72,7 @@ def gap_graph(dataset: dict[str, Any], spec: GapSpec) -> dict[str, Any]:
 
 @task(name="gap_encoder", cache_key_fn=inputs_and_code("gap_encoder"), persist_result=True,
       result_serializer="json")
-def gap_encoder(dataset: dict[str, Any], spec: GapSpec, z: float) -> dict[str, Any]:
+def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
     """Encoder module (DP-Adam at node level); returns its privacy events."""
     from dpgnn_core.methods import gap
 
@@ -92,7 +93,7 @@ def len_of(spec: GapSpec) -> int:
 
 @task(name="gap_aggregate", cache_key_fn=inputs_and_code("gap_aggregate"),
       persist_result=True, result_serializer="json")
-def gap_aggregate(dataset: dict[str, Any], graph: dict[str, Any], encoder: dict[str, Any],
+def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str, Any],
                   spec: GapSpec, z: float) -> dict[str, Any]:
     """PMA: all K hops precomputed once and cached. The noise is drawn once per release,
     from a secret generator; reusing this artifact costs no further budget. Writes the
@@ -121,7 +122,7 @@ def gap_aggregate(dataset: dict[str, Any], graph: dict[str, Any], encoder: dict[
 
 @task(name="gap_classifier", cache_key_fn=inputs_and_code("gap_classifier"),
       persist_result=True, result_serializer="json")
-def gap_classifier(dataset: dict[str, Any], aggregations: dict[str, Any], spec: GapSpec,
+def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapSpec,
                    z: float, calibration: dict[str, Any], encoder: dict[str, Any]
                    ) -> dict[str, Any]:
     """Classification module on the private aggregations; writes the model, the composed

@@ -12,9 +12,10 @@ from dpgnn_core.data.store import read_manifest, write_dataset
 from dpgnn_core.specs import IngestSpec
 from tasks._cache import inputs_and_code
 from tasks.config import project_dir
+from tasks.refs import DatasetRef
 
 
-def dataset_summary(folder: str | Path) -> dict[str, Any]:
+def dataset_summary(folder: str | Path) -> DatasetRef:
     """The small manifest a task passes on: path, content hash and counts."""
     m = read_manifest(folder)
     return {"path": str(Path(folder).resolve()), "name": m["name"],
@@ -38,7 +39,7 @@ def _extra(params: dict[str, Any]) -> Any:
 
 @task(name="ingest", cache_key_fn=inputs_and_code("ingest", _extra), persist_result=True,
       result_serializer="json")
-def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) -> DatasetRef:
     """Ingest ``spec`` into ``out`` (default: ``$DPGNN_HOME/datasets/<name>-<key>``)."""
     folder = Path(out) if out else _default_out(spec)
     data = load_from_spec(spec)

@@ -18,6 +18,7 @@ from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomi
 from dpgnn_core.privacy.report import PrivacyReport
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
+from tasks.refs import DatasetRef, Files, ModelRef
 
 
 def artifact_dir(kind: str, *parts: Any) -> Path:
@@ -27,12 +28,13 @@ def artifact_dir(kind: str, *parts: Any) -> Path:
     return project_dir() / "artifacts" / kind / key[:16]
 
 
-def files_manifest(folder: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+def files_manifest(folder: Path, names: list[str]) -> Files:
+    """The sha256 and size of each named file of an artifact folder."""
     return {n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size}
             for n in names}
 
 
-def load_keyed_dataset(dataset: dict[str, Any]) -> GraphData:
+def load_keyed_dataset(dataset: DatasetRef) -> GraphData:
     """Read the dataset a task was keyed on. ``read_dataset`` checks every file against the
     manifest; the manifest must be the one whose hash is in the cache key."""
     if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
@@ -78,7 +80,7 @@ def new_release(out: Path) -> dict[str, Any]:
 
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
-def train(dataset: dict[str, Any], spec: Any) -> dict[str, Any]:
+def train(dataset: DatasetRef, spec: Any) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
@@ -93,8 +95,8 @@ def train(dataset: dict[str, Any], spec: Any) -> dict[str, Any]:
     return _artifacts(method, dataset, spec, data, fitted)
 
 
-def _artifacts(method: Any, dataset: dict[str, Any], spec: Any, data: GraphData,
-               fitted: Any) -> dict[str, Any]:
+def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
+               fitted: Any) -> ModelRef:
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
     out = artifact_dir("train", dataset["content_sha256"], spec)
@@ -117,9 +119,8 @@ def _artifacts(method: Any, dataset: dict[str, Any], spec: Any, data: GraphData,
             "kind": "train", "method": method.name, "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "code_version": code_version(),
             "private": private, "files": files})
-    ref: dict[str, Any] = {"path": str(out), "files": files, "method": method.name,
-                           "spec": spec.model_dump(mode="json"),
-                           "dataset": dataset["content_sha256"]}
+    ref: ModelRef = {"path": str(out), "files": files, "method": method.name,
+                     "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
         ref["report"] = report
     return ref

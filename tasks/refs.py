@@ -1,0 +1,62 @@
+"""The small, typed references tasks pass between each other (never tensors).
+
+They are ``TypedDict``s: plain JSON on the wire (Prefect persists task results as JSON)
+and checked by mypy at every task boundary. A reference names an artifact folder and the
+sha256 of each file in it; a task that reads an artifact verifies those hashes first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class FileInfo(TypedDict):
+    """One file of an artifact folder."""
+
+    sha256: str
+    bytes: int
+
+
+#: File name -> its hash and size.
+Files = dict[str, FileInfo]
+
+
+class DatasetRef(TypedDict):
+    """An ingested dataset folder (``dataset_summary``, the ``ingest`` task)."""
+
+    path: str
+    name: str
+    content_sha256: str
+    task: str
+    num_nodes: int
+    num_edges: int
+    num_classes: int
+    feature_dim: int
+
+
+class ArtifactRef(TypedDict):
+    """An artifact folder written atomically by a task."""
+
+    path: str
+    files: Files
+
+
+class ModelRef(ArtifactRef, total=False):
+    """A trained model (the ``train`` and ``gap_classifier`` tasks): the method's name, its
+    spec, the dataset's sha256, the privacy report (private methods) and, for GAP, the
+    private aggregations it predicts from."""
+
+    method: str
+    spec: dict[str, Any]
+    dataset: str
+    report: dict[str, Any]
+    aggregations: ArtifactRef
+
+
+class EvalRef(ArtifactRef):
+    """Metrics per split (the ``evaluate`` task)."""
+
+    metrics: dict[str, dict[str, float | None]]
+
+
+__all__ = ["ArtifactRef", "DatasetRef", "EvalRef", "FileInfo", "Files", "ModelRef"]
