@@ -7,6 +7,7 @@ with the same parameters reuses every artifact and only records a new MLflow run
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import tasks  # noqa: F401
@@ -44,20 +45,58 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
     return result, state.name
 
 
+@dataclass
+class _GapTasks:
+    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
+    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+
+    ds: DatasetRef
+    spec: GapSpec
+    refresh: bool
+    states: dict[str, str]
+
+    def _step(self, name: str, task_fn: Any, **kwargs: Any) -> Any:
+        out, self.states[name] = _run(task_fn, self.refresh, dataset=self.ds, spec=self.spec,
+                                      **kwargs)
+        return out
+
+    def calibrate(self) -> Any:
+        from tasks.gap import gap_calibrate
+
+        return self._step("calibrate", gap_calibrate)
+
+    def noise_scale(self, calibration: Any) -> float:
+        return float(calibration["z"])
+
+    def graph(self) -> Any:
+        from tasks.gap import gap_graph
+
+        return self._step("graph", gap_graph)
+
+    def encoder(self, z: float) -> Any:
+        from tasks.gap import gap_encoder
+
+        return self._step("encoder", gap_encoder, z=z)
+
+    def aggregate(self, graph: Any, encoder: Any, z: float) -> Any:
+        from tasks.gap import gap_aggregate
+
+        return self._step("aggregate", gap_aggregate, graph=graph, encoder=encoder, z=z)
+
+    def classifier(self, aggregations: Any, z: float, calibration: Any, encoder: Any) -> Any:
+        from tasks.gap import gap_classifier
+
+        return self._step("train", gap_classifier, aggregations=aggregations, z=z,
+                          calibration=calibration, encoder=encoder)
+
+
 def _gap_chain(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, str]
                ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """GAP's cached steps; each returns the privacy events of its release, composed into
-    the run's ledger by the classifier step."""
-    from tasks.gap import gap_aggregate, gap_calibrate, gap_classifier, gap_encoder, gap_graph
+    """GAP's cached stages, wired by the core's one orchestration; each returns the privacy
+    events of its release, composed into the run's ledger by the classifier step."""
+    from dpgnn_core.methods.gap import orchestrate
 
-    cal, states["calibrate"] = _run(gap_calibrate, refresh, dataset=ds, spec=spec)
-    z = cal["z"]
-    graph, states["graph"] = _run(gap_graph, refresh, dataset=ds, spec=spec)
-    enc, states["encoder"] = _run(gap_encoder, refresh, dataset=ds, spec=spec, z=z)
-    agg, states["aggregate"] = _run(gap_aggregate, refresh, dataset=ds, graph=graph,
-                                    encoder=enc, spec=spec, z=z)
-    model, states["train"] = _run(gap_classifier, refresh, dataset=ds, aggregations=agg,
-                                  spec=spec, z=z, calibration=cal, encoder=enc)
+    model = orchestrate(_GapTasks(ds, spec, refresh, states))
     return model, model["report"]
 
 

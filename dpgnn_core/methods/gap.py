@@ -53,7 +53,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -542,26 +542,87 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
     return clf.eval().attach_encoder(enc), hist, events
 
 
+class GapStages(Protocol):
+    """GAP's five stages, as :func:`orchestrate` calls them. Two implementations: in
+    memory (:func:`train_gap`, the library and the registry) and as cached Prefect tasks
+    that pass artifact references (the pipeline flow). Each stage's value is whatever the
+    implementation passes along (tensors here, artifact references in the flow)."""
+
+    def calibrate(self) -> Any: ...
+    def noise_scale(self, calibration: Any) -> float: ...
+    def graph(self) -> Any: ...
+    def encoder(self, z: float) -> Any: ...
+    def aggregate(self, graph: Any, encoder: Any, z: float) -> Any: ...
+    def classifier(self, aggregations: Any, z: float, calibration: Any, encoder: Any) -> Any: ...
+
+
+def orchestrate(stages: GapStages) -> Any:
+    """GAP's composition, written once: calibrate the common noise scale z (checking the
+    input before anything trains), the graph PMA aggregates over (the degree check at node
+    level), the encoder, PMA's K releases, then the classifier, which composes the stages'
+    privacy events into the run's ledger and refuses one that differs from the plan."""
+    calibration = stages.calibrate()
+    z = stages.noise_scale(calibration)
+    graph = stages.graph()
+    encoder = stages.encoder(z)
+    aggregations = stages.aggregate(graph, encoder, z)
+    return stages.classifier(aggregations, z, calibration, encoder)
+
+
+@dataclass
+class _InMemory:
+    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+
+    data: GraphData
+    spec: GapSpec
+    on_step: Callable[[int, dict[str, float]], None] | None
+    graph_info: dict[str, Any] | None = None
+
+    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
+        return calibrate_gap(self.data, self.spec)
+
+    def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
+        return calibration[1]
+
+    def graph(self) -> np.ndarray:
+        ei, self.graph_info = prepare_graph(self.data, self.spec)
+        return ei
+
+    def encoder(self, z: float) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
+        return fit_encoder(self.data, self.spec, z, self.on_step)
+
+    def aggregate(self, graph: np.ndarray, encoder: tuple[GapEncoder, Any, Any], z: float
+                  ) -> tuple[Tensor, Ledger]:
+        return aggregate(self.data, graph, encoder[0], self.spec, z)
+
+    def classifier(self, aggregations: tuple[Tensor, Ledger], z: float,
+                   calibration: tuple[Ledger, float, dict[str, Any]],
+                   encoder: tuple[GapEncoder, list[dict[str, float]], Ledger]) -> GapResult:
+        planned, _, report = calibration
+        enc, h1, e1 = encoder
+        xs, e2 = aggregations
+        clf, h2, e3 = fit_classifier(self.data, xs, self.spec, z, self.on_step, encoder=enc)
+        ledger = e1 + e2 + e3
+        if ledger.to_dict() != planned.to_dict():
+            raise RuntimeError("the stages' privacy events differ from the calibrated plan")
+        report["graph"] = self.graph_info
+        return GapResult(encoder=enc, classifier=clf, aggregations=xs, ledger=ledger,
+                         report=report, history=h1 + h2)
+
+
 def train_gap(data: GraphData, spec: GapSpec,
               on_step: Callable[[int, dict[str, float]], None] | None = None) -> GapResult:
-    """Calibrate, then encoder -> PMA -> classifier; the ledger is the composition of the
-    events each stage returned (and equals the calibrated plan).
+    """Calibrate, then encoder -> PMA -> classifier (:func:`orchestrate`, in memory); the
+    ledger is the composition of the events each stage returned (and equals the calibrated
+    plan).
 
     Raises:
         DataError: not single-label node classification, no training labels, a batch
-            larger than the training set, or a degree bound that removes every edge.
+            larger than the training set, or a graph beyond the degree bound (node level).
         PrivacyError: a budget too small for the composition (names the smallest ε).
     """
-    planned, z, report = calibrate_gap(data, spec)
-    ei, report["graph"] = prepare_graph(data, spec)
-    enc, h1, e1 = fit_encoder(data, spec, z, on_step)
-    xs, e2 = aggregate(data, ei, enc, spec, z)
-    clf, h2, e3 = fit_classifier(data, xs, spec, z, on_step, encoder=enc)
-    ledger = e1 + e2 + e3
-    if ledger.to_dict() != planned.to_dict():
-        raise RuntimeError("the stages' privacy events differ from the calibrated plan")
-    return GapResult(encoder=enc, classifier=clf, aggregations=xs, ledger=ledger,
-                     report=report, history=h1 + h2)
+    result: GapResult = orchestrate(_InMemory(data, spec, on_step))
+    return result
 
 
 def evaluate_gap(classifier: GapClassifier, aggregations: Tensor, data: GraphData,
