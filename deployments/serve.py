@@ -18,11 +18,9 @@ import os
 import tasks  # noqa: F401
 from prefect import serve
 
-from dpgnn_core.specs import IngestSpec, TrainSpec
+from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
 from flows.pipeline import pipeline
 
-DEMO_INGEST = IngestSpec(format="synthetic", name="csbm-demo",
-                         options={"num_nodes": 3000, "seed": 0})
 
 
 def deployments() -> list:
@@ -35,7 +33,7 @@ def deployments() -> list:
                         "ingest_spec": DEMO_INGEST.model_dump()},
             tags=["dpgnn", "nightly"],
         )
-        for method in ("gcn", "mlp")
+        for method in DEMO_METHODS
     ]
     adhoc = pipeline.to_deployment(
         name="pipeline-adhoc", parameters={"spec": TrainSpec(method="gcn").model_dump()},

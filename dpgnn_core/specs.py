@@ -465,6 +465,16 @@ def parse_spec(data: dict[str, Any]) -> Spec:
     return spec
 
 
+#: The embedded default dataset of ``dpgnn demo`` and the scheduled deployments: a
+#: contextual stochastic block model generated from a seed (nothing to download).
+DEMO_INGEST = IngestSpec(format="synthetic", name="csbm-demo",
+                         options={"num_nodes": 3000, "num_classes": 5, "feature_dim": 32,
+                                  "avg_degree": 10, "homophily": 0.8, "feature_signal": 1.0,
+                                  "seed": 0})
+#: The methods ``dpgnn demo`` runs on it.
+DEMO_METHODS = ("gcn", "mlp")
+
+
 #: Methods that train without a privacy budget (the registry's ``private=False``).
 NON_PRIVATE_METHODS = frozenset({"mlp", "gcn", "sage", "gap-inf", "graph-gcn", "graph-sage",
                                  "graph-gat"})

@@ -329,20 +329,16 @@ def demo(
     """The demo pipeline: ingest the embedded synthetic graph (CSBM), train GCN and MLP,
     log both runs to MLflow."""
     _use_server_if_running()
-    from dpgnn_core.specs import IngestSpec, TrainSpec
+    from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
 
-    ingest_spec = IngestSpec(format="synthetic", name="csbm-demo",
-                             options={"num_nodes": 3000, "num_classes": 5, "feature_dim": 32,
-                                      "avg_degree": 10, "homophily": 0.8,
-                                      "feature_signal": 1.0, "seed": 0})
     summaries = []
     with _console().status("demo: ingest -> train -> evaluate -> MLflow…"), \
             _stdout_to_stderr():
         from flows.pipeline import pipeline
 
-        for method in ("gcn", "mlp"):
+        for method in DEMO_METHODS:
             summaries.append(pipeline(spec=TrainSpec(method=method, epochs=epochs),
-                                      ingest_spec=ingest_spec))
+                                      ingest_spec=DEMO_INGEST))
     for summary in summaries:
         _print_summary(summary, as_json)
     if not as_json:
