@@ -22,7 +22,6 @@ from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
 from flows.pipeline import pipeline
 
 
-
 def deployments() -> list:
     """The deployments this project serves."""
     nightly = [
