@@ -141,6 +141,7 @@ class Method:
             report["epsilon_by_step"] = curve
             for t, eps in curve:
                 history[t - 1]["epsilon_spent"] = eps
+        report["ledger"] = fitted.ledger
         fitted.report = PrivacyReport.from_dict(report)
         fitted.history = history
         return fitted

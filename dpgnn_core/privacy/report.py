@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dpgnn_core.privacy.events import Ledger
+
 #: Keys that are typed attributes (everything else is a detail).
 _TYPED = ("method", "private", "epsilon", "delta", "accountant", "noise_multiplier", "steps",
           "level", "relation", "protects", "inference", "unaccounted", "randomness",
-          "epsilon_by_step")
+          "epsilon_by_step", "ledger")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class PrivacyReport(Mapping[str, Any]):
         randomness (str, optional): where the noise and sampling came from.
         epsilon_by_step (tuple of (int, float)): ε spent after step t (every step with RDP,
             about 20 points with PLD; the last is ``epsilon``).
+        ledger (Ledger, optional): the privacy events ε was computed from.
         details (Mapping): method-specific entries.
     """
 
@@ -60,6 +63,7 @@ class PrivacyReport(Mapping[str, Any]):
     unaccounted: tuple[str, ...] = ()
     randomness: str | None = None
     epsilon_by_step: tuple[tuple[int, float], ...] = ()
+    ledger: Ledger | None = None
     details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -75,6 +79,7 @@ class PrivacyReport(Mapping[str, Any]):
             protects=str(d.get("protects", "nothing")), inference=d.get("inference"),
             unaccounted=tuple(d.get("unaccounted", ())), randomness=d.get("randomness"),
             epsilon_by_step=tuple((int(t), float(e)) for t, e in d.get("epsilon_by_step", ())),
+            ledger=_ledger(d.get("ledger")),
             details=MappingProxyType({k: v for k, v in d.items() if k not in _TYPED}))
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +89,7 @@ class PrivacyReport(Mapping[str, Any]):
         out["epsilon"] = None if math.isinf(self.epsilon) else self.epsilon
         out["unaccounted"] = list(self.unaccounted)
         out["epsilon_by_step"] = [list(p) for p in self.epsilon_by_step]
+        out["ledger"] = None if self.ledger is None else self.ledger.to_dict()
         return out
 
     # Read-only mapping of the JSON form: report["epsilon"], report.get("level"), {**report}.
@@ -97,3 +103,9 @@ class PrivacyReport(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.to_dict())
+
+
+def _ledger(value: Any) -> Ledger | None:
+    if value is None or isinstance(value, Ledger):
+        return value
+    return Ledger.from_dict(value)

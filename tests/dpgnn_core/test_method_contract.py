@@ -81,6 +81,7 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         assert fitted.report["level"] and fitted.report["relation"]
         # The core returns a frozen, typed report with its ε-by-step curve.
         assert isinstance(fitted.report, PrivacyReport)
+        assert fitted.report.ledger == fitted.ledger
         assert fitted.report.epsilon_by_step[-1][1] == pytest.approx(fitted.report.epsilon)
         assert fitted.history[-1]["epsilon_spent"] == pytest.approx(fitted.report.epsilon)
         with pytest.raises(AttributeError):
