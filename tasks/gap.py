@@ -13,9 +13,8 @@ import numpy as np
 import torch
 from prefect import task
 
-from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, write_json_atomic
-from dpgnn_core.privacy import Ledger, make_accountant
+from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.specs import GapSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version
@@ -141,23 +140,11 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
                                            encoder=enc)
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
               + events)
-    if ledger.to_dict() != calibration["planned"]:
-        raise ArtifactError("the GAP stages' privacy events differ from the calibrated plan")
-    report = dict(calibration["report"])
-    if report["private"]:
-        report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
-    else:
-        report["epsilon"] = None
     enc_hist = json.loads((Path(encoder["path"]) / "history.json").read_text())
-    eps = gap.epsilon_by_step(spec, calibration["num_train"], z, report["delta"],
-                              len(enc_hist), len(hist))
-    history = []
-    for i, h in enumerate(enc_hist + hist):
-        name = "encoder_loss" if i < len(enc_hist) else "classifier_loss"
-        rec: dict[str, Any] = {"step": i + 1, name: h["train_loss"], "train_loss": h["train_loss"]}
-        if report["private"]:
-            rec["epsilon_spent"] = eps[i]
-        history.append(rec)
+    planned = Ledger.from_dict(calibration["planned"])
+    report_dict, history = gap.finish_run(spec, calibration["report"], planned, ledger,
+                                          calibration["num_train"], z, enc_hist, hist)
+    report = PrivacyReport.from_dict(report_dict).to_dict()  # the core's report, as JSON
     out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
                        spec, z)
     if report["private"]:

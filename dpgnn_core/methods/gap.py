@@ -406,8 +406,7 @@ def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bo
         hist = train_steps(model, opt, spec.steps, batch,
                            clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch_size)),
                            generator=noise_gen, on_step=on_step)
-    index = {"encoder": 0.0, "classifier": 1.0}[name]
-    return [{**h, "module_index": index} for h in hist]
+    return hist
 
 
 def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[str, Any]]:
@@ -542,6 +541,38 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
     return clf.eval().attach_encoder(enc), hist, events
 
 
+def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: Ledger,
+               num_train: int, z: float, encoder_history: list[dict[str, float]],
+               classifier_history: list[dict[str, float]]
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's privacy report and history from its stages: the composed ``ledger`` must
+    equal the calibrated ``planned`` one; ε is the run's accountant's on it; the history
+    numbers encoder steps then classifier steps, each with ε spent after it.
+
+    Raises:
+        PrivacyError: the stages' events differ from the plan.
+    """
+    if ledger.to_dict() != planned.to_dict():
+        raise PrivacyError("the GAP stages' privacy events differ from the calibrated plan")
+    report = dict(report)
+    history: list[dict[str, Any]] = []
+    eps: list[float] = []
+    if report["private"]:
+        report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
+        eps = epsilon_by_step(spec, num_train, z, report["delta"], len(encoder_history),
+                              len(classifier_history))
+        report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
+    report["ledger"] = ledger
+    for i, h in enumerate(encoder_history + classifier_history):
+        name = "encoder_loss" if i < len(encoder_history) else "classifier_loss"
+        rec: dict[str, Any] = {"step": i + 1, name: h["train_loss"],
+                               "train_loss": h["train_loss"]}
+        if eps:
+            rec["epsilon_spent"] = eps[i]
+        history.append(rec)
+    return report, history
+
+
 class GapStages(Protocol):
     """GAP's five stages, as :func:`orchestrate` calls them. Two implementations: in
     memory (:func:`train_gap`, the library and the registry) and as cached Prefect tasks
@@ -603,11 +634,10 @@ class _InMemory:
         xs, e2 = aggregations
         clf, h2, e3 = fit_classifier(self.data, xs, self.spec, z, self.on_step, encoder=enc)
         ledger = e1 + e2 + e3
-        if ledger.to_dict() != planned.to_dict():
-            raise RuntimeError("the stages' privacy events differ from the calibrated plan")
-        report["graph"] = self.graph_info
+        report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
+                                     ledger, int(self.data.mask("train").sum()), z, h1, h2)
         return GapResult(encoder=enc, classifier=clf, aggregations=xs, ledger=ledger,
-                         report=report, history=h1 + h2)
+                         report=report, history=history)
 
 
 def train_gap(data: GraphData, spec: GapSpec,

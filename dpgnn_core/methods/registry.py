@@ -318,18 +318,8 @@ def _register_all() -> None:
 
     # GAP: the whole chain in one call here; the pipeline runs its cached stages.
     def gap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = gap.train_gap(data, spec, on_step)
-        report = dict(r.report)
-        if report["private"]:  # encoder steps, then classifier steps (PMA in between)
-            n_enc = sum(1 for h in r.history if h.get("module_index") == 0.0)
-            eps = gap.epsilon_by_step(spec, int(data.mask("train").sum()),
-                                      report["noise_multiplier"], report["delta"], n_enc,
-                                      len(r.history) - n_enc)
-            report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
-            history = [{**h, "epsilon_spent": e} for h, e in zip(r.history, eps, strict=True)]
-        else:
-            history = list(r.history)
-        return Fitted(r.classifier, r.ledger, report, history,
+        r = gap.train_gap(data, spec, on_step)  # its report has the ε-by-step curve
+        return Fitted(r.classifier, r.ledger, r.report, r.history,
                       {"aggregations": r.aggregations})
 
     def gap_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:

@@ -30,7 +30,13 @@ from dpgnn_core.methods.gap import (
     sensitivity,
     train_gap,
 )
-from dpgnn_core.privacy import PldAccountant, PrivacyError, RdpAccountant, make_accountant
+from dpgnn_core.privacy import (
+    Ledger,
+    PldAccountant,
+    PrivacyError,
+    RdpAccountant,
+    make_accountant,
+)
 from dpgnn_core.specs import GapSpec
 
 DATA = csbm(num_nodes=1500, homophily=0.9, feature_signal=0.6, feature_dim=24, seed=3)
@@ -307,3 +313,17 @@ def test_release_holds_x1_to_xk_and_predictions_recompute_x0(tmp_path: object) -
     text = r.report["protects"]
     assert "X(1..K)" in text and "own features" in text and "not" in text
     assert "predictions against" not in text
+
+
+def test_finish_run_refuses_stage_events_that_differ_from_the_plan() -> None:
+    from dpgnn_core.methods.gap import calibrate_gap, finish_run
+
+    spec = GapSpec(level="edge", epsilon=4.0, device="cpu")
+    planned, z, report = calibrate_gap(DATA, spec)
+    with pytest.raises(PrivacyError, match="differ from the calibrated plan"):
+        finish_run(spec, report, planned, Ledger(), 10, z, [], [])
+    out, history = finish_run(spec, report, planned, planned, 10, z, [{"train_loss": 1.0}],
+                              [{"train_loss": 0.5}])
+    assert out["epsilon_by_step"][-1][1] == pytest.approx(out["epsilon"])
+    assert out["epsilon"] <= 4.0
+    assert [h["step"] for h in history] == [1, 2] and "classifier_loss" in history[1]
