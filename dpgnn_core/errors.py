@@ -52,3 +52,7 @@ class ArtifactError(DpgnnError, RuntimeError):
 
 class DeviceError(DpgnnError, RuntimeError):
     """The requested compute device is not available."""
+
+
+class ServerError(DpgnnError, RuntimeError):
+    """The local Prefect server could not be started or reached."""

@@ -352,12 +352,13 @@ def demo(
 @server_app.command("start")
 def server_start(port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242) -> None:
     """Start the background Prefect server (SQLite under the project)."""
+    from dpgnn_core.errors import ServerError
     from flows import server
 
     try:
         with _console().status("starting Prefect server (first start migrates its DB)…"):
             info = server.start(port=port)
-    except RuntimeError as e:
+    except ServerError as e:
         _err(str(e))
         raise typer.Exit(1) from e
     typer.echo(f"Prefect server running at {info['url']} (pid {info['pid']}); `dpgnn run` "

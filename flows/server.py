@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
 
 DEFAULT_PORT = 4242
@@ -70,7 +71,7 @@ def _prefect_exe() -> str:
         return str(cand)
     found = shutil.which("prefect")
     if not found:
-        raise RuntimeError("the prefect command is not installed in this environment")
+        raise ServerError("the prefect command is not installed in this environment")
     return found
 
 
@@ -85,7 +86,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     home.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/api"
     if healthy(url):
-        raise RuntimeError(f"another server already answers on port {port}; pick --port")
+        raise ServerError(f"another server already answers on port {port}; pick --port")
     env = dict(os.environ)
     env.update({
         "PREFECT_HOME": str(home / "prefect"),
@@ -107,13 +108,13 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     while time.time() < deadline:
         if proc.poll() is not None:
             state_file(home).unlink(missing_ok=True)
-            raise RuntimeError(f"prefect server exited with {proc.returncode}; see "
+            raise ServerError(f"prefect server exited with {proc.returncode}; see "
                                f"{home / 'server.log'}")
         if healthy(url):
             return {**info, "running": True}
         time.sleep(0.5)
     stop(home)
-    raise RuntimeError(f"prefect server not healthy after {timeout:.0f} s; see "
+    raise ServerError(f"prefect server not healthy after {timeout:.0f} s; see "
                        f"{home / 'server.log'}")
 
 
