@@ -118,6 +118,27 @@ def check_delta_vs_n(delta: float, n_train: int, *, warn: bool = True) -> list[s
     return [msg]
 
 
+#: Above this target ε a run is accepted but warned about: e^20 is a likelihood ratio of
+#: about 5e8, which rules out little.
+WEAK_EPSILON = 20.0
+
+
+def check_weak_budget(epsilon: float | None, delta: float, n_train: int, *,
+                      warn: bool = True) -> list[str]:
+    """Every warning about weak privacy settings, for the report's ``"warnings"``: δ not
+    small against N_train (:func:`check_delta_vs_n`) and ε above :data:`WEAK_EPSILON`.
+    Weak settings are accepted, loudly."""
+    out = check_delta_vs_n(delta, n_train, warn=warn)
+    if epsilon is not None and epsilon > WEAK_EPSILON:
+        msg = (f"epsilon = {epsilon:g} > {WEAK_EPSILON:g}: the guarantee bounds an "
+               f"adversary's likelihood ratio by e^{epsilon:g}, which rules out little; "
+               "report it as weak privacy")
+        if warn:
+            warnings.warn(msg, UserWarning, stacklevel=3)
+        out.append(msg)
+    return out
+
+
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
                     method: str, protects: str, delta_scale: float = 10.0
                     ) -> tuple[Ledger, float, dict[str, Any]]:
@@ -138,7 +159,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     if not private:
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
         return Ledger(), 0.0, report
-    report["warnings"] = check_delta_vs_n(delta, num_train)
+    report["warnings"] = check_weak_budget(spec.epsilon, delta, num_train)
     accountant = make_accountant(spec.accountant)
     if getattr(spec, "noise_multiplier", None) is not None:  # steps from resolve_steps
         lam = float(spec.noise_multiplier)

@@ -63,8 +63,8 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods._private import (
-    check_delta_vs_n,
     check_node_task,
+    check_weak_budget,
     guarantee_scope,
     save_model,
 )
@@ -466,7 +466,7 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
             "budget)")})
     if private:
         report.update(guarantee_scope(make(z)))
-        report["warnings"] = check_delta_vs_n(delta, n_train)
+        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
         report["unaccounted"] = list(make(z).unaccounted)
     return (make(z) if private else Ledger()), z, report
 

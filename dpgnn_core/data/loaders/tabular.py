@@ -177,6 +177,9 @@ def load_tabular(
         y = np.where(valid, np.searchsorted(classes, ints), -1).astype(np.int64)
     else:
         strs = np.where(valid, values, "").astype(str)
+        # A blank (or whitespace-only) string label means unlabeled, as an empty integer
+        # cell does: it is never a class of its own.
+        valid &= np.char.strip(strs) != ""
         classes = np.unique(strs[valid])
         y = np.where(valid, np.searchsorted(classes, strs), -1).astype(np.int64)
     if not valid.any():

@@ -75,3 +75,14 @@ def test_unknown_endpoint_with_relabel(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not in the node table") as err:
         load_tabular(e, n, relabel=True)
     assert err.value.value == 99
+
+
+def test_blank_string_labels_are_unlabeled(tmp_path: Path) -> None:
+    """A blank or whitespace-only string label is unlabeled (-1), never a class ''."""
+    pq.write_table(pa.table({"a": [0, 1, 2, 3], "b": [1, 2, 3, 0]}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"id": [0, 1, 2, 3], "feat": [1.0, 2.0, 3.0, 4.0],
+                             "cls": ["cat", "", "dog", "  "]}), tmp_path / "n.parquet")
+    d = load_tabular(tmp_path / "e.parquet", tmp_path / "n.parquet", src_col="a", dst_col="b",
+                     id_col="id", label_col="cls", fractions=(1.0, 0.0, 0.0))
+    assert d.num_classes == 2
+    assert d.y.tolist() == [0, -1, 1, -1]

@@ -14,6 +14,7 @@ from dpgnn_core.privacy import (
     RdpAccountant,
     max_steps,
 )
+from dpgnn_core.specs import DpMlpSpec
 
 RDP = RdpAccountant()
 
@@ -87,6 +88,18 @@ def test_calibrated_plan_warns_and_reports_large_delta() -> None:
         _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
                                        method="m", protects="p")
     assert len(report["warnings"]) == 1 and "N_train" in report["warnings"][0]
+
+
+def test_large_epsilon_is_accepted_loudly() -> None:
+    from dpgnn_core.methods._private import calibrated_plan, check_weak_budget, poisson_plan
+
+    assert check_weak_budget(20.0, 1e-4, 100, warn=False) == []
+    spec = DpMlpSpec(epsilon=25.0, steps=50, batch_size=10, accountant="rdp")
+    with pytest.warns(UserWarning, match=r"epsilon = 25 > 20"):
+        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+                                       method="m", protects="p")
+    assert report["epsilon"] <= 25.0  # accepted
+    assert len(report["warnings"]) == 1 and "rules out little" in report["warnings"][0]
 
 
 def test_calibrated_plan_default_delta_does_not_warn() -> None:
