@@ -104,6 +104,8 @@ class PrivateSpec(Spec):
     spent (T = the most steps whose ε stays within the target).
 
     Args:
+        batch_size (int, optional): records per step (subgraphs, rows or graphs); unset, it
+            adapts to the data (below). (default: min(256, N/4); graphs: min(64, N/4))
         noise_multiplier (float, optional): fix the noise multiplier and train until the
             budget is spent, instead of calibrating the noise to ``steps``.
         seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
@@ -111,9 +113,17 @@ class PrivateSpec(Spec):
             run reproduces exactly. NOT PRIVATE: the report and MLflow say so.
             (default: False)
         device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
+
+    ``batch_size`` left unset adapts to the data: a quarter of the records sampled from
+    (training nodes, the subgraphs of a DRW partition, training graphs), at most the
+    method's usual batch (:attr:`default_batch`), so no default is invalid for a small
+    training set (:meth:`with_batch_size`).
     """
 
-    batch_size: int = Field(256, ge=1)
+    #: The batch an unset ``batch_size`` becomes on large data.
+    default_batch: ClassVar[int] = 256
+
+    batch_size: int | None = Field(None, ge=1)
     steps: int = Field(500, ge=1)
     lr: float = Field(3e-3, gt=0)
     clip: float = Field(1.0, gt=0)
@@ -124,6 +134,21 @@ class PrivateSpec(Spec):
     seed: int = 0
     insecure_reproducible_noise: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @property
+    def batch(self) -> int:
+        """The batch size once it is set (:meth:`with_batch_size`)."""
+        if self.batch_size is None:
+            raise ValueError("batch_size is unset: resolve it with with_batch_size(records)")
+        return self.batch_size
+
+    def with_batch_size(self, records: int) -> Any:
+        """This spec with ``batch_size`` set: as given, or min(:attr:`default_batch`,
+        max(1, ``records`` // 4)) for ``records`` sampling units."""
+        if self.batch_size is not None:
+            return self
+        return self.model_copy(update={"batch_size": min(self.default_batch,
+                                                         max(1, int(records) // 4))})
 
     @model_validator(mode="after")
     def _until_spent(self) -> PrivateSpec:
@@ -195,7 +220,7 @@ class DpgnnSpec(SubgraphSpec):
 
     Args:
         max_degree (int): in-degree bound K. (default: 7)
-        batch_size (int): subgraphs per step m. (default: 256)
+        batch_size (int): subgraphs per step m. (default: min(256, N/4))
         steps (int): training steps T. (default: 500)
         lr (float): learning rate. (default: 3e-3)
         clip (float): per-subgraph clipping norm C. (default: 1.0)
@@ -286,7 +311,7 @@ class DpMlpSpec(PrivateSpec):
         hidden (int): hidden width. (default: 256)
         layers (int): linear layers. (default: 2)
         batch_size (int): expected rows per step; the Poisson rate is batch_size / N.
-            (default: 256)
+            (default: min(256, N/4))
         steps (int): training steps T. (default: 500)
         lr (float): learning rate. (default: 3e-3)
         clip (float): per-row clipping norm C. (default: 1.0)
@@ -324,7 +349,7 @@ class GapSpec(PrivateSpec):
         epochs (int): full-batch Adam epochs of each non-private module (EDP, ∞).
             (default: 100)
         batch_size (int): expected rows per DP-Adam step (NDP; Poisson rate m/N).
-            (default: 256)
+            (default: min(256, N/4))
         steps (int): DP-Adam steps of the encoder and of the classifier (NDP). (default: 500)
         lr (float): learning rate. (default: 1e-2)
         budget_split (tuple): noise multipliers of encoder, PMA and classifier relative to
@@ -382,7 +407,7 @@ class GraphClsSpec(PrivateSpec):
             (default: ``none``)
         optimizer (str): ``adam`` or ``sgd``. (default: ``adam``)
         batch_size (int): expected graphs per step; the Poisson rate is m / N.
-            (default: 64)
+            (default: min(64, N/4))
         steps (int): steps T. (default: 300)
         lr (float): learning rate. (default: 1e-2)
         clip (float): per-graph clipping norm C. (default: 1.0)
@@ -403,7 +428,8 @@ class GraphClsSpec(PrivateSpec):
     pool: Literal["mean", "max"] = "mean"
     norm: Literal["none", "instance", "batch"] = "none"
     optimizer: Literal["adam", "sgd"] = "adam"
-    batch_size: int = Field(64, ge=1)
+    default_batch: ClassVar[int] = 64
+    batch_size: int | None = Field(None, ge=1)
     steps: int = Field(300, ge=1)
     lr: float = Field(1e-2, gt=0)
     eval_every: int | None = Field(None, ge=1)

@@ -48,17 +48,18 @@ def check_node_task(data: GraphData, spec: Any, method: str) -> int:
         raise DataError("the dataset has no training node", field="split", value="train")
     if (np.asarray(data.y)[data.mask("train")] < 0).any():
         raise DataError("a training node has no label", field="y", value=-1)
-    if spec.batch_size > n_train:
-        raise DataError(f"batch size {spec.batch_size} exceeds the {n_train} training nodes",
-                        field="batch_size", value=spec.batch_size)
+    if spec.batch_size is not None and spec.batch_size > n_train:
+        raise DataError(f"batch size {spec.batch} exceeds the {n_train} training nodes",
+                        field="batch_size", value=spec.batch)
     return n_train
 
 
 def poisson_plan(spec: Any, num_train: int, level: Level, description: str
                  ) -> Callable[[float], Ledger]:
     """z ↦ the ledger of DP-SGD over Poisson-sampled records: ``spec.steps`` steps at rate
-    ``spec.batch_size / num_train`` (DP-MLP: nodes; graph classification: graphs)."""
-    rate = spec.batch_size / num_train
+    ``spec.batch / num_train`` (DP-MLP: nodes; graph classification: graphs)."""
+    spec = spec.with_batch_size(num_train)
+    rate = spec.batch / num_train
 
     def ledger(z: float) -> Ledger:
         return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=rate,
@@ -154,6 +155,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     delta = spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
     report: dict[str, Any] = {"method": method if private else f"{method}-non-private",
                               "private": private, "delta": delta, "steps": spec.steps,
+                              "batch_size": spec.batch_size,
                               "unaccounted": [], "protects": protects if private else "nothing",
                               "warnings": []}
     if not private:

@@ -94,7 +94,7 @@ def train_on_subgraphs(
         sg = subgraphs_at(current["step"])
         if sg is not current["sg"]:
             current["sg"] = sg
-            current["sampler"] = FixedSizeSampler(sg.num_subgraphs, spec.batch_size, gen)
+            current["sampler"] = FixedSizeSampler(sg.num_subgraphs, spec.batch, gen)
             if sg.sampling_scheme != FixedSizeSampler.scheme:
                 raise RuntimeError("subgraph sampler and batch sampler disagree")
         ids = current["sampler"].sample().numpy()
@@ -131,7 +131,7 @@ def train_on_subgraphs(
                     f"{spec.clip_percentile:g}th percentile of per-sample gradient norms of "
                     "one batch of private training subgraphs at initialisation (no noise)")
             stds = group_noise_stds(lam, unit_sensitivity, clips)
-            clipping = Clipping(tuple(clips), tuple(stds), float(spec.batch_size), groups)
+            clipping = Clipping(tuple(clips), tuple(stds), float(spec.batch), groups)
             report.update({"clipping": spec.clipping, "clips": list(clips),
                            "noise_std": stds[0] if len(stds) == 1 else None,
                            "noise_stds": list(stds)})

@@ -66,12 +66,14 @@ PROTECTS = {
 
 
 def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
-    """λ ↦ the ledger of the whole training plan."""
+    """λ ↦ the ledger of the whole training plan (one subgraph per training node: an unset
+    batch size becomes min(256, N/4))."""
+    spec = spec.with_batch_size(num_train)
     marked = marked_subgraphs(spec)
 
     def ledger(lam: float) -> Ledger:
         return Ledger().add(DpgnnEvent(noise_multiplier=lam, num_train=num_train,
-                                       batch_size=spec.batch_size, max_degree=spec.max_degree,
+                                       batch_size=spec.batch, max_degree=spec.max_degree,
                                        layers=spec.layers, steps=spec.steps, marked=marked,
                                        level=spec.level, description="DP-GNN training"),
                             sampler_scheme=SAMPLING_SCHEME)
@@ -121,6 +123,7 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
             or level ``node`` on an undirected dataset.
     """
     n_train = check_node_task(data, spec, "DP-GNN")
+    spec = spec.with_batch_size(n_train)
     check_level(data, spec)
     spec = resolve_steps(spec, n_train, ledger_for)
     randomness = Randomness.for_spec(spec)

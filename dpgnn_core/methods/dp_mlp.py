@@ -43,6 +43,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                  ) -> DpMlpResult:
     """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
     n_train = check_node_task(data, spec, "DP-MLP")
+    spec = spec.with_batch_size(n_train)
     spec = resolve_steps(spec, n_train, ledger_for)
     train_idx = np.flatnonzero(data.mask("train"))
     ledger, z, report = calibrated_plan(
@@ -63,20 +64,20 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
         model = MLP(data.num_features, spec.hidden, data.num_classes, spec.layers,
                     dropout=0.0).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
-        sampler = PoissonSampler(n_train, spec.batch_size / n_train, gen)
+        sampler = PoissonSampler(n_train, spec.batch / n_train, gen)
 
         def step_losses() -> tuple[torch.Tensor, float]:
             # Poisson batches vary in size and may be empty: the noise is added regardless,
             # and the sum is divided by the expected batch size, as the analysis assumes.
             ids = sampler.sample().to(device) if private else \
-                torch.randperm(n_train, generator=gen)[: spec.batch_size].to(device)
+                torch.randperm(n_train, generator=gen)[: spec.batch].to(device)
             losses = torch.nn.functional.cross_entropy(model(x[ids]), y[ids], reduction="none")
             return losses, float(losses.detach().mean().item()) if len(ids) else 0.0
 
         clipping = None
         if private:
             stds = group_noise_stds(z, 1.0, [spec.clip])
-            clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch_size))
+            clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
                               generator=noise_gen, on_step=on_step)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)

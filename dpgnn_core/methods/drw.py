@@ -39,8 +39,10 @@ evaluate_drw = evaluate_subgraph_model
 
 
 def ledger_for(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
-    """λ ↦ the ledger of the whole training plan."""
-    rate = drw_sampling_rate(num_train, spec.batch_size, spec.walk_length, spec.restarts)
+    """λ ↦ the ledger of the whole training plan (an unset batch size becomes a quarter of
+    the subgraphs a partition is guaranteed to have, at most 256)."""
+    spec = with_drw_batch_size(spec, num_train)
+    rate = drw_sampling_rate(num_train, spec.batch, spec.walk_length, spec.restarts)
 
     def ledger(lam: float) -> Ledger:
         return Ledger().add(UniformGaussianEvent(noise_multiplier=lam, sampling_rate=rate,
@@ -51,11 +53,20 @@ def ledger_for(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
     return ledger
 
 
+def with_drw_batch_size(spec: DrwSpec, num_train: int) -> DrwSpec:
+    """``spec`` with its batch size set from the ceil(N / (R·L + 1)) subgraphs a partition of
+    ``num_train`` nodes is guaranteed to have."""
+    spec_: DrwSpec = spec.with_batch_size(-(-num_train // (spec.restarts * spec.walk_length
+                                                         + 1)))
+    return spec_
+
+
 def train_drw(data: GraphData, spec: DrwSpec,
               on_step: Callable[[int, dict[str, float]], None] | None = None
               ) -> SubgraphResult:
     """Train on disjoint random-walk subgraphs; see the module docstring."""
     n_train = check_node_task(data, spec, spec.variant.upper())
+    spec = with_drw_batch_size(spec, n_train)
     spec = resolve_steps(spec, n_train, ledger_for)
     train = data.mask("train")
     ledger_of = ledger_for(spec, n_train)  # refuses a batch larger than the smallest partition

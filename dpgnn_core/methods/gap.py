@@ -317,7 +317,8 @@ def with_own_encoding(encoder: GapEncoder | None, x: Tensor, aggregations: Tenso
 def ledger_for(spec: GapSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger of the whole composition (empty for GAP-∞)."""
     w_enc, w_pma, w_cls = spec.budget_split
-    rate = spec.batch_size / num_train
+    spec = spec.with_batch_size(num_train)
+    rate = spec.batch / num_train
 
     def ledger(z: float) -> Ledger:
         out = Ledger()
@@ -396,7 +397,8 @@ def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bo
             return losses, float(losses.detach().mean())
         hist = train_steps(model, opt, spec.epochs, full, clipping=None, on_step=on_step)
     else:
-        sampler = PoissonSampler(n, spec.batch_size / n, gen)
+        spec = spec.with_batch_size(n)  # the rows trained on: the training nodes
+        sampler = PoissonSampler(n, spec.batch / n, gen)
 
         def batch() -> tuple[Tensor, float]:
             ids = sampler.sample().to(inputs.device)
@@ -404,7 +406,7 @@ def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bo
             return losses, float(losses.detach().mean()) if len(ids) else 0.0
         stds = group_noise_stds(z, 1.0, [spec.clip])
         hist = train_steps(model, opt, spec.steps, batch,
-                           clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch_size)),
+                           clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch)),
                            generator=noise_gen, on_step=on_step)
     return hist
 

@@ -83,9 +83,9 @@ def check_graph_task(data: GraphData, spec: GraphClsSpec) -> np.ndarray:
                         "and counts them)", field="graph_id",
                         value=int(np.flatnonzero(sizes == 0)[0]))
     train = np.flatnonzero(np.asarray(data.graph_split) == 0)
-    if spec.batch_size > train.shape[0]:
-        raise DataError(f"batch size {spec.batch_size} exceeds the {train.shape[0]} training "
-                        "graphs", field="batch_size", value=spec.batch_size)
+    if spec.batch_size is not None and spec.batch_size > train.shape[0]:
+        raise DataError(f"batch size {spec.batch} exceeds the {train.shape[0]} training "
+                        "graphs", field="batch_size", value=spec.batch)
     missing = sorted(set(gy[np.asarray(data.graph_split) == 2]) - set(gy[train]))
     if missing:
         warnings.warn(f"classes {missing} occur in test but not in training: the model "
@@ -142,6 +142,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     """
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
+    spec = spec.with_batch_size(n_train)
     spec = resolve_steps(spec, n_train, ledger_for)
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
@@ -158,17 +159,17 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     gen = randomness.torch_generator("batches")
     noise_gen = randomness.torch_generator("noise", device)
     gy = torch.from_numpy(np.array(data.graph_y, dtype=np.int64))  # a writable copy
-    every = spec.eval_every or max(1, n_train // spec.batch_size)
+    every = spec.eval_every or max(1, n_train // spec.batch)
     with seeded(spec.seed, device):
         model = build_model(spec, data.num_features, data.num_classes).to(device)
         opt = (torch.optim.Adam(model.parameters(), lr=spec.lr) if spec.optimizer == "adam"
                else torch.optim.SGD(model.parameters(), lr=spec.lr))
-        sampler = PoissonSampler(n_train, spec.batch_size / n_train, gen)
+        sampler = PoissonSampler(n_train, spec.batch / n_train, gen)
 
         def step_losses() -> tuple[torch.Tensor, float]:
             model.train()
             pick = (sampler.sample() if private else
-                    torch.randperm(n_train, generator=gen)[: spec.batch_size]).numpy()
+                    torch.randperm(n_train, generator=gen)[: spec.batch]).numpy()
             ids = train[pick]
             if len(ids) == 0:  # an empty Poisson batch: the noise is still added
                 return torch.zeros(0, device=device), 0.0
@@ -189,7 +190,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
         clipping = None
         if private:
             stds = group_noise_stds(z, 1.0, [spec.clip])
-            clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch_size))
+            clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
             report["noise_std"] = stds[0]
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
                               generator=noise_gen, on_step=log)
