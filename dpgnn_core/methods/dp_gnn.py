@@ -81,7 +81,11 @@ def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
 
 
 def preflight(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
-    """:func:`check_level` from the dataset's manifest alone, before anything is loaded."""
+    """Refuse node level (a node with its edges) on an undirected dataset: there one node's
+    edges change its neighbours' keep probabilities and over-K drops, and so subgraphs that
+    never hold it; no occurrence bound covers that (docs/privacy.md). Decided from the
+    dataset's ``directed`` flag (its manifest), never from the edges, so the CLI can check
+    it before anything is loaded."""
     if spec.level == "node" and not manifest.get("directed", False):
         raise PrivacyError(
             "level 'node' (a node with its edges) is only sound on directed datasets; "
@@ -91,16 +95,8 @@ def preflight(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
 
 
 def check_level(data: GraphData, spec: DpgnnSpec) -> None:
-    """Refuse node level (a node with its edges) on an undirected dataset: there one node's
-    edges change its neighbours' keep probabilities and over-K drops, and so subgraphs that
-    never hold it; no occurrence bound covers that (docs/privacy.md). Decided from the
-    dataset's ``directed`` flag, never from the edges."""
-    if spec.level == "node" and not data.directed:
-        raise PrivacyError(
-            "level 'node' (a node with its edges) is only sound on directed datasets; "
-            f"{data.name!r} is undirected: one node's edges change the sampled subgraphs of "
-            "its neighbours. Use level 'node_feature' (features and labels, structure "
-            "public)")
+    """:func:`preflight` on loaded data."""
+    preflight(spec, {"directed": data.directed, "name": data.name})
 
 
 def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator) -> Subgraphs:
