@@ -50,9 +50,18 @@ class ArtifactError(DpgnnError, RuntimeError):
     ``--refresh`` rebuilds it."""
 
 
+class PrivacyError(DpgnnError, ValueError):
+    """An invalid privacy parameter, or a ledger an accountant cannot analyse soundly."""
+
+
 class DeviceError(DpgnnError, RuntimeError):
     """The requested compute device is not available."""
 
 
 class ServerError(DpgnnError, RuntimeError):
     """The local Prefect server could not be started or reached."""
+
+
+class TrackingError(DpgnnError, RuntimeError):
+    """The MLflow tracking URI cannot be reached (an HTTP server that does not answer) or
+    written (a SQLite file whose folder is missing or read-only)."""

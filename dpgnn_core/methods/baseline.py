@@ -19,6 +19,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
 from dpgnn_core.models import build_model
+from dpgnn_core.serialize import torch_save
 from dpgnn_core.specs import TrainSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded, train_full_batch
@@ -90,9 +91,10 @@ def save_model(path: str | Path, model: nn.Module, spec: TrainSpec, in_dim: int,
                num_classes: int) -> None:
     """Write the weights and what is needed to rebuild the model, atomically."""
     with atomic_file(path) as tmp:
-        torch.save({"kind": "baseline", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+        torch_save({"kind": "baseline", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
                     "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}},
+                   tmp, target=path)
 
 
 def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:

@@ -123,9 +123,25 @@ class Method:
 
     def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> None:
         """Checks that need only the spec and the dataset's manifest (cheap: run before any
-        orchestration starts). Raises a :class:`~dpgnn_core.errors.DpgnnError`."""
+        orchestration starts, so a bad run fails in a second, not after Prefect starts).
+
+        Every method: the dataset's task is the method's, it has training records (nodes,
+        or graphs for graph classification), a set ``batch_size`` fits in them, a private
+        method's data is single-label, and the requested device exists. Then the method's
+        family's checks (DP-GNN's level, GAP-NDP's degree bound): all in
+        :mod:`dpgnn_core.methods.preflight`, which the CLI runs before Prefect starts. A
+        ``path`` key in ``manifest`` (the dataset folder) is named in the errors.
+
+        Raises:
+            DataError: the data does not suit the method or the spec.
+            DeviceError: ``device='cuda'`` without a CUDA device.
+            PrivacyError: the method's own privacy checks.
+        """
+        from dpgnn_core.methods import preflight
+
         self._check_spec(spec)
-        if self._preflight is not None:
+        preflight.check(spec, manifest)
+        if self._preflight is not None:  # a method's own, beyond its family's
             self._preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
@@ -305,8 +321,7 @@ def _register_all() -> None:
     _node_private_family(
         "dp-gnn", DpgnnSpec, "dp_gnn", "train_dpgnn", "save_dpgnn", "load_dpgnn",
         "evaluate_dpgnn", {f"dp-{c}": {"conv": c} for c in ("gcn", "sage", "gin", "gat")},
-        "node_feature (default) or node on directed datasets; replace-one",
-        preflight="preflight")
+        "node_feature (default) or node on directed datasets; replace-one")
     _node_private_family(
         "drw", DrwSpec, "drw", "train_drw", "save_drw", "load_drw", "evaluate_drw",
         {f"{v}-{c}": {"variant": v, "conv": c} for v in ("drw", "drw-r", "drw-d")

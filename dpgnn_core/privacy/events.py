@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from dpgnn_core.errors import DpgnnError
+from dpgnn_core.errors import PrivacyError
 from dpgnn_core.io import write_json_atomic
 
 Relation = Literal["add_remove", "replace"]
@@ -35,8 +35,7 @@ SAMPLING_SCHEMES: tuple[str, ...] = ("none", "poisson", "fixed_size_without_repl
                                      "with_replacement", "disjoint_partition")
 
 
-class PrivacyError(DpgnnError, ValueError):
-    """An invalid privacy parameter, or a ledger an accountant cannot analyse soundly."""
+# PrivacyError lives in dpgnn_core.errors (light to import); it is re-exported here.
 
 
 def _positive(name: str, value: float) -> None:

@@ -1,0 +1,118 @@
+"""Where the command line's diagnostics go.
+
+A user sees one ``error: ...`` line per failure; the full story (Prefect's task and flow
+logs with their tracebacks, or the traceback of an unexpected error) goes to a log file
+under the project home, ``$DPGNN_HOME/logs/<time>-<pid>.log``, whose path the error line
+names. ``--verbose`` (or ``DPGNN_VERBOSE=1``) shows everything on the terminal as well.
+
+Imports nothing heavy: the handlers attach to the standard :mod:`logging` tree, into which
+Prefect's own loggers propagate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+#: Below this much free space at the project home a run is refused before it starts: the
+#: Prefect database, the artifacts and MLflow's store all write there, and a full disk
+#: otherwise shows up minutes later as a timeout of Prefect's server.
+MIN_FREE_BYTES = 64 << 20
+
+
+class HomeError(OSError):
+    """The project home cannot hold a run's state (a file, read-only, full)."""
+
+
+def verbose() -> bool:
+    return os.environ.get("DPGNN_VERBOSE", "") not in ("", "0", "false")
+
+
+def check_home(home: Path) -> None:
+    """Refuse a project home that is a file, cannot be created or written, or sits on a
+    (nearly) full disk, naming the path; create it otherwise.
+
+    Raises:
+        HomeError: with a one-line message.
+    """
+    if home.exists() and not home.is_dir():
+        raise HomeError(f"project home {home} is a file, not a folder (set --home or "
+                        "DPGNN_HOME to a folder)")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise HomeError(f"cannot write the project home {home}: "
+                        f"{e.strerror or e}") from e
+    free = shutil.disk_usage(home).free
+    if free < MIN_FREE_BYTES:
+        raise HomeError(f"the disk of the project home {home} is full ({free >> 20} MiB "
+                        f"free, a run needs at least {MIN_FREE_BYTES >> 20} MiB)")
+
+
+def log_path(home: Path) -> Path:
+    """A new log file's path under ``home/logs`` (the temp folder if that is unusable)."""
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    folder = home / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    return folder / name
+
+
+class _HideFailures(logging.Filter):
+    """Keep Prefect's error records (a failed task or flow, with its 90-line traceback)
+    off the terminal: the CLI prints one line instead, and the file has them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.name.startswith("prefect"))
+
+
+@contextlib.contextmanager
+def captured(home: Path) -> Iterator[Path]:
+    """Send every log record (Prefect's included) to a new log file under ``home`` for the
+    duration; unless verbose, hide Prefect's error records from the terminal. Yields the
+    log file's path (created on the first record)."""
+    path = log_path(home)
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.setLevel(logging.DEBUG)
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    hide = _HideFailures()
+    consoles: list[logging.Handler] = []
+    if not verbose():
+        consoles = [h for h in root.handlers if h is not handler]
+        for h in consoles:
+            h.addFilter(hide)
+    try:
+        yield path
+    finally:
+        for h in consoles:
+            h.removeFilter(hide)
+        root.removeHandler(handler)
+        handler.close()
+
+
+def write_traceback(path: Path, exc: BaseException) -> Path:
+    """Append ``exc``'s traceback to the log file ``path``; return the path written."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+        return path
+    except OSError:
+        fallback = Path(tempfile.gettempdir()) / path.name
+        with open(fallback, "a", encoding="utf-8") as f:
+            f.write(text)
+        return fallback
