@@ -7,6 +7,7 @@ counts so the manifest records them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ def clean_edges(
     remove_self_loops: bool = False,
     dedupe: bool = False,
     path: str | Path = "<memory>",
+    node_name: Callable[[int], object] | None = None,
+    locate: Callable[[int], str] | None = None,
 ) -> tuple[npt.NDArray[np.int64], dict[str, int], npt.NDArray[np.int64]]:
     """Count self-loops and duplicate edges; remove them only when asked.
 
@@ -38,18 +41,29 @@ def clean_edges(
         dedupe (bool, optional): keep one copy of repeated ``(src, dst)`` pairs instead of
             raising. (default: :obj:`False`)
         path (str, optional): the source file, for error messages.
+        node_name (callable, optional): the user's id of node ``v`` (when ids were relabelled
+            to 0..n-1), for error messages; the integer id by default.
+        locate (callable, optional): where input edge ``i`` is in the file (``"line 7"``),
+            for error messages; nothing by default.
 
     Returns:
         (np.ndarray, dict, np.ndarray): edges sorted by ``(src, dst)``, counts
         ``{"self_loops": ..., "duplicate_edges": ...}`` of what was found, and the index of
         each output edge in the input (so edge attributes can follow).
     """
+    def name(v: int) -> object:
+        return node_name(v) if node_name is not None else v
+
+    def at(i: int) -> str:
+        return f" at {locate(i)}" if locate is not None else ""
+
     loops = edge_index[0] == edge_index[1]
     n_loops = int(loops.sum())
     if n_loops and not remove_self_loops:
-        v = int(edge_index[0][loops][0])
+        i = int(np.flatnonzero(loops)[0])
+        v = name(int(edge_index[0, i]))
         raise DataError(
-            f"{n_loops} self-loops found (first at node {v}); pass --remove-self-loops "
+            f"{n_loops} self-loops found (first: node {v!r}{at(i)}); pass --remove-self-loops "
             "to drop them",
             path=path, field="src", value=v,
         )
@@ -62,11 +76,19 @@ def clean_edges(
         dup[1:] = keys[1:] == keys[:-1]
     n_dup = int(dup.sum())
     if n_dup and not dedupe:
-        k = int(keys[dup][0])
+        # The repeat that comes first in the input, and the copy it repeats (the sort is
+        # stable, so the first of its run of equal keys).
+        pos = np.flatnonzero(dup)
+        p = int(pos[np.argmin(idx[pos])])
+        k = int(keys[p])
+        q = int(np.searchsorted(keys, k, side="left"))
+        u, v = name(k // num_nodes), name(k % num_nodes)
+        where = (f" at {locate(int(idx[p]))}, a repeat of {locate(int(idx[q]))}"
+                 if locate is not None else "")
         raise DataError(
-            f"{n_dup} duplicate edges found (first: {k // num_nodes} -> {k % num_nodes}); "
+            f"{n_dup} duplicate edges found (first: {u} -> {v}{where}); "
             "pass --dedupe-edges to keep one copy of each",
-            path=path, field="src,dst", value=(k // num_nodes, k % num_nodes),
+            path=path, field="src,dst", value=(u, v),
         )
     keys, idx = keys[~dup], idx[~dup]
     out = np.stack([keys // num_nodes, keys % num_nodes]).astype(np.int64)

@@ -14,6 +14,7 @@ from dpgnn_core.data.loaders import (
     load_tabular,
     load_tu,
 )
+from dpgnn_core.data.options import validate_options
 from dpgnn_core.data.splits import make_disjoint
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.errors import DataError
@@ -49,33 +50,49 @@ _LOADERS: dict[str, Callable[..., GraphData]] = {
 def load_from_spec(spec: IngestSpec) -> GraphData:
     """Run the loader that ``spec.format`` names with ``spec.options``.
 
-    The option ``disjoint=True`` (node classification) additionally removes every
-    inter-split edge (the inductive ``-disjoint`` variant).
+    The options are checked against the loader's typed spec
+    (:mod:`dpgnn_core.data.options`) before anything is read. The option ``disjoint=True``
+    (node classification) additionally removes every inter-split edge (the inductive
+    ``-disjoint`` variant). A graph without edges is refused unless ``allow_no_edges=True``;
+    then it is loaded and a warning is recorded in ``meta["cleaning"]["warnings"]`` (the
+    manifest's ``cleaning`` record).
     """
-    opts = dict(spec.options)
+    opts = validate_options(spec.format, dict(spec.options))
     disjoint = bool(opts.pop("disjoint", False))
+    allow_no_edges = bool(opts.pop("allow_no_edges", False))
     src = Path(spec.source) if spec.source else None
     if src is not None and not src.exists():
         raise DataError("source not found", path=src, field="source")
+    edge_file: Path | None = src
     try:
         if spec.format == "synthetic":
             kind = opts.pop("kind", "csbm")
-            if kind not in ("csbm", "er_graphs"):
-                raise DataError("synthetic kind must be csbm or er_graphs", field="kind",
-                                value=kind)
             data = (csbm if kind == "csbm" else er_graphs)(name=spec.name, **opts)
         elif src is None:
             raise DataError(f"format {spec.format!r} needs a source", field="source")
         elif spec.format in _LOADERS:
             data = _LOADERS[spec.format](src, spec.name, **opts)
         else:
-            edges, nodes = _tabular_paths(src, opts)
-            data = load_tabular(edges, nodes, name=spec.name, **opts)
+            edge_file, nodes = _tabular_paths(src, opts)
+            data = load_tabular(edge_file, nodes, name=spec.name, **opts)
     except TypeError as e:
         raise DataError(f"bad option for format {spec.format!r}: {e}", field="options",
                         value=spec.options) from e
     if disjoint:
         data, _ = make_disjoint(data)
+    if data.num_edges == 0:
+        what = ("the edge list has no edges" if spec.format in ("csv", "parquet")
+                else f"the {spec.format} graph has no edges")
+        if disjoint:
+            what += " (after --disjoint removed the edges between splits)"
+        if not allow_no_edges:
+            raise DataError(f"{what}; pass --allow-no-edges to ingest it anyway",
+                            path=edge_file, field="edges", value=0)
+        cleaning = data.meta.setdefault("cleaning", {})
+        cleaning.setdefault("warnings", []).append(
+            f"{what} (ingested with --allow-no-edges)"
+            + (f": {edge_file}" if edge_file is not None else ""))
+        cleaning["allow_no_edges"] = True
     return data
 
 

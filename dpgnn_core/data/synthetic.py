@@ -106,7 +106,7 @@ def csbm(
         keys_parts.append(src * n + dst)
         keys_parts.append(dst * n + src)
         del src, dst, cls, other, tgt_cls, keep
-    keys = np.concatenate(keys_parts)
+    keys = np.concatenate(keys_parts) if keys_parts else np.zeros(0, dtype=np.int64)
     del keys_parts
     keys.sort(kind="quicksort")
     if keys.size:

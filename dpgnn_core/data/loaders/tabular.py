@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import csv
+import gzip
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,33 @@ def _read_table(path: Path) -> pa.Table:
     raise DataError("unsupported table type (use .csv, .csv.gz, .tsv or .parquet)", path=path)
 
 
+def _locate(path: Path) -> Callable[[int], str]:
+    """Where row ``i`` (0-based, as pyarrow counts data rows) is in ``path``: ``"line N"``
+    for a text table (1-based file lines, the header line counted, blank lines that
+    pyarrow skips counted too, a quoted multi-line cell counted by its first line);
+    ``"row N"`` (1-based) for Parquet. The text file is scanned only when an error needs it.
+    """
+    if path.suffix == ".parquet":
+        return lambda i: f"row {i + 1}"
+
+    def line_of(i: int) -> str:
+        delim = "\t" if path.suffix == ".tsv" else ","
+        with (gzip.open(path, "rt", newline="") if path.name.endswith(".gz")
+              else open(path, newline="")) as f:
+            reader = csv.reader(f, delimiter=delim)
+            row, end = -1, 0  # -1: the header
+            for record in reader:
+                start, end = end + 1, reader.line_num
+                if not record:  # a blank line
+                    continue
+                if row == i:
+                    return f"line {start}"
+                row += 1
+        return f"row {i + 1}"  # not found by the csv module: the data row, 1-based
+
+    return line_of
+
+
 def _col(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
     if name not in table.column_names:
         raise DataError(f"no such column; columns present: {table.column_names}", path=path,
@@ -39,7 +68,8 @@ def _col(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
     col = table.column(name)
     if col.null_count:
         first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise DataError(f"column has {col.null_count} missing values (first at row {first})",
+        raise DataError(f"column has {col.null_count} missing values (first at "
+                        f"{_locate(path)(first)})",
                         path=path, field=name, value=None)
     return col
 
@@ -109,6 +139,8 @@ def load_tabular(
             raise DataError(f"node ids are not unique ({n - len(uniq)} repeats)", path=nodes,
                             field=id_col)
         src_raw, dst_raw = _col(et, src_col, edges), _col(et, dst_col, edges)
+        if et.num_rows == 0:  # a header only: nothing to map (its columns are typed null)
+            src_raw = dst_raw = pa.chunked_array([], type=ids.type)
         if src_raw.type != ids.type or dst_raw.type != ids.type:
             src_raw = src_raw.cast(ids.type)
             dst_raw = dst_raw.cast(ids.type)
@@ -119,10 +151,15 @@ def load_tabular(
             missing = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, bool)
             if missing.any():
                 i = int(np.flatnonzero(missing)[0])
-                raise DataError(f"edge endpoint is not in the node table (row {i})",
+                raise DataError(f"edge endpoint is not in the node table (at "
+                                f"{_locate(edges)(i)})",
                                 path=edges, field=col, value=raw[i].as_py())
         src, dst = src.astype(np.int64), dst.astype(np.int64)
         perm = np.arange(n)
+        id_values = ids_c
+
+        def node_name(v: int) -> object:
+            return id_values[v].as_py()
     else:
         node_ids = _int_col(nt, id_col, nodes)
         perm = np.argsort(node_ids, kind="stable")
@@ -131,12 +168,20 @@ def load_tabular(
             bad = sorted_ids[np.flatnonzero(sorted_ids != np.arange(n))[0]]
             raise DataError(f"node ids must be the integers 0..{n - 1}, each once (or pass "
                             "--relabel)", path=nodes, field=id_col, value=int(bad))
-        src, dst = _int_col(et, src_col, edges), _int_col(et, dst_col, edges)
+        if et.num_rows == 0:  # a header only: its columns are typed null
+            _col(et, src_col, edges), _col(et, dst_col, edges)
+            src = dst = np.zeros(0, dtype=np.int64)
+        else:
+            src, dst = _int_col(et, src_col, edges), _int_col(et, dst_col, edges)
+
+        def node_name(v: int) -> object:
+            return v  # the user's ids are 0..n-1 already
         for arr, col in ((src, src_col), (dst, dst_col)):
             if arr.size and (arr.min() < 0 or arr.max() >= n):
-                bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
-                raise DataError(f"edge endpoint out of range [0, {n})", path=edges, field=col,
-                                value=bad)
+                i = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
+                raise DataError(f"edge endpoint out of range [0, {n}) (at "
+                                f"{_locate(edges)(i)})", path=edges, field=col,
+                                value=int(arr[i]))
 
     # Features.
     skip = {id_col, label_col, *( [split_col] if split_col else [])}
@@ -157,7 +202,8 @@ def load_tabular(
     finite = np.isfinite(x)
     if not finite.all():
         r, c = np.argwhere(~finite)[0]
-        raise DataError(f"feature is NaN or inf (node row {perm[r]})", path=nodes,
+        raise DataError(f"feature is NaN or inf (node {node_name(int(r))!r} at "
+                        f"{_locate(nodes)(int(perm[r]))})", path=nodes,
                         field=feature_cols[c], value=float(x[r, c]))
 
     # Labels.
@@ -188,7 +234,7 @@ def load_tabular(
     # Edges.
     ei = np.stack([src, dst])
     ei, counts, _ = clean_edges(ei, n, remove_self_loops=remove_self_loops, dedupe=dedupe,
-                                path=edges)
+                                path=edges, node_name=node_name, locate=_locate(edges))
     if undirected:
         ei = to_undirected(ei, n)
 
@@ -199,6 +245,14 @@ def load_tabular(
             raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=nodes,
                             field=split_col, value=raw_split[bad][0])
         split = np.array([SPLIT_NAMES.index(s) for s in raw_split], dtype=np.int8)
+        unlabeled = (split != UNUSED) & (y < 0)
+        if unlabeled.any():
+            i = int(np.flatnonzero(unlabeled)[0])
+            raise DataError(
+                f"{int(unlabeled.sum())} nodes in a train/val/test split have no label "
+                f"(first: node {node_name(i)!r} at {_locate(nodes)(int(perm[i]))}, split "
+                f"{raw_split[i]!r}); label them or put them in the 'unused' split",
+                path=nodes, field=label_col, value=node_name(i))
         scheme: dict[str, Any] = {"scheme": "given", "column": split_col, "seed": None}
     else:
         split = stratified_split(y, fractions, rng=np.random.default_rng(seed))

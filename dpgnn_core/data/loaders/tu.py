@@ -143,7 +143,7 @@ def load_tu(
 
     # Edge hygiene (counts recorded); edge attributes follow the kept edges.
     ei, counts, kept = clean_edges(ei, n, remove_self_loops=remove_self_loops, dedupe=dedupe,
-                                   path=f["A"])
+                                   path=f["A"], node_name=lambda v: v + 1)  # the file's ids
     if edge_attr is not None:
         edge_attr = edge_attr[kept]
 
