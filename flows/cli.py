@@ -134,6 +134,9 @@ def ingest(
     undirected: Annotated[bool, typer.Option(help="csv/parquet: add reverse edges.")] = False,
     relabel: Annotated[bool, typer.Option(
         help="csv/parquet: map arbitrary node ids to 0..n-1.")] = False,
+    allow_no_edges: Annotated[bool, typer.Option(
+        help="Ingest a graph with no edges (else an error); the manifest's 'cleaning' "
+        "record keeps a warning.")] = False,
     option: Annotated[list[str] | None, typer.Option(
         "--option", "-o", help="Any other loader option as KEY=VALUE (JSON value), e.g. "
         "-o num_nodes=10000 -o homophily=0.7 for synthetic.")] = None,
@@ -169,6 +172,8 @@ def ingest(
         opts["nodes"] = str(nodes)
     if disjoint:
         opts["disjoint"] = True
+    if allow_no_edges:
+        opts["allow_no_edges"] = True
     if fmt != "synthetic" and source is None:
         _err(f"--source is required for --format {fmt}")
         raise typer.Exit(2)
@@ -176,21 +181,35 @@ def ingest(
     from dpgnn_core.data.ingest import load_from_spec
     from dpgnn_core.data.store import write_dataset
     from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.io import TargetExistsError
     from dpgnn_core.specs import IngestSpec
 
     if out.exists() and not overwrite:
         _err(f"{out} already exists; pass --overwrite to replace it (the old folder stays "
              "until the new one is complete)")
         raise typer.Exit(2)
+    stage = "read"
     try:
         spec = IngestSpec(format=fmt, source=str(source) if source else None, name=name,
                           options=opts)
         with _console().status(f"ingesting {fmt} data…"), _stdout_to_stderr():
             data = load_from_spec(spec)
+            stage = "write"
             manifest = write_dataset(data, out, overwrite=overwrite)
-    except (DpgnnError, FileExistsError, ValueError) as e:
+    except (DpgnnError, TargetExistsError, ValueError) as e:
         _err(str(e))
         raise typer.Exit(1) from e
+    except OSError as e:  # permissions, read-only or full disk, a file where a folder goes
+        target = out if stage == "write" else (source or out)
+        reason = e.strerror or str(e) or type(e).__name__
+        hidden = f".{out.name}."  # our temp siblings: an internal name, not worth showing
+        if e.filename is not None and Path(str(e.filename)) != target \
+                and not Path(str(e.filename)).name.startswith(hidden):
+            reason += f" ({e.filename})"
+        _err(f"cannot {stage} {target}: {reason}")
+        raise typer.Exit(1) from e
+    for warning in manifest.get("cleaning", {}).get("warnings", []):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
     if as_json:
         print(json.dumps(manifest))
     else:
