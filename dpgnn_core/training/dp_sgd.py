@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dpgnn_core.privacy.events import PrivacyError, neighbourhood_size
+from dpgnn_core.training import checkpoint
 from dpgnn_core.training.per_sample import PerSampleClipper, private_step
 
 
@@ -117,6 +118,10 @@ def train_steps(
     ``select()`` (higher is better) is evaluated every ``select_every`` steps and at the end;
     the best weights are kept. It reads validation labels, so the caller must record that
     use in the privacy report.
+
+    Inside a :func:`~dpgnn_core.training.checkpoint.checkpointing` block, the state is
+    saved every so often and a rerun resumes from it, with fresh secret noise and batches
+    for the remaining steps (never a stored generator state).
     """
     clipper = None
     if clipping is not None:
@@ -127,8 +132,20 @@ def train_steps(
         clipper = PerSampleClipper(model, clipping.groups)
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
+    start = 1
+    ckpt = checkpoint.current()  # inside a checkpointing() block: save and resume
+    sig = checkpoint.signature(model, optimizer, steps) if ckpt is not None else {}
+    if ckpt is not None:
+        saved = ckpt.load(sig)
+        if saved is not None:  # fresh secret noise and batches for the remaining steps
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            history, start = list(saved["history"]), int(saved["step"]) + 1
+            if saved["best"] is not None:
+                best = (float(saved["best"][0]), saved["best"][1])
+            ckpt.resumed_from.append(int(saved["step"]))
     try:
-        for step in range(1, steps + 1):
+        for step in range(start, steps + 1):
             optimizer.zero_grad(set_to_none=True)
             if clipper is not None and clipping is not None:
                 with clipper.capture():
@@ -150,6 +167,13 @@ def train_steps(
             history.append(rec)
             if on_step is not None:
                 on_step(step, rec)
+            if ckpt is not None and step < steps and ckpt.due():
+                ckpt.save(sig, {"step": step, "history": history,
+                                "model": {k: v.detach().cpu() for k, v in
+                                          model.state_dict().items()},
+                                "optimizer": optimizer.state_dict(),
+                                "best": None if best is None else
+                                [best[0], {k: v.cpu() for k, v in best[1].items()}]})
     finally:
         if clipper is not None:
             clipper.remove()
