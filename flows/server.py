@@ -2,7 +2,10 @@
 skip the ephemeral server's start-up (about 10 s a process on 2 cores).
 
 State lives in ``$DPGNN_HOME/server.json``; the server runs in its own process group
-(``setsid``) and ``stop`` ends the whole group. Imports nothing heavy.
+(``setsid``) and ``stop`` ends the whole group. The state records the server's pid, its start
+time and command line and the port: ``status`` and ``stop`` check all of them before they
+trust the pid, so a pid that now belongs to another process (the server died, the number was
+reused) is never signalled. Imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
+from flows import procs
 
 DEFAULT_PORT = 4242
 
@@ -50,14 +55,59 @@ def _alive(pid: int) -> bool:
     return True
 
 
+Owner = Literal["ours", "gone", "other"]
+
+
+def _is_server_cmdline(args: list[str], port: int) -> bool:
+    """Whether ``args`` is ``[python] .../prefect server start ... --port PORT``."""
+    try:
+        i = args.index("server")
+    except ValueError:
+        return False
+    if not any(Path(a).name == "prefect" for a in args[:i]) or "start" not in args[i + 1:]:
+        return False
+    return ("--port" in args and args.index("--port") + 1 < len(args)
+            and args[args.index("--port") + 1] == str(port)) or f"--port={port}" in args
+
+
+def owner(info: dict[str, Any]) -> tuple[Owner, str]:
+    """Who holds the pid recorded in ``info`` now: ``"ours"`` (the server we started: same
+    start time, a ``prefect server start`` command line on the recorded port, the recorded
+    process group), ``"gone"`` (no such process) or ``"other"`` (the pid was reused); with
+    a sentence saying so."""
+    pid = int(info["pid"])
+    try:
+        started = procs.start_time(pid)
+        args = procs.cmdline(pid) if started is not None else None
+    except procs.Unverifiable as e:  # pragma: no cover - non-Linux without psutil
+        return "other", f"cannot verify that pid {pid} is the recorded server ({e}); left alone"
+    if started is None or args is None:
+        return "gone", f"the recorded server (pid {pid}) is no longer running"
+    other = (f"the recorded server (pid {pid}) is no longer running; pid {pid} now belongs "
+             "to another process, left alone")
+    if info.get("start_time") is not None and started != info["start_time"]:
+        return "other", other
+    if not _is_server_cmdline(args, int(info.get("port", DEFAULT_PORT))):
+        return "other", other
+    try:
+        if os.getpgid(pid) != int(info.get("pgid", pid)):
+            return "other", other
+    except ProcessLookupError:
+        return "gone", f"the recorded server (pid {pid}) is no longer running"
+    return "ours", f"server pid {pid}"
+
+
 def status(home: Path | None = None) -> dict[str, Any]:
-    """``{"running": bool, "url": ..., "pid": ...}`` of this project's server."""
+    """``{"running": bool, "url": ..., "pid": ...}`` of this project's server; a recorded
+    pid that is gone or now another process's is reported with ``"stale"`` saying so."""
     path = state_file(home)
     if not path.is_file():
         return {"running": False}
     info = json.loads(path.read_text())
-    running = _alive(info["pid"]) and healthy(info["url"])
-    return {**info, "running": running}
+    who, why = owner(info)
+    if who != "ours":
+        return {**info, "running": False, "stale": why}
+    return {**info, "running": healthy(info["url"])}
 
 
 def api_url_if_running(home: Path | None = None) -> str | None:
@@ -96,12 +146,13 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     })
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "ab")
-    proc = subprocess.Popen(
-        [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-        start_new_session=True,
-    )
+    argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+    # Popen returns once the child has exec'd, so /proc shows the server's own command line.
     info = {"pid": proc.pid, "pgid": proc.pid, "url": url, "port": port,
+            "start_time": procs.start_time(proc.pid),
+            "cmdline": procs.cmdline(proc.pid) or argv,
             "log": str(home / "server.log"), "started": time.time()}
     state_file(home).write_text(json.dumps(info))
     deadline = time.time() + timeout
@@ -118,22 +169,49 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
                        f"{home / 'server.log'}")
 
 
-def stop(home: Path | None = None, timeout: float = 20.0) -> bool:
-    """Stop the server's process group. Returns whether one was running."""
+@dataclass(frozen=True)
+class StopResult:
+    """What :func:`stop_server` did: ``stopped`` (our server was running and was ended) and a
+    sentence for the user."""
+
+    stopped: bool
+    message: str
+
+
+def stop_server(home: Path | None = None, timeout: float = 20.0) -> StopResult:
+    """Stop the server's process group, after checking that the recorded pid is still our
+    server (:func:`owner`); a pid that is gone or reused is never signalled. The state file
+    is removed in every case."""
     path = state_file(home)
     if not path.is_file():
-        return False
+        return StopResult(False, "no server was running")
     info = json.loads(path.read_text())
-    was = _alive(info["pid"])
+    who, why = owner(info)
+    if who != "ours":
+        path.unlink(missing_ok=True)
+        return StopResult(False, why)
+    pid, pgid = int(info["pid"]), int(info.get("pgid", info["pid"]))
+    # The group is ours from here on: a pgid is not handed out again while its group exists.
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(info["pgid"], signal.SIGTERM)
+        os.killpg(pgid, signal.SIGTERM)
     deadline = time.time() + timeout
-    while time.time() < deadline and _alive(info["pid"]):
+    while time.time() < deadline and procs.group_running(pgid):
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(info["pid"], os.WNOHANG)
+            os.waitpid(pid, os.WNOHANG)
         time.sleep(0.2)
-    if _alive(info["pid"]):
+    if procs.group_running(pgid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(info["pgid"], signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     path.unlink(missing_ok=True)
-    return was
+    return StopResult(True, "stopped")
+
+
+def stop(home: Path | None = None, timeout: float = 20.0) -> bool:
+    """:func:`stop_server`; returns whether our server was running. A recorded pid that now
+    belongs to another process is reported on stderr."""
+    result = stop_server(home, timeout)
+    if not result.stopped and result.message != "no server was running":
+        print(result.message, file=sys.stderr)
+    return result.stopped

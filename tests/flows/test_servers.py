@@ -69,8 +69,18 @@ def test_prefect_server_start_run_stop(tmp_path: Path) -> None:
                               text=True, timeout=60)
     assert "stopped" in stop.stdout
     assert not (tmp_path / "home" / "server.json").exists()
-    with pytest.raises(ProcessLookupError):
-        os.killpg(info["pgid"], 0)
+    from flows import procs
+
+    assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.killpg(info["pgid"], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
 
 def test_mlflow_server_receives_run(tmp_path: Path) -> None:
@@ -110,3 +120,75 @@ def test_mlflow_server_receives_run(tmp_path: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def _spawn(*args: str) -> subprocess.Popen:
+    """A process in its own session, as a recorded server would be."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *args],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _write_state(home: Path, info: dict) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "server.json").write_text(json.dumps(info))
+
+
+def _stop_reaped(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("with_identity", [True, False])
+def test_stop_leaves_a_reused_pid_alone(tmp_path: Path, with_identity: bool) -> None:
+    """The recorded server died and its pid now belongs to an unrelated process: `server
+    stop` must not signal it (old state files without the identity fields included)."""
+    home = tmp_path / "home"
+    other = _spawn()
+    try:
+        info = {"pid": other.pid, "pgid": other.pid, "url": "http://127.0.0.1:9/api",
+                "port": 9}
+        if with_identity:
+            info |= {"start_time": "proc:1", "cmdline": ["prefect", "server", "start"]}
+        _write_state(home, info)
+        st = subprocess.run([BIN / "dpgnn", "server", "status", "--json"],
+                            env=_clean_env(home), capture_output=True, text=True, check=True)
+        assert json.loads(st.stdout)["running"] is False
+        r = subprocess.run([BIN / "dpgnn", "server", "stop"], env=_clean_env(home),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        time.sleep(0.3)
+        assert other.poll() is None, "stop signalled a process that is not our server"
+        assert (f"the recorded server (pid {other.pid}) is no longer running; pid {other.pid} "
+                "now belongs to another process, left alone") in r.stdout + r.stderr
+        assert "stopped" not in r.stdout.split()
+        assert not (home / "server.json").exists()
+    finally:
+        _stop_reaped(other)
+
+
+def test_owner_checks_start_time_command_line_and_port(tmp_path: Path) -> None:
+    from flows import procs, server
+
+    port = _free_port()
+    script = tmp_path / "prefect"  # a stand-in for the venv's `prefect` script
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
+    script.chmod(0o755)
+    fake = subprocess.Popen([str(script), "server", "start", "--port", str(port)],
+                            start_new_session=True)
+    try:
+        time.sleep(0.2)
+        ident = {"pid": fake.pid, "pgid": fake.pid, "port": port,
+                 "url": f"http://127.0.0.1:{port}/api",
+                 "start_time": procs.start_time(fake.pid)}
+        assert server.owner(ident)[0] == "ours"
+        assert server.owner({**ident, "start_time": "proc:1"})[0] == "other"
+        assert server.owner({**ident, "port": port + 1})[0] == "other"
+        assert server.owner({**ident, "pgid": 1})[0] == "other"
+        _write_state(tmp_path / "home", ident)
+        assert server.stop_server(tmp_path / "home", timeout=10).stopped
+        fake.wait(timeout=10)  # stop_server may have reaped it already (its parent here)
+        assert server.owner(ident)[0] == "gone"
+    finally:
+        _stop_reaped(fake)
