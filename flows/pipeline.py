@@ -171,8 +171,10 @@ def pipeline(
     from pathlib import Path
 
     from dpgnn_core.methods.registry import method_for
+    from flows.recover import recover_and_claim
     from tasks.train import train
 
+    recover_and_claim()  # runs a killed process left RUNNING -> Crashed; record this one's owner
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     the_method = method_for(spec)  # the one place the method is decided

@@ -1,0 +1,134 @@
+"""A flow run whose process was killed is marked Crashed by the next run (flows/recover.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.flows.test_servers import BIN, _clean_env, _free_port, _ingest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("prefect")]
+
+
+def _api(url: str, path: str, body: dict | None = None) -> object:
+    req = urllib.request.Request(
+        f"{url}{path}", method="POST" if body is not None else "GET",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    """A project home with a dataset and a running `dpgnn server` (faster than the ephemeral
+    server in every subprocess); stopped afterwards."""
+    tmp_path = tmp_path_factory.mktemp("recover")
+    home = tmp_path / "home"
+    env = _clean_env(home)
+    _ingest(tmp_path / "ds", env)
+    port = _free_port()
+    start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)], env=env,
+                           capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        yield home, env, tmp_path / "ds", f"http://127.0.0.1:{port}/api"
+    finally:
+        subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
+                       timeout=60)
+
+
+def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:
+    home, env, ds, url = served
+    log = open(home / "victim.log", "w")
+    victim = subprocess.Popen([BIN / "dpgnn", "run", "gcn", "--dataset", str(ds), "--epochs",
+                               "1000000"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        running: list = []
+        while time.time() < deadline and not running:
+            assert victim.poll() is None, (home / "victim.log").read_text()[-2000:]
+            runs = _api(url, "/flow_runs/filter", {"limit": 10, "flow_runs": {
+                "state": {"type": {"any_": ["RUNNING"]}}}})
+            assert isinstance(runs, list)
+            running = [r for r in runs if (home / "runs" / f"{r['id']}.json").is_file()]
+            time.sleep(0.5)
+        assert running, "the run never reached RUNNING with its owner recorded"
+        run_id = running[0]["id"]
+        record = json.loads((home / "runs" / f"{run_id}.json").read_text())
+        assert record["pid"] == victim.pid
+    finally:
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=30)
+    time.sleep(1)
+    left = _api(url, f"/flow_runs/{run_id}")
+    assert isinstance(left, dict) and left["state_type"] == "RUNNING"  # what Prefect shows
+
+    r = subprocess.run([BIN / "dpgnn", "run", "mlp", "--dataset", str(ds), "--epochs", "2",
+                        "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["test_accuracy"] is not None
+
+    after = _api(url, f"/flow_runs/{run_id}")
+    assert isinstance(after, dict)
+    assert after["state_type"] == "CRASHED", after["state"]
+    assert "Abandoned" in after["state"]["message"], after["state"]
+    assert not (home / "runs" / f"{run_id}.json").exists()
+    # Left: the second run's own record, removed by a later run now that its process ended.
+    assert len(list((home / "runs").glob("*.json"))) == 1
+
+
+def test_mark_abandoned_runs_spares_live_owners(served) -> None:
+    """Through the Prefect client: a RUNNING run whose owner lives is left alone, one whose
+    owner has ended is marked Crashed, records of finished runs are removed."""
+    home, _env, _ds, url = served
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Completed, Running
+
+    from flows import procs
+    from flows.recover import claim_run, mark_abandoned_runs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with temporary_settings(updates={PREFECT_API_URL: url}), \
+            get_client(sync_client=True) as client:
+        flow_id = client.create_flow(flow=_flow())
+        ids = {}
+        for name, state in [("alive", Running()), ("dead", Running()), ("done", Completed())]:
+            run = client.create_flow_run(flow=_flow(), name=name, state=state)
+            assert run.flow_id == flow_id
+            ids[name] = str(run.id)
+        claim_run(ids["alive"], home=home)  # this test process: alive
+        for name in ("dead", "done"):
+            path = claim_run(ids[name], home=home)
+            assert path is not None
+            path.write_text(json.dumps({**procs.identity(dead.pid), "pid": dead.pid,
+                                        "start_time": "proc:1", "flow_run_id": ids[name]}))
+        assert mark_abandoned_runs(home=home) == [ids["dead"]]
+        states = {n: client.read_flow_run(i).state for n, i in ids.items()}
+    assert states["alive"] is not None and states["alive"].type.value == "RUNNING"
+    assert states["dead"] is not None and states["dead"].type.value == "CRASHED"
+    assert states["done"] is not None and states["done"].type.value == "COMPLETED"
+    assert sorted(p.stem for p in (home / "runs").glob("*.json")) == [ids["alive"]]
+    # An unreachable API is logged, never raised.
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert mark_abandoned_runs(home=home) == []
+
+
+def _flow():
+    from prefect import flow
+
+    @flow(name="dpgnn-pipeline")
+    def stand_in() -> None:  # pragma: no cover - never run, only registered
+        pass
+
+    return stand_in
