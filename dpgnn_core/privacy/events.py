@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from dpgnn_core.errors import PrivacyError
+from dpgnn_core import errors as _errors
 from dpgnn_core.io import write_json_atomic
 
 Relation = Literal["add_remove", "replace"]
@@ -35,7 +35,8 @@ SAMPLING_SCHEMES: tuple[str, ...] = ("none", "poisson", "fixed_size_without_repl
                                      "with_replacement", "disjoint_partition")
 
 
-# PrivacyError lives in dpgnn_core.errors (light to import); it is re-exported here.
+#: Defined in :mod:`dpgnn_core.errors` (light to import); the same class, exported here too.
+PrivacyError = _errors.PrivacyError
 
 
 def _positive(name: str, value: float) -> None:

@@ -209,3 +209,18 @@ def test_run_spec_from_a_file_with_overrides(tmp_path: Path, suffix: str) -> Non
     (tmp_path / "other.json").write_text('{"method": "drw-gcn", "epsilon": 1}')
     with pytest.raises(ValueError, match="runs dp-sage"):
         build_spec("dp-sage", {}, tmp_path / "other.json")
+
+
+def test_datasets_without_argument_finds_the_readme_location(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README ingests into ./data; `dpgnn datasets` alone lists them (and the home's)."""
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.synthetic import csbm
+
+    monkeypatch.chdir(tmp_path)
+    write_dataset(csbm(num_nodes=60, seed=1), tmp_path / "data" / "a")
+    write_dataset(csbm(num_nodes=70, seed=2), tmp_path / "home" / "datasets" / "b")
+    r = runner.invoke(app, ["--home", str(tmp_path / "home"), "datasets", "--json"])
+    assert r.exit_code == 0, r.output
+    paths = [json.loads(line)["path"] for line in r.output.splitlines()]
+    assert paths == ["data/a", str(tmp_path / "home" / "datasets" / "b")]

@@ -238,3 +238,24 @@ def test_error_inside_the_flow_is_one_line_and_logged(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
     log = Path(errors[0].rsplit("(details: ", 1)[1].rstrip(")"))
     assert log.parent == home / "logs" and "Traceback" in log.read_text()
+
+
+def test_dead_tracking_server_is_refused_up_front(dataset: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import flows.pipeline
+
+    def never(**kw: object) -> None:
+        raise AssertionError("the flow started")
+
+    monkeypatch.setattr(flows.pipeline, "pipeline", never)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = runner.invoke(app, ["run", "dp-mlp", "--epsilon", "4", "--dataset", str(dataset),
+                            "--tracking-uri", f"http://127.0.0.1:{port}"])
+    assert r.exit_code == 2
+    line, = _lines(r.output)
+    assert line.startswith(f"error: MLflow tracking server http://127.0.0.1:{port} does "
+                           "not answer")

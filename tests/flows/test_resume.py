@@ -1,0 +1,56 @@
+"""A killed `dpgnn run` resumes from its checkpoint on the rerun: the release says so, every
+step of the plan is in the history once, and the ledger counts the plan's steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+
+BIN = Path(sys.executable).parent / "dpgnn"
+
+
+@pytest.mark.xdist_group("prefect")
+def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    write_dataset(csbm(num_nodes=600, seed=4), tmp_path / "ds")
+    home = tmp_path / "home"
+    steps = 4000
+    args = [str(BIN), "--home", str(home), "run", "dp-mlp", "--epsilon", "4", "--steps",
+            str(steps), "--batch-size", "32", "--hidden", "8", "--device", "cpu",
+            "--dataset", str(tmp_path / "ds"), "--json"]
+    env = {**os.environ, "DPGNN_CHECKPOINT_SECONDS": "0.5", "DPGNN_PROGRESS": "off"}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        ckpts: list[Path] = []
+        while time.monotonic() < deadline and proc.poll() is None and not ckpts:
+            time.sleep(0.5)
+            ckpts = list((home / "checkpoints").glob("train/*/checkpoint.pt"))
+        assert ckpts, "no checkpoint appeared (did the run finish or fail first?)"
+        time.sleep(1.0)  # a few more checkpoints
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
+    (resumed,) = report["release"]["resumed_from_step"]
+    assert 0 < resumed < steps
+    history = json.loads((Path(summary["artifacts_dir"]) / "history.json").read_text())
+    assert [rec["step"] for rec in history] == list(range(1, steps + 1))
+    ledger = json.loads((Path(summary["artifacts_dir"]) / "ledger.json").read_text())
+    assert sum(e["event"]["steps"] for e in ledger["entries"]) == steps
+    assert not list((home / "checkpoints").glob("train/*/checkpoint.pt"))  # cleared
