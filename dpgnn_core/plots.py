@@ -1,0 +1,125 @@
+"""Privacy-utility plots of a sweep's results (matplotlib, PNG).
+
+:func:`privacy_utility`: test accuracy against ε per private method, mean ± std over seeds
+of the configuration chosen on validation at each ε, with the non-private references as
+horizontal lines. :func:`hyperparameters`: validation accuracy against each swept option
+that takes more than one value, per method. matplotlib is imported inside the functions
+(the Agg backend: files only, no display).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpgnn_core.io import atomic_file
+from dpgnn_core.sweeps import aggregate, best_per_method_and_epsilon
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
+                    title: str = "") -> Path:
+    """Test accuracy vs ε (log axis): per private method the configuration with the best
+    mean validation accuracy at each ε, mean ± std over seeds; non-private methods as
+    dashed horizontal lines (their best configuration). Returns ``path``."""
+    plt = _pyplot()
+    best = best_per_method_and_epsilon(rows)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    private = sorted({b["method"] for b in best if b["epsilon"] is not None})
+    colours = plt.get_cmap("tab10")
+    for i, method in enumerate(private):
+        pts = sorted((b for b in best if b["method"] == method), key=lambda b: b["epsilon"])
+        eps = [b["epsilon"] for b in pts]
+        mean = [b["test_accuracy_mean"] for b in pts]
+        std = [b["test_accuracy_std"] for b in pts]
+        ax.errorbar(eps, mean, yerr=std, marker="o", capsize=3, color=colours(i),
+                    label=f"{method} (n={pts[0]['seeds']} seeds)")
+    for j, b in enumerate(sorted((b for b in best if b["epsilon"] is None),
+                                 key=lambda b: b["method"])):
+        if math.isnan(b["test_accuracy_mean"]):
+            continue
+        ax.axhline(b["test_accuracy_mean"], ls="--", lw=1.2,
+                   color=colours(len(private) + j),
+                   label=f"{b['method']} (non-private) {b['test_accuracy_mean']:.3f}")
+    if private:
+        ax.set_xscale("log")
+        all_eps = sorted({b["epsilon"] for b in best if b["epsilon"] is not None})
+        ax.set_xticks(all_eps)
+        ax.set_xticklabels([f"{e:g}" for e in all_eps])
+    ax.set_xlabel("ε (target; δ per point in the table)")
+    ax.set_ylabel("test accuracy (mean ± std over seeds)")
+    ax.set_title(title or "privacy-utility: configuration chosen on validation")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
+def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path | None:
+    """Mean validation accuracy against each option that takes more than one value in the
+    sweep, one panel per (method, option), one line per ε. Returns ``path``, or None when
+    no option varies."""
+    plt = _pyplot()
+    agg = aggregate(rows)
+    panels: list[tuple[str, str]] = []
+    for method in sorted({a["method"] for a in agg}):
+        recs = [a for a in agg if a["method"] == method]
+        keys = sorted({k for a in recs for k in a["config"]})
+        for k in keys:
+            values = {repr(a["config"].get(k)) for a in recs}
+            if len(values) > 1:
+                panels.append((method, k))
+    if not panels:
+        return None
+    cols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.4 * nrows), dpi=110,
+                             squeeze=False)
+    for ax, (method, key) in zip(axes.flat, panels, strict=False):
+        recs = [a for a in agg if a["method"] == method]
+        for eps in sorted({a["epsilon"] for a in recs}, key=lambda e: (e is None, e or 0)):
+            by_value: dict[Any, list[float]] = {}
+            for a in recs:
+                if a["epsilon"] == eps and not math.isnan(a["val_accuracy_mean"]):
+                    by_value.setdefault(a["config"].get(key), []).append(
+                        a["val_accuracy_mean"])
+            xs = sorted(by_value, key=lambda v: (isinstance(v, str), v))
+            # several configurations share a value of this option: show the best of them
+            ys = [max(by_value[x]) for x in xs]
+            numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                          for x in xs)
+            pos = xs if numeric else list(range(len(xs)))
+            ax.plot(pos, ys, marker="o",
+                    label="non-private" if eps is None else f"ε={eps:g}")
+            if not numeric:
+                ax.set_xticks(pos)
+                ax.set_xticklabels([str(x) for x in xs], rotation=30, fontsize=8)
+        if key in ("lr",):
+            ax.set_xscale("log")
+        ax.set_title(f"{method}: {key}", fontsize=10)
+        ax.set_xlabel(key)
+        ax.set_ylabel("val accuracy (best config)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path

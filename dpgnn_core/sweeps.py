@@ -1,0 +1,306 @@
+"""Sweeps: a grid and/or random search over registered methods' options, ε values and
+seeds, expanded into one spec per point; the results table; the best configuration per
+(method, ε), chosen on validation only.
+
+A sweep spec is a TOML/YAML/JSON mapping or a :class:`SweepSpec`::
+
+    name = "cora-eps"
+    dataset = "data/cora"
+    epsilons = [1, 4, 8]
+    seeds = [0, 1, 2]
+    selection = "flagged"
+
+    [[methods]]
+    method = "dp-gcn"
+    grid = {lr = [3e-3, 1e-2], max_degree = [3, 7]}
+    fixed = {steps = 300}
+
+    [[methods]]
+    method = "gcn"            # a non-private reference: run once per seed, no ε
+
+Every point is validated by its method's spec before anything runs: an option a method
+does not take is an error naming it. Light to import (no torch).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random as _random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dpgnn_core.errors import DataError
+from dpgnn_core.specs import NON_PRIVATE_METHODS, Spec, method_specs, parse_spec
+
+
+class RandomOption(BaseModel):
+    """How a random search draws one option: ``choice`` from values, ``uniform`` or
+    ``log_uniform`` in [low, high], ``int_uniform`` in {low, ..., high}."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    choice: list[Any] | None = None
+    uniform: tuple[float, float] | None = None
+    log_uniform: tuple[float, float] | None = None
+    int_uniform: tuple[int, int] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> RandomOption:
+        given = [k for k in ("choice", "uniform", "log_uniform", "int_uniform")
+                 if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of choice, uniform, log_uniform, int_uniform")
+        lo_hi = self.uniform or self.log_uniform or self.int_uniform
+        if lo_hi is not None and not lo_hi[0] <= lo_hi[1]:
+            raise ValueError(f"low > high in {lo_hi}")
+        if self.log_uniform is not None and self.log_uniform[0] <= 0:
+            raise ValueError("log_uniform needs low > 0")
+        return self
+
+    def draw(self, rng: _random.Random) -> Any:
+        if self.choice is not None:
+            return rng.choice(self.choice)
+        if self.uniform is not None:
+            return rng.uniform(*self.uniform)
+        if self.log_uniform is not None:
+            lo, hi = self.log_uniform
+            return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        assert self.int_uniform is not None
+        return rng.randint(*self.int_uniform)
+
+
+class MethodSearch(BaseModel):
+    """One method's part of a sweep.
+
+    Args:
+        method (str): a registered method name (``dp-gcn``, ``gcn``, ...).
+        fixed (dict): options every point of this method takes. (default: ``{}``)
+        grid (dict): option -> list of values; every combination is a configuration.
+            (default: ``{}``)
+        random (dict): option -> :class:`RandomOption`; ``samples`` draws of them, each
+            combined with every grid configuration. (default: ``{}``)
+        samples (int): random draws (0 without ``random``). (default: 0)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    method: str
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    random: dict[str, RandomOption] = Field(default_factory=dict)
+    samples: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> MethodSearch:
+        if self.method not in method_specs():
+            raise ValueError(f"unknown method {self.method!r}; choose one of "
+                             f"{', '.join(sorted(method_specs()))}")
+        if self.random and self.samples == 0:
+            raise ValueError(f"{self.method}: random options need samples >= 1")
+        for k, values in self.grid.items():
+            if not values:
+                raise ValueError(f"{self.method}: grid option {k!r} has no values")
+        return self
+
+    @property
+    def private(self) -> bool:
+        return self.method not in NON_PRIVATE_METHODS
+
+    def configurations(self, rng: _random.Random) -> list[dict[str, Any]]:
+        """The option sets of this method (without ε and seed), in a stable order."""
+        keys = sorted(self.grid)
+        grid = [dict(zip(keys, combo, strict=True))
+                for combo in itertools.product(*(self.grid[k] for k in keys))] or [{}]
+        draws = [{k: opt.draw(rng) for k, opt in sorted(self.random.items())}
+                 for _ in range(self.samples)] or [{}]
+        return [{**self.fixed, **g, **d} for g in grid for d in draws]
+
+
+class SweepSpec(BaseModel):
+    """A sweep: methods and their search, ε values, seeds, dataset, selection mode.
+
+    Args:
+        name (str): the sweep's name (folder and MLflow parent run).
+        dataset (str): an ingested dataset folder.
+        methods (list of MethodSearch): what to run.
+        epsilons (list of float): target ε of every private method's points (non-private
+            methods run once per configuration and seed). (default: ``[]``)
+        seeds (list of int): initialisation seeds; results are averaged over them.
+            (default: ``[0]``)
+        selection (str): ``flagged``: every point keeps its own ε, and the configuration
+            chosen on validation lists "selected among n candidates on validation" as
+            unaccounted; ``private``: Papernot & Steinke's accounted tuning (the chosen
+            model's ε is the tuning mechanism's). (default: ``flagged``)
+        search_seed (int): seeds the random search's draws of hyperparameters (public:
+            they do not depend on the data). (default: 0)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    dataset: str
+    methods: list[MethodSearch] = Field(min_length=1)
+    epsilons: list[float] = Field(default_factory=list)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    selection: Literal["flagged", "private"] = "flagged"
+    search_seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepSpec:
+        if any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
+            raise ValueError(f"epsilons must be finite numbers > 0, got {self.epsilons}")
+        if any(m.private for m in self.methods) and not self.epsilons:
+            private = [m.method for m in self.methods if m.private]
+            raise ValueError(f"private methods {private} need epsilons")
+        return self
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read a sweep spec file (TOML, YAML or JSON by suffix); a relative ``dataset`` is
+    taken relative to the current folder.
+
+    Raises:
+        DataError: the file cannot be read or does not validate (one line naming the file
+            and the offending field).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DataError(f"cannot read the sweep spec: {e.strerror or e}", path=path) from e
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            import json
+
+            data = json.loads(text)
+    except Exception as e:  # the parsers' own errors name line and column
+        raise DataError(f"cannot parse the sweep spec: {e}", path=path) from e
+    if not isinstance(data, dict):
+        raise DataError("a sweep spec is a mapping", path=path)
+    try:
+        return SweepSpec(**data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise DataError(str(first.get("msg", e)).removeprefix("Value error, "), path=path,
+                        field=where or None, value=first.get("input")
+                        if where else None) from e
+
+
+class Point(BaseModel):
+    """One run of a sweep: its method's validated spec and where it sits in the search."""
+
+    model_config = ConfigDict(frozen=True)
+    method: str
+    config: dict[str, Any]
+    config_id: str
+    epsilon: float | None
+    seed: int
+    spec: Any  # the method's spec (dpgnn_core.specs.AnySpec)
+
+
+def _config_id(method: str, config: Mapping[str, Any]) -> str:
+    if not config:
+        return method
+    return method + "[" + ",".join(f"{k}={config[k]}" for k in sorted(config)) + "]"
+
+
+def points(sweep: SweepSpec) -> list[Point]:
+    """Every point of ``sweep``, each spec validated by its method.
+
+    Raises:
+        DataError: an option a method does not take, or an invalid value (naming the
+            method, the option and the value).
+    """
+    rng = _random.Random(sweep.search_seed)
+    out: list[Point] = []
+    for search in sweep.methods:
+        spec_type = method_specs()[search.method]
+        allowed = set(spec_type.model_fields) - {"method", *spec_type.implied}
+        for config in search.configurations(rng):
+            wrong = sorted(set(config) - allowed)
+            if wrong:
+                raise DataError(f"{search.method} does not take {', '.join(wrong)}",
+                                field="methods", value=search.method)
+            for k in ("epsilon", "seed"):
+                if k in config:
+                    raise DataError(f"set {k} at the sweep level ({k}s), not per method",
+                                    field=k, value=config[k])
+            for eps in (sweep.epsilons if search.private else [None]):
+                for seed in sweep.seeds:
+                    data = {**config, "method": search.method, "seed": seed,
+                            **({"epsilon": eps} if eps is not None else {})}
+                    try:
+                        spec: Spec = parse_spec(data)
+                    except ValidationError as e:
+                        first = e.errors()[0]
+                        raise DataError(
+                            f"{search.method}: {first.get('msg')}", field=".".join(
+                                str(p) for p in first.get("loc", ())[1:]) or None,
+                            value=first.get("input")) from e
+                    out.append(Point(method=search.method, config=config,
+                                     config_id=_config_id(search.method, config),
+                                     epsilon=eps, seed=seed, spec=spec))
+    return out
+
+
+# --- results ------------------------------------------------------------------------------
+
+#: Columns of the results table, one row per point.
+COLUMNS = ("method", "config_id", "epsilon", "seed", "epsilon_spent", "delta", "level",
+           "val_accuracy", "test_accuracy", "private", "cache", "artifacts_dir",
+           "mlflow_run_id", "config")
+
+
+def aggregate(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and (sample) standard deviation over seeds of validation and test accuracy,
+    per (method, configuration, ε)."""
+    groups: dict[tuple[str, str, float | None], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["method"], r["config_id"], r["epsilon"]), []).append(r)
+    out = []
+    for (method, cid, eps), rs in groups.items():
+        rec: dict[str, Any] = {"method": method, "config_id": cid, "epsilon": eps,
+                               "seeds": len(rs), "config": rs[0]["config"]}
+        for k in ("val_accuracy", "test_accuracy"):
+            vals = [float(r[k]) for r in rs if r.get(k) is not None
+                    and not math.isnan(float(r[k]))]
+            rec[f"{k}_mean"] = sum(vals) / len(vals) if vals else math.nan
+            rec[f"{k}_std"] = (math.sqrt(sum((v - rec[f"{k}_mean"]) ** 2 for v in vals)
+                                         / (len(vals) - 1)) if len(vals) > 1 else 0.0)
+        out.append(rec)
+    return out
+
+
+def best_per_method_and_epsilon(rows: Sequence[Mapping[str, Any]]
+                                ) -> list[dict[str, Any]]:
+    """The configuration with the best mean validation accuracy per (method, ε): chosen on
+    validation only, never on test. Each carries ``candidates``, the number of
+    configurations it was chosen among (what selection read)."""
+    best: dict[tuple[str, float | None], dict[str, Any]] = {}
+    counts: dict[tuple[str, float | None], int] = {}
+    for rec in aggregate(rows):
+        key = (rec["method"], rec["epsilon"])
+        counts[key] = counts.get(key, 0) + 1
+        score = rec["val_accuracy_mean"]
+        if key not in best or (not math.isnan(score) and (
+                math.isnan(best[key]["val_accuracy_mean"])
+                or score > best[key]["val_accuracy_mean"])):
+            best[key] = rec
+    return [{**rec, "candidates": counts[key]} for key, rec in best.items()]
+
+
+def selection_note(candidates: int) -> str:
+    """What choosing among ``candidates`` configurations on validation reads, unaccounted
+    (``selection = "flagged"``)."""
+    return (f"selected among {candidates} candidate configurations on validation accuracy "
+            "(reads validation labels of every candidate, without noise)")
