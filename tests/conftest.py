@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-# One project directory per test process, set before `tasks` (and so Prefect) is imported.
+# One project directory per test process (each pytest-xdist worker and the controller), set
+# before `tasks` (and so Prefect) is imported; removed when the session ends.
 _HOME = Path(tempfile.mkdtemp(prefix="dpgnn-test-home-"))
+_OWNER = os.getpid()
 os.environ["DPGNN_HOME"] = str(_HOME)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -30,3 +36,55 @@ def shared() -> Path:
 @pytest.fixture(scope="session")
 def home() -> Path:
     return _HOME
+
+
+def _uses_home(environ: dict[str, str], home: Path) -> bool:
+    return any(environ.get(k, "").startswith(str(home))
+               for k in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"))
+
+
+def _stop_processes_under(home: Path) -> None:
+    """Stop what this process started that still works in ``home``: a ``dpgnn server``
+    recorded there, Prefect's ephemeral server (its database is under ``home``), and any
+    other process descending from this one whose environment points into ``home``."""
+    if (home / "server.json").is_file():
+        from flows import server
+
+        with contextlib.suppress(Exception):
+            server.stop(home)
+    ephemeral = sys.modules.get("prefect.server.api.server")
+    if ephemeral is not None:
+        for instance in list(ephemeral.SubprocessASGIServer._instances.values()):
+            with contextlib.suppress(Exception):
+                instance.stop()
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with torch-geometric
+        return
+    with contextlib.suppress(psutil.Error):
+        left = []
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if _uses_home(child.environ(), home):
+                    child.terminate()
+                    left.append(child)
+        _, alive = psutil.wait_procs(left, timeout=10)
+        for child in alive:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
+def _remove_home() -> None:
+    if os.getpid() != _OWNER:  # a forked child exiting: the home is its parent's
+        return
+    _stop_processes_under(_HOME)
+    shutil.rmtree(_HOME, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _remove_home()
+
+
+# Registered before Prefect is imported, so it runs after Prefect's own exit handlers (which
+# stop its ephemeral server): removes what anything wrote into the home after the session.
+atexit.register(_remove_home)
