@@ -12,11 +12,14 @@ Why a file under the project rather than flow-run tags: it costs no API call whe
 starts (tags would need a flow-run update), it needs no query at all when nothing was left
 behind, it sits beside the Prefect database it describes, and a run cannot be marked from
 its own tags while its process is gone anyway. A record is removed when its run is marked
-Crashed, or, once its owner has ended, when its run is no longer active.
+Crashed or is found no longer active, so the folder holds only the runs under way (and those
+finished since the last run started).
 
 Only what can be decided is decided: a run whose record names another host is left alone
 (its pid means nothing here), and a run without a record (started by an older dpgnn, or
-killed between its start and the record) is left as it is.
+killed between its start and the record) is left as it is. Records are per project, the API
+is the one in use: a record of a run on another API (``PREFECT_API_URL`` pointed elsewhere)
+is not found active there and is dropped.
 """
 
 from __future__ import annotations
@@ -109,21 +112,23 @@ def _mark(home: Path | None) -> list[str]:
         for key, path in records.items():
             if key not in ids:
                 continue
+            run = active.get(key)
+            if run is None:  # the run has ended (or is unknown to this API): record not needed
+                path.unlink(missing_ok=True)
+                continue
             rec = _read(path)
             alive = procs.same_process(rec) if rec is not None else False
             if alive is not False:  # running, or on another host: not ours to decide
                 continue
-            run = active.get(key)
-            if run is not None:
-                where = (f"process {rec['pid']} on {rec['host']}" if rec is not None
-                         else "its process")
-                msg = (f"Abandoned: {where} ended without reporting the end of this run "
-                       f"(killed?); marked Crashed by a later dpgnn run")
-                client.set_flow_run_state(run.id, Crashed(message=msg), force=True)
-                logger.warning("flow run %s (%s) was left %s by a process that ended; "
-                               "marked Crashed", run.name, key,
-                               run.state_type.value if run.state_type else "active")
-                marked.append(key)
+            where = (f"process {rec['pid']} on {rec['host']}" if rec is not None
+                     else "its process")
+            msg = (f"Abandoned: {where} ended without reporting the end of this run "
+                   f"(killed?); marked Crashed by a later dpgnn run")
+            client.set_flow_run_state(run.id, Crashed(message=msg), force=True)
+            logger.warning("flow run %s (%s) was left %s by a process that ended; "
+                           "marked Crashed", run.name, key,
+                           run.state_type.value if run.state_type else "active")
+            marked.append(key)
             path.unlink(missing_ok=True)
     return marked
 
