@@ -1,23 +1,35 @@
 """Issue 5's step benchmarks, each a ratio measured in one run (A/B interleaved, best of n):
 
 1. One DP-GCN step (1 layer, batch 10,000 subgraphs, K = 7, latent 256) against the same
-   model's non-private step on the same batch; also against the peer it replaced (Opacus's
-   GradSampleModule hooks + DPOptimizer on the same dense model). Peak memory of the
-   private step is measured in a fresh process (peak RSS, whole process).
+   model's non-private step on the same batch; also against two Opacus peers on the same
+   dense model: the one it replaced (``GradSampleModule`` hooks + ``DPOptimizer``, which
+   materialises per-sample gradients) and Opacus's fastest mode, ghost clipping
+   (``PrivacyEngine.make_private(..., grad_sample_mode="ghost")``: per-sample norms from
+   activations and output gradients, then a second backward of the clip-weighted loss).
+   Peak memory of the private steps is measured in fresh processes (peak RSS, whole
+   process).
 2. One DP-MLP step against Opacus's own ``PrivacyEngine.make_private`` DP-MLP at the same
-   batch.
+   batch, in hooks mode and in ghost mode.
 
-    python benchmarks/bench_dp_step.py [--batch 10000] [--repeat 5]
+Every private step does the same work: per-sample clipping to C = 1 (one flat group),
+Gaussian noise of std z*C added to the clipped sum, division by the batch size, one Adam
+step. Ghost clipping never materialises a per-sample gradient, so what is equal is the
+update, not the intermediate tensors: before timing, :func:`check_same_update` asserts on a
+tiny batch that dpgnn and Opacus ghost leave the same clipped sum (no noise) in ``p.grad``.
+
+    python benchmarks/bench_dp_step.py [--batch 10000] [--repeat 5] [--no-memory]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,6 +73,62 @@ def interleaved(fns: dict, repeat: int, per: int = 1) -> dict[str, float]:  # ty
     return best
 
 
+def opacus_ghost(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], y: torch.Tensor,
+                 noise_multiplier: float, clip: float, lr: float = 1e-3
+                 ) -> tuple[Any, Any, Any]:
+    """Opacus's ghost-clipping peer of ``model`` through ``PrivacyEngine.make_private``:
+    returns (wrapped model, DP optimizer, DP criterion). The loader (one batch of the given
+    tensors, no Poisson sampling) only tells Opacus the batch size; noise std = z * C and
+    the noisy sum is divided by that batch size, as dpgnn's ``Clipping`` below."""
+    import warnings
+
+    from opacus import PrivacyEngine
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*inputs, y),
+                                         batch_size=len(y))
+    with warnings.catch_warnings():  # "secure_mode off" and the like
+        warnings.simplefilter("ignore")
+        module, opt, crit, _ = PrivacyEngine(accountant="rdp").make_private(
+            module=model, optimizer=torch.optim.Adam(model.parameters(), lr=lr),
+            criterion=torch.nn.CrossEntropyLoss(), data_loader=loader,
+            noise_multiplier=noise_multiplier, max_grad_norm=clip, poisson_sampling=False,
+            grad_sample_mode="ghost")
+    return module, opt, crit
+
+
+def check_same_update() -> float:
+    """On a tiny DP-GCN batch (16 subgraphs, K = 3, 2 layers, latent 16) with no noise,
+    dpgnn's one-pass clipping and Opacus's ghost clipping must leave the same clipped sum
+    :math:`\\sum_b \\min(1, C/\\|g_b\\|) g_b` in every ``p.grad``. Returns the largest
+    absolute difference (asserted below 1e-5)."""
+    import copy
+
+    from dpgnn_core.training.per_sample import PerSampleClipper, private_step
+
+    g = csbm(num_nodes=200, avg_degree=8, feature_dim=10, num_classes=3, seed=1)
+    train = np.ones(g.num_nodes, dtype=bool)
+    sg = sample_subgraphs(sample_edgelists(g.edge_index, g.num_nodes, train, 3,
+                                           np.random.default_rng(0)), g.num_nodes, train, 2, 3)
+    b = build_batch(sg, np.arange(16), g.x, normalisation="none")
+    torch.manual_seed(0)
+    y = torch.randint(0, 3, (16,))
+    ours = SubgraphGNN("gcn", 10, 3, hidden=16, layers=2)
+    theirs = copy.deepcopy(ours)
+    clipper = PerSampleClipper(ours)
+    with clipper.capture():
+        private_step(clipper, torch.nn.functional.cross_entropy(
+            ours(b.x, b.adj, b.mask), y, reduction="none"), clips=[0.1], noise_stds=[0.0],
+            denominator=1.0, generator=None)
+    clipper.remove()
+    module, opt, crit = opacus_ghost(theirs, (b.x, b.adj, b.mask), y, 0.0, 0.1)
+    opt.zero_grad(set_to_none=True)
+    crit(module(b.x, b.adj, b.mask), y).backward()  # leaves the clipped sum in p.grad
+    diff = max(float((p.grad - q.grad).abs().max())  # type: ignore[operator]
+               for p, q in zip(ours.parameters(), theirs.parameters(), strict=True))
+    assert diff < 1e-5, f"dpgnn and Opacus ghost clipping disagree by {diff}"
+    return diff
+
+
 def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
@@ -86,15 +154,28 @@ def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         torch.nn.functional.cross_entropy(gsm(b.x, b.adj, b.mask), y).backward()
         dpo.step()
 
+    ghost = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+    ghost.load_state_dict(model.state_dict())
+    g_mod, g_opt, g_crit = opacus_ghost(ghost, (b.x, b.adj, b.mask), y, 3.0, 1.0)
+
+    def ghost_steps() -> None:
+        for _ in range(STEPS):
+            g_opt.zero_grad(set_to_none=True)
+            g_crit(g_mod(b.x, b.adj, b.mask), y).backward()  # two backward passes
+            g_opt.step()
+
     fns = {"non_private": lambda: train_steps(model, opt, STEPS, losses, clipping=None),
            "private": lambda: train_steps(model, opt, STEPS, losses, clipping=clip,
-                                          generator=gen)}
+                                          generator=gen),
+           "opacus_ghost": ghost_steps}
     best = interleaved(fns, repeat, STEPS)
     best["opacus_hooks"] = interleaved({"o": opacus_step}, max(2, repeat // 2))["o"]
     return {"batch": batch, "padded_size": int(b.x.shape[1]), "build_batch_s": build_s,
             **{f"{k}_s": v for k, v in best.items()},
             "ratio_private_vs_non_private": best["private"] / best["non_private"],
-            "ratio_private_vs_opacus_hooks": best["private"] / best["opacus_hooks"]}
+            "ratio_private_vs_opacus_hooks": best["private"] / best["opacus_hooks"],
+            "ratio_private_vs_opacus_ghost": best["private"] / best["opacus_ghost"],
+            "ratio_opacus_ghost_vs_non_private": best["opacus_ghost"] / best["non_private"]}
 
 
 def gcn_peak_memory(batch: int) -> dict:  # type: ignore[type-arg]
@@ -107,7 +188,7 @@ def gcn_peak_memory(batch: int) -> dict:  # type: ignore[type-arg]
     with tempfile.TemporaryDirectory() as d:
         path = str(Path(d) / "batch.pt")
         torch.save({"x": b.x, "adj": b.adj, "mask": b.mask, "y": y}, path)
-        for mode in ("private", "non_private", "load_only"):
+        for mode in ("private", "opacus_ghost", "non_private", "load_only"):
             r = subprocess.run([sys.executable, __file__, "--memory-child", mode,
                                 "--batch-file", path], capture_output=True, text=True,
                                check=True)
@@ -123,6 +204,14 @@ def memory_child(mode: str, path: str) -> None:
         print(vm_hwm_gib())
         return
     model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+    if mode == "opacus_ghost":
+        g_mod, g_opt, g_crit = opacus_ghost(model, (x, adj, mask), y, 3.0, 1.0)
+        for _ in range(2):
+            g_opt.zero_grad(set_to_none=True)
+            g_crit(g_mod(x, adj, mask), y).backward()
+            g_opt.step()
+        print(vm_hwm_gib())
+        return
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def losses():  # type: ignore[no-untyped-def]
@@ -130,7 +219,7 @@ def memory_child(mode: str, path: str) -> None:
                                                  reduction="none"), 0.0
 
     clip = Clipping((1.0,), (3.0,), float(batch)) if mode == "private" else None
-    train_steps(model, opt, 2, losses, clipping=clip)
+    train_steps(model, opt, 2, losses, clipping=clip, generator=torch.Generator())
     print(vm_hwm_gib())
 
 
@@ -174,23 +263,45 @@ def mlp_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         for _ in range(STEPS):
             opacus_step()
 
-    best = interleaved({"dp_mlp": ours_steps, "opacus_make_private": opacus_steps}, repeat,
-                       STEPS)
+    ghost = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0)
+    ghost.load_state_dict(ours.state_dict())
+    g_mod, g_opt, g_crit = opacus_ghost(ghost, (x,), y, 1.0, 1.0)
+
+    def ghost_steps() -> None:
+        for _ in range(STEPS):
+            g_opt.zero_grad(set_to_none=True)
+            g_crit(g_mod(x), y).backward()
+            g_opt.step()
+
+    best = interleaved({"dp_mlp": ours_steps, "opacus_make_private": opacus_steps,
+                        "opacus_ghost": ghost_steps}, repeat, STEPS)
     return {"batch": batch, **{f"{k}_s": v for k, v in best.items()},
-            "ratio_dp_mlp_vs_opacus": best["dp_mlp"] / best["opacus_make_private"]}
+            "ratio_dp_mlp_vs_opacus": best["dp_mlp"] / best["opacus_make_private"],
+            "ratio_dp_mlp_vs_opacus_ghost": best["dp_mlp"] / best["opacus_ghost"]}
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-memory", action="store_true",
+                    help="skip the peak-memory child processes")
+    ap.add_argument("--out", help="append the result as one JSON line to this file")
     ap.add_argument("--memory-child")
     ap.add_argument("--batch-file")
     a = ap.parse_args()
     if a.memory_child:
         memory_child(a.memory_child, a.batch_file)
         sys.exit(0)
-    res = {"machine": machine(), "torch_threads": torch.get_num_threads(),
-           "dp_gcn_step": {**gcn_steps(a.batch, a.repeat), **gcn_peak_memory(a.batch)},
-           "dp_mlp_step": mlp_steps(a.batch, a.repeat)}
+    import opacus
+
+    res = {"machine": machine(), "torch": torch.__version__, "opacus": opacus.__version__,
+           "torch_threads": torch.get_num_threads(), "load_avg_start": os.getloadavg(),
+           "argv": sys.argv[1:], "ghost_vs_dpgnn_max_abs_diff": check_same_update(),
+           "dp_gcn_step": {**gcn_steps(a.batch, a.repeat),
+                           **({} if a.no_memory else gcn_peak_memory(a.batch))},
+           "dp_mlp_step": mlp_steps(a.batch, a.repeat), "load_avg_end": os.getloadavg()}
     print(json.dumps(res, indent=1))
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write(json.dumps(res) + "\n")

@@ -124,6 +124,46 @@ def test_matches_opacus_on_an_mlp() -> None:
     gsm.cleanup()
 
 
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin", "gat"])
+def test_same_clipped_sum_as_opacus_ghost_clipping(batch, conv: str) -> None:
+    """Opacus's ghost clipping (norms from activations and output gradients, then a second
+    backward of the clip-weighted loss) leaves the same clipped sum in ``p.grad`` as our one
+    pass, without noise. (GIN's ``Scale`` has no Opacus norm sampler: Opacus falls back to
+    functorch per-sample gradients for it, fast gradient clipping rather than ghost.)"""
+    import warnings
+
+    from opacus import PrivacyEngine
+
+    g, b = batch
+    torch.manual_seed(3)
+    model = SubgraphGNN(conv, g.num_features, 3, hidden=12, layers=2, heads=3, gin_eps=0.1)
+    twin = copy.deepcopy(model)
+    n = b.x.shape[0]
+    y = torch.randint(0, 3, (n,))
+    clip = 0.3
+    clipper = PerSampleClipper(model)
+    with clipper.capture():
+        norms = private_step(clipper, nn.functional.cross_entropy(
+            model(b.x, b.adj, b.mask), y, reduction="none"), clips=[clip], noise_stds=[0.0],
+            denominator=1.0, generator=None)
+    clipper.remove()
+    assert (norms > clip).any()  # clipping is active
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(b.x, b.adj, b.mask, y), batch_size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module, opt, crit, _ = PrivacyEngine().make_private(
+            module=twin, optimizer=torch.optim.SGD(twin.parameters(), lr=0.0),
+            criterion=nn.CrossEntropyLoss(), data_loader=loader, noise_multiplier=0.0,
+            max_grad_norm=clip, poisson_sampling=False, grad_sample_mode="ghost")
+        opt.zero_grad(set_to_none=True)
+        crit(module(b.x, b.adj, b.mask), y).backward()
+    torch.testing.assert_close(module.get_norm_sample(), norms[0], rtol=1e-4, atol=1e-6)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=f"{conv} {name}")
+    module.cleanup()
+
+
 def test_noise_per_group_has_the_stated_std() -> None:
     model = nn.Sequential(nn.Linear(50, 40), nn.Linear(40, 30))
     clipper = PerSampleClipper(model, [[model[0]], [model[1]]])
