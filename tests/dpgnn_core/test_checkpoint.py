@@ -44,7 +44,7 @@ def _kill_at(k: int):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("kill_at", [1, 4, 9])
 def test_resume_runs_every_step_once(tmp_path: Path, kill_at: int) -> None:
     steps, clip = 10, Clipping((1.0,), (0.5,), 16.0)
-    model, opt, calls, losses = _setup(0)
+    model, opt, _, losses = _setup(0)
     with checkpointing(tmp_path / "ck", every_seconds=0) as ck, pytest.raises(Killed):
         train_steps(model, opt, steps, losses, clipping=clip, generator=torch.Generator(),
                     on_step=_kill_at(kill_at))
