@@ -45,7 +45,10 @@ def explain(dataset: DatasetRef, private: dict[str, Any], nonprivate: dict[str, 
                        nonprivate["files"], count, epochs, threshold)
     with atomic_dir(out, overwrite=True) as tmp:
         write_json_atomic(tmp / "explanations.json", summary)
-        ex.plot(a, b, tmp / "explanations.png")
+        eps = (private.get("report") or {}).get("epsilon")
+        label = f"private model (ε = {eps:.3g})" if eps is not None else "private model"
+        ex.plot(a, b, tmp / "explanations.png", threshold=threshold, private_label=label,
+                ious=[r["iou_private_nonprivate"] for r in summary["graphs"]])
         files = files_manifest(tmp, ["explanations.json", "explanations.png"])
     return {"path": str(out), "files": files,
             **{k: v for k, v in summary.items() if k.startswith("iou_")}}

@@ -87,34 +87,92 @@ def compare(private: list[dict[str, Any]], public: list[dict[str, Any]]) -> dict
                for k in keys}, "graphs": rows}
 
 
+#: Frame colours of the panels: which model an explanation belongs to.
+_PANEL_COLOURS = {"original": "#888888", "non-private": "#1f77b4", "private": "#d62728"}
+
+
+def _undirected_mask(rec: dict[str, Any]) -> dict[tuple[int, int], float]:
+    """Edge importance per undirected edge: the larger mask of its two directions."""
+    out: dict[tuple[int, int], float] = {}
+    for (s, d), w in zip(rec["edge_index"].T.tolist(), rec["mask"].tolist(), strict=True):
+        key = (min(s, d), max(s, d))
+        out[key] = max(out.get(key, 0.0), float(w))
+    return out
+
+
 def plot(private: list[dict[str, Any]], public: list[dict[str, Any]], path: str | Path,
-         count: int = 3) -> None:
-    """PNG: for ``count`` graphs, the original, the non-private and the private explanation
-    side by side (kept edges drawn dark, the rest light). Written atomically."""
+         count: int = 3, *, threshold: float = 0.2, private_label: str = "private model",
+         ious: list[float] | None = None) -> None:
+    """PNG: for ``count`` graphs, the original graph, the non-private and the private
+    model's explanation side by side. Edges are coloured by GNNExplainer's importance (the
+    edge mask, colour bar on the right); edges at or above ``threshold`` (the explanation)
+    are drawn thick, the others thin and dashed. Panel frames and the legend tell the
+    models apart (``private_label`` names the private one, e.g. with its ε); ``ious``
+    (private vs non-private, per graph) go into the row titles. Written atomically."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     import networkx as nx
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     count = min(count, len(private))
-    fig, axes = plt.subplots(max(count, 1), 3, figsize=(9, 3 * max(count, 1)), squeeze=False)
+    rows = max(count, 1)
+    # viridis reversed (dark = important), without its palest yellow (invisible on white)
+    cmap = ListedColormap(plt.get_cmap("viridis_r")(np.linspace(0.12, 1.0, 256)))
+    norm = Normalize(0.0, 1.0)
+    fig, axes = plt.subplots(rows, 3, figsize=(11, 3.4 * rows + 1.2), squeeze=False)
+    titles = ("original graph", "non-private model", private_label)
+    kinds = ("original", "non-private", "private")
     for row in range(count):
         a, b = private[row], public[row]
         g = nx.Graph()
         g.add_nodes_from(range(int(a["edge_index"].max(initial=-1)) + 1))
         g.add_edges_from(map(tuple, a["edge_index"].T.tolist()))
         pos = nx.spring_layout(g, seed=0)
-        for col, (title, kept) in enumerate((("original", None), ("non-private", b["edges"]),
-                                             ("private", a["edges"]))):
+        edges = [(min(u, v), max(u, v)) for u, v in g.edges()]
+        for col, (kind, rec) in enumerate(zip(kinds, (None, b, a), strict=True)):
             ax = axes[row][col]
-            colours = ["#222222" if kept is None or (u, v) in kept or (v, u) in kept
-                       else "#dddddd" for u, v in g.edges()]
-            nx.draw_networkx(g, pos, ax=ax, node_size=40, with_labels=False,
-                             edge_color=colours, node_color="#4477aa")
-            ax.set_title(f"graph {a['graph']}: {title}")
-            ax.axis("off")
-    fig.tight_layout()
+            nx.draw_networkx_nodes(g, pos, ax=ax, node_size=28, node_color="#555555")
+            if rec is None:
+                nx.draw_networkx_edges(g, pos, ax=ax, edgelist=edges, edge_color="#555555",
+                                       width=1.2)
+            else:
+                mask = _undirected_mask(rec)
+                kept = [e for e in edges if mask.get(e, 0.0) >= threshold]
+                rest = [e for e in edges if mask.get(e, 0.0) < threshold]
+                for group, width, style in ((rest, 0.8, "dashed"), (kept, 3.0, "solid")):
+                    if group:
+                        nx.draw_networkx_edges(
+                            g, pos, ax=ax, edgelist=group, width=width, style=style,
+                            edge_color=[cmap(norm(mask.get(e, 0.0))) for e in group])
+            ax.set_title(titles[col], fontsize=10, color=_PANEL_COLOURS[kind])
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_edgecolor(_PANEL_COLOURS[kind])
+                spine.set_linewidth(2.5 if kind != "original" else 1.0)
+        iou = f", IoU(private, non-private) = {ious[row]:.2f}" if ious else ""
+        axes[row][0].set_ylabel(f"graph {a['graph']}{iou}", fontsize=9)
+    fig.subplots_adjust(left=0.05, right=0.86, top=1 - 1.0 / (3.4 * rows + 1.2),
+                        bottom=0.02, wspace=0.08, hspace=0.25)
+    cax = fig.add_axes((0.89, 0.1, 0.02, 0.75))
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), cax=cax)
+    bar.set_label(f"edge importance (GNNExplainer edge mask); line: threshold {threshold:g}")
+    bar.ax.axhline(threshold, color="black", linewidth=1.5)
+    handles = [Line2D([], [], color=cmap(norm(0.8)), linewidth=3.0,
+                      label=f"in the explanation (mask >= {threshold:g})"),
+               Line2D([], [], color=cmap(norm(0.05)), linewidth=0.8, linestyle="dashed",
+                      label=f"not in it (mask < {threshold:g})"),
+               Patch(facecolor="none", edgecolor=_PANEL_COLOURS["non-private"], linewidth=2,
+                     label="non-private model"),
+               Patch(facecolor="none", edgecolor=_PANEL_COLOURS["private"], linewidth=2,
+                     label=private_label)]
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=9, frameon=False,
+               bbox_to_anchor=(0.46, 1.0))
     with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=80)
+        fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
