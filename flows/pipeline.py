@@ -11,14 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import tasks  # noqa: F401
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.refs import DatasetRef
-from tasks.tracking import DEFAULT_EXPERIMENT, log_run
+from tasks.tracking import (
+    DEFAULT_EXPERIMENT,
+    check_tracking_uri,
+    default_tracking_uri,
+    log_run,
+    run_url,
+)
 
 
 def _intact(result: dict[str, Any]) -> bool:
@@ -109,14 +115,148 @@ def release_status(report: dict[str, Any], state: str) -> str:
     return f"new release {rid}" + (f", replacing {replaced} (both count)" if replaced else "")
 
 
-def privacy_tags(report: dict[str, Any], state: str) -> dict[str, str]:
-    """MLflow tags that show what a run's privacy means at a glance."""
+#: Report entries that are not run parameters: series, the ledger (logged per event),
+#: the release (a tag) and sentences (the run's description has them, in words).
+_NOT_PARAMS = ("ledger", "epsilon_by_step", "release", "warnings", "unaccounted", "private",
+               "method", "protects", "scope", "public", "randomness", "inference", "budget")
+#: Privacy events that clip per-sample gradients (DP-SGD / DP-Adam phases).
+_CLIPPED_KINDS = ("poisson_gaussian", "uniform_gaussian", "dpgnn")
+
+
+def _one_or_all(values: list[Any]) -> Any:
+    distinct = list(dict.fromkeys(values))
+    return distinct[0] if len(distinct) == 1 else distinct
+
+
+def privacy_params(report: dict[str, Any], ledger: dict[str, Any] | None,
+                   spec: dict[str, Any]) -> dict[str, Any]:
+    """What a run's privacy actually used, for MLflow's params under ``privacy.``.
+
+    Every scalar of the report (δ with its default resolved, the calibrated
+    ``noise_multiplier``, ``accountant``, ``steps``, ``batch_size``, ``level``,
+    ``relation``, ...), and from the ledger: each privacy event as ``event<i>`` (its
+    description, noise multiplier, sampling scheme and rate, steps; GAP composes several
+    with one noise scale weighted per stage), ``noise_multipliers`` when events differ,
+    ``sampling_rate`` and, when a phase clips gradients, ``clip`` (the clipping norm(s)).
+    """
+    if not report.get("private"):
+        return {"private": False}
+    out: dict[str, Any] = {"private": True}
+    out.update({k: v for k, v in report.items() if k not in _NOT_PARAMS and v is not None})
+    events = [dict(e["event"]) for e in (ledger or {}).get("entries", [])]
+    rates: list[float] = []
+    for i, ev in enumerate(events, 1):
+        rate = ev.get("sampling_rate")
+        if rate is None and ev.get("batch_size") and ev.get("num_train"):
+            rate = ev["batch_size"] / ev["num_train"]  # m of N, without replacement
+        if rate is not None:
+            rates.append(float(rate))
+        out[f"event{i}"] = {k: v for k, v in {
+            "description": ev.get("description"), "kind": ev.get("kind"),
+            "noise_multiplier": ev.get("noise_multiplier"), "sampling": ev.get("sampling"),
+            "sampling_rate": rate, "steps": ev.get("steps", ev.get("count")),
+            "level": ev.get("level"), "relation": ev.get("relation")}.items()
+            if v is not None}
+    if len(events) > 1:
+        out["noise_multipliers"] = [ev.get("noise_multiplier") for ev in events]
+    if rates:
+        out["sampling_rate"] = _one_or_all(rates)
+    if any(ev.get("kind") in _CLIPPED_KINDS for ev in events):
+        clips = report.get("clips") or [spec.get("clip")]
+        out["clip"] = _one_or_all(clips)
+    if "batch_size" not in out and spec.get("batch_size") is not None:
+        out["batch_size"] = spec["batch_size"]
+    return out
+
+
+#: Spec fields a private run resolves when they are left unset (defaults, calibration).
+_RESOLVED = ("delta", "noise_multiplier", "batch_size", "accountant", "steps")
+
+
+def resolved_spec(spec: dict[str, Any], privacy: dict[str, Any]) -> dict[str, Any]:
+    """The spec as MLflow's ``train.*`` params: a field left unset (``delta``,
+    ``noise_multiplier``, ``batch_size``, ...) shows the value the run used, and
+    ``resolved`` names those fields (so that ``train.delta`` is never a bare None on a
+    private run, and it stays clear which values the spec fixed)."""
+    out = dict(spec)
+    filled = [k for k in _RESOLVED if k in out and out[k] is None
+              and privacy.get(k) is not None]
+    for k in filled:
+        out[k] = privacy[k]
+    if filled:
+        out["resolved"] = ",".join(filled) + " (unset in the spec: the values the run used)"
+    return out
+
+
+def _fmt_level(level: Any) -> str:
+    return "+".join(map(str, level)) if isinstance(level, list) else str(level)
+
+
+def run_name(method: str, dataset: str, report: dict[str, Any], seed: int) -> str:
+    """``dp-gcn-cora-eps4-edge-s0``: the method, the dataset, the target ε and the protected
+    unit (private runs), the seed; ``-insecure`` when the noise is reproducible."""
+    parts = [method, dataset]
+    if report.get("private"):
+        eps = report.get("target_epsilon") or report.get("epsilon")
+        if eps is not None:
+            parts.append(f"eps{float(eps):.3g}")
+        if report.get("level"):
+            parts.append(_fmt_level(report["level"]).replace("_", "-"))
+        if report.get("insecure_reproducible_noise"):
+            parts.append("insecure")
+    return "-".join([*parts, f"s{seed}"])
+
+
+def _noise_summary(report: dict[str, Any], privacy: dict[str, Any]) -> str:
+    """One line: each privacy event's noise multiplier, steps (or releases) and sampling
+    rate, then the batch size and clipping norm."""
+    events = [privacy[k] for k in sorted((k for k in privacy if k.startswith("event")
+                                          and k[5:].isdigit()), key=lambda k: int(k[5:]))]
+
+    def one(ev: dict[str, Any]) -> str:
+        parts = [f"noise multiplier {float(ev.get('noise_multiplier') or 0):.4g}"]
+        if ev.get("steps") is not None:
+            unit = "releases" if ev.get("kind") == "gaussian" else "steps"
+            parts.append(f"{ev['steps']} {unit}")
+        if ev.get("sampling_rate") is not None:
+            parts.append(f"sampling rate {float(ev['sampling_rate']):.4g}")
+        return ", ".join(parts)
+
+    if not events:
+        text = f"noise multiplier {float(report.get('noise_multiplier') or 0):.4g}"
+    elif len(events) == 1:
+        text = one(events[0])
+    else:
+        text = "; ".join(f"{ev.get('description', ev.get('kind'))}: {one(ev)}"
+                         for ev in events)
+    if privacy.get("batch_size") is not None and privacy.get("sampling_rate") is not None:
+        text += f"; batch {privacy['batch_size']}"
+    if privacy.get("clip") is not None:
+        text += f"; clipping norm {privacy['clip']}"
+    return text
+
+
+#: What each protected unit leaves unprotected (the report's ``protects`` says it too).
+_NOT_PROTECTED = {
+    "edge": "node features and labels (only the edges are protected)",
+    "node_feature": "the graph structure: edges are treated as public",
+}
+
+
+def privacy_tags(report: dict[str, Any], state: str, *,
+                 privacy: dict[str, Any] | None = None,
+                 explained: bool = False) -> dict[str, str]:
+    """MLflow tags that show what a run's privacy means at a glance, and the run page's
+    description (``mlflow.note.content``): the (ε, δ) statement, noise, what is and is not
+    protected, what is assumed public."""
     if not report.get("private"):
         return {}
+    privacy = privacy or {}
     insecure = bool(report.get("insecure_reproducible_noise"))
-    tags = {"dpgnn.level": str(report.get("level")),
+    tags = {"dpgnn.level": _fmt_level(report.get("level")),
             "dpgnn.relation": str(report.get("relation")),
             "dpgnn.epsilon": f"{report['epsilon']:.4g}" if report.get("epsilon") else "",
+            "dpgnn.delta": f"{report['delta']:.3g}" if report.get("delta") else "",
             "dpgnn.randomness": "NOT PRIVATE: noise reproducible from the stored seed"
             if insecure else "secret (OS entropy, never stored)",
             "dpgnn.release": release_status(report, state)}
@@ -129,10 +269,24 @@ def privacy_tags(report: dict[str, Any], state: str) -> dict[str, str]:
             else "private")
     if insecure:
         head = f"**NOT PRIVATE** (reproducible noise); nominal {head}"
-    lines = [head, f"**Protects:** {report.get('protects')}",
-             f"**Unit:** {report.get('level')}; **relation:** {report.get('relation')}",
-             f"**Noise and sampling:** {report.get('randomness')}",
-             f"**Release:** {tags['dpgnn.release']}"]
+    noise = _noise_summary(report, privacy)
+    lines = [head, f"**Noise:** {noise}",
+             f"**Protects:** {report.get('protects')}",
+             f"**Unit:** {_fmt_level(report.get('level'))}; "
+             f"**relation:** {report.get('relation')}"]
+    not_protected = [_NOT_PROTECTED[str(report.get("level"))]] \
+        if str(report.get("level")) in _NOT_PROTECTED else []
+    if explained:
+        not_protected.append("the GNNExplainer explanations and their IoUs (they read the "
+                             "test graphs without noise)")
+    lines += [f"**Not protected:** {u}" for u in not_protected]
+    if report.get("inference"):  # whether predictions are covered, in the method's words
+        lines.append(f"**Predictions:** {report['inference']}")
+    lines += [f"**Assumed public:** {u}" for u in report.get("public", [])]
+    if report.get("scope"):
+        lines.append(f"**Scope:** {report['scope']}")
+    lines += [f"**Noise and sampling:** {report.get('randomness')}",
+              f"**Release:** {tags['dpgnn.release']}"]
     lines += [f"**Not accounted:** {u}" for u in report.get("unaccounted", [])]
     lines += [f"**Warning:** {w}" for w in report.get("warnings", [])]
     tags["mlflow.note.content"] = "\n\n".join(lines)
@@ -168,6 +322,8 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
+    import json
+    import time
     from pathlib import Path
 
     from dpgnn_core.methods.registry import method_for
@@ -175,6 +331,7 @@ def pipeline(
     from tasks.train import train
 
     recover_and_claim()  # runs a killed process left RUNNING -> Crashed; record this one's owner
+    started_ms = int(time.time() * 1000)  # the MLflow run spans the whole flow
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     the_method = method_for(spec)  # the one place the method is decided
@@ -199,30 +356,55 @@ def pipeline(
             spec=GraphClsSpec(**{**spec.model_dump(), "epsilon": None, "method": None}))
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
-    params = {"method": method, "train": spec.model_dump(mode="json"),
+    mdir = Path(model["path"])
+    ledger = (json.loads((mdir / "ledger.json").read_text())
+              if report["private"] and (mdir / "ledger.json").is_file() else None)
+    spec_params = spec.model_dump(mode="json")
+    privacy = privacy_params(report, ledger, spec_params)
+    params = {"method": method, "privacy": privacy,
+              "train": resolved_spec(spec_params, privacy),
               "dataset": {"name": ds["name"], "path": ds["path"],
                           "content_sha256": ds["content_sha256"]}}
-    mdir = Path(model["path"])
     artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
                  str(mdir / "history.json"), str(Path(ev["path"]) / "metrics.json")]
     artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
     if explained:
         artifacts += [str(Path(explained["path"]) / f) for f in explained["files"]]
-    run = log_run(
-        run_name=f"{method}-{ds['name']}-s{spec.seed}",
-        params=params,
-        history_path=str(mdir / "history.json"),
-        metrics={**ev["metrics"], **({"explain": {k: v for k, v in explained.items()
-                                                  if k.startswith("iou_")}}
-                                     if explained else {})},
-        artifacts=artifacts,
-        tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
-              **privacy_tags(report, states.get("train", "")),
-              **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
-              "dpgnn.dataset_sha256": ds["content_sha256"]},
-        tracking_uri=tracking_uri,
-        experiment=experiment,
-    )
+    run: dict[str, Any] = {"run_id": None,
+                           "tracking_uri": tracking_uri or default_tracking_uri()}
+    mlflow_error: str | None = None
+    try:
+        check_tracking_uri(run["tracking_uri"])  # seconds, not MLflow's minutes of retries
+        run = log_run(
+            run_name=run_name(method, ds["name"], report, spec.seed),
+            params=params,
+            history_path=str(mdir / "history.json"),
+            metrics={**ev["metrics"], **({"explain": {k: v for k, v in explained.items()
+                                                      if k.startswith("iou_")}}
+                                         if explained else {})},
+            artifacts=artifacts,
+            tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
+                  **privacy_tags(report, states.get("train", ""), privacy=privacy,
+                                 explained=bool(explained)),
+                  **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
+                  "dpgnn.dataset_sha256": ds["content_sha256"]},
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            start_time_ms=started_ms,
+            dataset={"name": ds["name"], "path": ds["path"],
+                     "content_sha256": ds["content_sha256"],
+                     "profile": {"task": ds["task"], "num_nodes": ds["num_nodes"],
+                                 "num_edges": ds["num_edges"],
+                                 "num_classes": ds["num_classes"],
+                                 "feature_dim": ds["feature_dim"]}},
+        )
+    except Exception as e:  # the model is trained and cached: report, do not lose it
+        reason = " ".join(str(e).split()) or type(e).__name__
+        mlflow_error = (f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the "
+                        f"model is trained and cached in {model['path']}: rerun the same "
+                        "command once the tracking URI works to log it (the cached model "
+                        "is reused" + (", no new privacy cost)" if report["private"] else ")"))
+        get_run_logger().warning(mlflow_error)
     m = ev["metrics"]
     private_fields: dict[str, Any] = {}
     if report["private"]:
@@ -254,6 +436,9 @@ def pipeline(
         "metrics": m,
         "mlflow_run_id": run["run_id"],
         "mlflow_tracking_uri": run["tracking_uri"],
+        "mlflow_error": mlflow_error,  # None when the run was logged
+        **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
+           if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
         "artifacts_dir": model["path"],
         "evaluation_dir": ev["path"],
         "cache": states,

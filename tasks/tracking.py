@@ -3,21 +3,61 @@
 Uses ``MlflowClient`` with an explicit tracking URI and run id (never the fluent, thread-local
 active run), so it is safe in Prefect's worker threads. MLflow is a record of runs, not a
 cache: this task is never cached and every pipeline run makes one MLflow run.
+
+:func:`check_tracking_uri` tells in a few seconds whether a tracking URI can be used at all
+(MLflow's own client retries for minutes before giving up); ``log_run`` calls it first and
+runs MLflow's HTTP client with a short retry budget, so an unreachable server costs seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import socket
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 
+from dpgnn_core.errors import TrackingError
 from tasks.config import project_dir
 
 DEFAULT_EXPERIMENT = "dpgnn"
+
+#: The experiment tag MLflow 3 uses to classify an experiment (its UI writes it when a user
+#: picks the experiment's type): experiments dpgnn creates, or logs to without the tag, are
+#: marked as model-training experiments, whose page is the runs table (not GenAI traces).
+#: MLflow 3.17's UI decides the page by its own "GenAI / Model training" switch (kept in
+#: the browser, GenAI at first); :func:`run_url` links with that switch set.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+#: MLflow stores a dataset digest of at most 36 characters: the run's dataset input gets
+#: this many leading hex digits of the dataset's content sha256 (the whole hash is the
+#: input's ``dpgnn.content_sha256`` tag and is in its profile).
+DIGEST_CHARS = 16
+
+#: MLflow's HTTP client defaults to 7 retries with exponential backoff and a 120 s timeout
+#: per request (minutes before a dead server is reported). ``log_run`` uses these instead,
+#: unless the variable is already set in the environment.
+HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page on an MLflow server. ``workflowType=machine_learning``: MLflow 3.17's
+    UI otherwise opens in its GenAI mode (its own switch, kept in the browser, which the
+    experiment's kind tag does not override)."""
+    return (f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+            "?workflowType=machine_learning")
 
 
 def default_tracking_uri() -> str:
@@ -27,14 +67,108 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{home / 'mlflow.db'}"
 
 
+def _sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:`` URI (``sqlite:///relative`` or
+    ``sqlite:////absolute``, as SQLAlchemy reads them); None for an in-memory database."""
+    if not uri.startswith("sqlite:///"):
+        if uri.rstrip("/") == "sqlite:":
+            return None
+        raise TrackingError(f"tracking URI {uri!r} is not sqlite:///PATH")
+    path = urllib.parse.unquote(uri[len("sqlite:///"):].split("?", 1)[0])
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def _http_error_reason(err: BaseException, timeout: float) -> str:
+    reason = getattr(err, "reason", err)
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return f"no answer within {timeout:g} s"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    return str(reason) or type(reason).__name__
+
+
+def check_tracking_uri(uri: str, timeout: float = 3.0) -> None:
+    """Fail fast, with a one-line reason, when ``uri`` cannot take an MLflow run.
+
+    ``http(s)``: the server must answer ``GET /health`` (or, behind a proxy without it, the
+    experiments search API) within ``timeout`` seconds, once, without retries. ``sqlite``:
+    the database's folder must exist and be writable (and the file, when it exists). Other
+    schemes (``databricks``, ``postgresql``, ...) are not checked.
+
+    Raises:
+        TrackingError: the URI cannot be used, with the reason.
+    """
+    scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    if scheme in ("http", "https"):
+        base = uri.rstrip("/")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=timeout) as resp:
+                if 200 <= resp.status < 300:
+                    return
+        except urllib.error.HTTPError:
+            pass  # it answers; a proxy may lack /health: ask the tracking API below
+        except (urllib.error.URLError, OSError) as e:
+            raise TrackingError(f"MLflow tracking server {base} does not answer: "
+                                f"{_http_error_reason(e, timeout)}") from e
+        query = f"{base}/api/2.0/mlflow/experiments/search?max_results=1"
+        try:
+            with urllib.request.urlopen(query, timeout=timeout) as resp:
+                if 200 <= resp.status < 300:
+                    return
+                status = resp.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        except (urllib.error.URLError, OSError) as e:
+            raise TrackingError(f"MLflow tracking server {base} does not answer: "
+                                f"{_http_error_reason(e, timeout)}") from e
+        raise TrackingError(f"{base} answers but not as an MLflow tracking server "
+                            f"(HTTP {status} from its experiments API)")
+    if scheme == "sqlite":
+        db = _sqlite_path(uri)
+        if db is None:
+            return
+        folder = db.parent if str(db.parent) else Path(".")
+        if not folder.is_dir():
+            raise TrackingError(f"MLflow SQLite store {db}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise TrackingError(f"MLflow SQLite store {db}: folder {folder} is not writable")
+        if db.exists() and not os.access(db, os.R_OK | os.W_OK):
+            raise TrackingError(f"MLflow SQLite store {db} is not writable")
+
+
+@contextlib.contextmanager
+def short_http_retries() -> Iterator[None]:
+    """MLflow's HTTP client with :data:`HTTP_RETRY_ENV` (variables already set are kept)."""
+    added = {k: v for k, v in HTTP_RETRY_ENV.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def _experiment(client: Any, name: str, tracking_uri: str) -> str:
+    """The experiment's id, creating it as a model-training experiment when missing (and
+    marking an existing one without a kind)."""
+    from mlflow.exceptions import MlflowException
+
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return str(exp.experiment_id)
-    location = None
-    if tracking_uri.startswith("sqlite:"):
-        location = (project_dir() / "mlartifacts").resolve().as_uri()
-    return str(client.create_experiment(name, artifact_location=location))
+    if exp is None:
+        location = None
+        if tracking_uri.startswith("sqlite:"):
+            location = (project_dir() / "mlartifacts").resolve().as_uri()
+        try:
+            return str(client.create_experiment(name, artifact_location=location,
+                                                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
+        except MlflowException:  # created meanwhile by a concurrent run
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if not exp.tags.get(EXPERIMENT_KIND_TAG):
+        with contextlib.suppress(MlflowException):  # e.g. no permission: log the run anyway
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return str(exp.experiment_id)
 
 
 def _flat(prefix: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +187,22 @@ def _flat(prefix: str, obj: dict[str, Any]) -> dict[str, Any]:
 _NO_CACHE_POLICY: Any = None
 
 
+def _dataset_input(dataset: dict[str, Any]) -> Any:
+    """MLflow's dataset input for an ingested dataset folder: name, digest (leading digits
+    of its content sha256), source (the folder, as MLflow's ``local`` source JSON) and a
+    profile of its counts; the UI's Dataset column shows it."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    sha = str(dataset["content_sha256"])
+    profile = {"content_sha256": sha, **dataset.get("profile", {})}
+    entity = Dataset(name=str(dataset["name"]), digest=sha[:DIGEST_CHARS], source_type="local",
+                     source=json.dumps({"uri": str(dataset["path"])}),
+                     profile=json.dumps(profile))
+    return DatasetInput(entity, tags=[InputTag("mlflow.data.context",
+                                               str(dataset.get("context", "train"))),
+                                      InputTag("dpgnn.content_sha256", sha)])
+
+
 @task(name="log_run", cache_policy=_NO_CACHE_POLICY, persist_result=False)
 def log_run(
     *,
@@ -64,43 +214,66 @@ def log_run(
     tags: dict[str, str],
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
+    start_time_ms: int | None = None,
+    dataset: dict[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Create one MLflow run: params, per-epoch metrics, final metrics, artifacts.
+    """Create one MLflow run: params, per-epoch metrics, final metrics, artifacts, and the
+    dataset as the run's input.
+
+    Args:
+        start_time_ms (int, optional): the run's start (ms since the epoch), e.g. when the
+            flow started, so that the run spans the real work; now by default. It ends when
+            logging ends.
+        dataset (dict, optional): ``name``, ``path``, ``content_sha256`` and an optional
+            ``profile`` (counts) of the dataset folder, logged as MLflow's dataset input.
 
     Returns ``{"run_id", "experiment_id", "tracking_uri"}``.
+
+    Raises:
+        TrackingError: the tracking URI does not answer or cannot be written
+            (:func:`check_tracking_uri`); anything MLflow raises while logging.
     """
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri or default_tracking_uri()
-    client = MlflowClient(tracking_uri=uri)
-    exp_id = _experiment(client, experiment, uri)
-    run = client.create_run(exp_id, run_name=run_name,
-                            tags={"mlflow.runName": run_name, **tags})
-    run_id = run.info.run_id
-    try:
-        now = int(time.time() * 1000)
-        flat = {k: v for k, v in _flat("", params).items()}
-        client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in flat.items()],
-                         tags=[RunTag(k, v) for k, v in tags.items()])
-        series: list[Metric] = []
-        if history_path:
-            history = json.loads(Path(history_path).read_text())
-            for rec in history:
-                step = int(rec.get("epoch", rec.get("step", 0)))
-                for k, v in rec.items():
-                    if k not in ("epoch", "step") and v is not None and not math.isnan(v):
-                        series.append(Metric(k, float(v), now, step))
-        for split, m in metrics.items():
-            for k, v in m.items():
-                if v is not None and not math.isnan(v):
-                    series.append(Metric(f"{split}_{k}", float(v), now, 0))
-        for i in range(0, len(series), 900):
-            client.log_batch(run_id, metrics=series[i:i + 900])
-        for path in artifacts:
-            client.log_artifact(run_id, path)
-        client.set_terminated(run_id, "FINISHED")
-    except Exception:
-        client.set_terminated(run_id, "FAILED")
-        raise
+    check_tracking_uri(uri)
+    with short_http_retries():
+        client = MlflowClient(tracking_uri=uri)
+        exp_id = _experiment(client, experiment, uri)
+        run = client.create_run(exp_id, run_name=run_name, start_time=start_time_ms,
+                                tags={"mlflow.runName": run_name, **tags})
+        run_id = run.info.run_id
+        try:
+            now = int(time.time() * 1000)
+            flat = {k: v for k, v in _flat("", params).items()}
+            items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
+                               if isinstance(v, (list, tuple)) else str(v))[:6000])
+                     for k, v in flat.items()]
+            for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
+                client.log_batch(run_id, params=items[i:i + 100])
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            if dataset is not None:
+                client.log_inputs(run_id, datasets=[_dataset_input(dataset)])
+            series: list[Metric] = []
+            if history_path:
+                history = json.loads(Path(history_path).read_text())
+                for rec in history:
+                    step = int(rec.get("epoch", rec.get("step", 0)))
+                    for k, v in rec.items():
+                        if k not in ("epoch", "step") and v is not None and not math.isnan(v):
+                            series.append(Metric(k, float(v), now, step))
+            for split, m in metrics.items():
+                for k, v in m.items():
+                    if v is not None and not math.isnan(v):
+                        series.append(Metric(f"{split}_{k}", float(v), now, 0))
+            for i in range(0, len(series), 900):
+                client.log_batch(run_id, metrics=series[i:i + 900])
+            for path in artifacts:
+                client.log_artifact(run_id, path)
+            client.set_terminated(run_id, "FINISHED", end_time=int(time.time() * 1000))
+        except Exception:
+            with contextlib.suppress(Exception):  # keep the logging error, not this one
+                client.set_terminated(run_id, "FAILED", end_time=int(time.time() * 1000))
+            raise
     return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": uri}
