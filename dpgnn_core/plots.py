@@ -56,6 +56,7 @@ def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
         all_eps = sorted({b["epsilon"] for b in best if b["epsilon"] is not None})
         ax.set_xticks(all_eps)
         ax.set_xticklabels([f"{e:g}" for e in all_eps])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("ε (target; δ per point in the table)")
     ax.set_ylabel("test accuracy (mean ± std over seeds)")
     ax.set_title(title or "privacy-utility: configuration chosen on validation")
@@ -110,6 +111,7 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
                 ax.set_xticklabels([str(x) for x in xs], rotation=30, fontsize=8)
         if key in ("lr",):
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(f"{method}: {key}", fontsize=10)
         ax.set_xlabel(key)
         ax.set_ylabel("val accuracy (best config)")

@@ -277,3 +277,88 @@ def log_run(
                 client.set_terminated(run_id, "FAILED", end_time=int(time.time() * 1000))
             raise
     return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": uri}
+
+
+def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, str],
+              tracking_uri: str | None = None, experiment: str = "dpgnn-sweeps"
+              ) -> dict[str, Any]:
+    """One MLflow parent run for a sweep (its spec as params, the results table, the best
+    configurations and the plots as artifacts) and a nested child run per point (options,
+    ε, seed, metrics, privacy tags); the configuration chosen on validation for each
+    (method, ε) is tagged ``dpgnn.selected`` with what the selection read.
+
+    Never raises: a logging failure is returned as ``mlflow_error`` (the sweep's results
+    are on disk; rerunning the sweep reuses every point and logs again).
+
+    Returns:
+        dict: ``mlflow_parent_run_id``, ``mlflow_tracking_uri``, ``mlflow_experiment_id``
+        and, on failure, ``mlflow_error``.
+    """
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    uri = tracking_uri or default_tracking_uri()
+    ds = result["dataset"]
+    dataset = {"name": ds["name"], "path": ds["path"], "content_sha256": ds["content_sha256"]}
+    try:
+        check_tracking_uri(uri)
+        with short_http_retries():
+            client = MlflowClient(tracking_uri=uri)
+            exp_id = _experiment(client, experiment, uri)
+            now = int(time.time() * 1000)
+            parent = client.create_run(exp_id, run_name=spec["name"], tags={
+                "mlflow.runName": spec["name"], "dpgnn.sweep": "true",
+                "dpgnn.dataset_sha256": ds["content_sha256"],
+                "dpgnn.selection": str(spec.get("selection"))}).info.run_id
+            params = {k: json.dumps(v, default=str) if isinstance(v, (list, dict)) else v
+                      for k, v in spec.items()}
+            client.log_batch(parent, params=[Param(k, str(v)[:6000])
+                                             for k, v in params.items()])
+            client.log_inputs(parent, datasets=[_dataset_input(dataset)])
+            selected = {(b["method"], b["config_id"], b["epsilon"]): b for b in result["best"]}
+            for row in result["rows"]:
+                eps = row["epsilon"]
+                name = (f"{row['method']}-" + (f"eps{eps:g}" if eps is not None else "np")
+                        + f"-s{row['seed']}")
+                tags = {"mlflow.runName": name, "mlflow.parentRunId": parent,
+                        "dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
+                        "dpgnn.private": str(row["private"]).lower(),
+                        "dpgnn.cache": str(row["cache"])}
+                if row["private"]:
+                    tags |= {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}",
+                             "dpgnn.level": str(row["level"])}
+                best = selected.get((row["method"], row["config_id"], eps))
+                if best is not None:
+                    tags["dpgnn.selected"] = "true"
+                    if best.get("unaccounted"):
+                        tags["dpgnn.unaccounted"] = "; ".join(best["unaccounted"])
+                child = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+                row["mlflow_run_id"] = child
+                p = {"method": row["method"], "seed": row["seed"],
+                     "epsilon_target": eps, **{f"option.{k}": v
+                                                for k, v in row["config"].items()}}
+                if row["private"]:
+                    p |= {"privacy.delta": row["delta"],
+                          "privacy.noise_multiplier": row.get("noise_multiplier"),
+                          "privacy.level": row["level"]}
+                client.log_batch(child, params=[Param(k, str(v)[:6000])
+                                                for k, v in p.items()])
+                client.log_inputs(child, datasets=[_dataset_input(dataset)])
+                ms = [Metric(k, float(row[k]), now, 0)
+                      for k in ("val_accuracy", "test_accuracy", "epsilon_spent")
+                      if row.get(k) is not None and not math.isnan(float(row[k]))]
+                client.log_batch(child, metrics=ms)
+                client.set_terminated(child, "FINISHED")
+            for key in ("table", "csv", "spec", "best", "privacy_utility", "hyperparameters"):
+                if key in paths:
+                    client.log_artifact(parent, paths[key])
+            client.log_batch(parent, tags=[RunTag("dpgnn.points", str(len(result["rows"])))])
+            client.set_terminated(parent, "FINISHED", end_time=int(time.time() * 1000))
+    except Exception as e:  # the results are on disk; say how to log them again
+        return {"mlflow_parent_run_id": None, "mlflow_tracking_uri": uri,
+                "mlflow_error": f"MLflow logging failed ({type(e).__name__}: "
+                                f"{str(e)[:300]}); the results are in "
+                                f"{paths.get('table')}: rerun the same sweep to log again "
+                                "(every point is reused from the cache)"}
+    return {"mlflow_parent_run_id": parent, "mlflow_tracking_uri": uri,
+            "mlflow_experiment_id": exp_id}

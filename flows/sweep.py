@@ -1,0 +1,167 @@
+"""Flow ``sweep``: many points (method, options, ε, seed) on one dataset, fanned out on Dask.
+
+Every point is the pipeline's ``train`` and ``evaluate`` tasks, cached on their inputs and
+the code version like a single run: a rerun of the same sweep reuses finished points, a
+sweep killed half-way resumes where it stopped, and a point counts as done only once its
+artifacts are written (atomically) and intact. The tasks run on a Dask cluster through
+Prefect's ``DaskTaskRunner``: a ``distributed.LocalCluster`` of one single-threaded worker
+per core by default, or an existing cluster given by address (``dask_address``).
+
+The flow process then writes the results table (Parquet and CSV), the privacy-utility and
+hyperparameter plots, and one MLflow parent run with a nested child run per point.
+"""
+
+# ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import tasks  # noqa: F401
+from prefect import flow
+
+from dpgnn_core.errors import DpgnnError
+from dpgnn_core.io import sha256_json
+from dpgnn_core.sweeps import SweepSpec, best_per_method_and_epsilon, points, selection_note
+from tasks.config import code_version, project_dir
+from tasks.evaluate import evaluate
+from tasks.ingest import dataset_summary
+from tasks.train import train
+
+
+class ClusterError(DpgnnError, RuntimeError):
+    """The Dask cluster given by address does not answer."""
+
+
+def check_cluster(address: str, timeout: float = 5.0) -> int:
+    """Connect to the Dask scheduler at ``address`` within ``timeout`` seconds; return its
+    number of workers.
+
+    Raises:
+        ClusterError: it does not answer, or has no worker.
+    """
+    from distributed import Client
+
+    try:
+        with Client(address, timeout=timeout) as client:  # type: ignore[no-untyped-call]
+            workers = len(client.scheduler_info().get("workers", {}))
+    except (OSError, TimeoutError) as e:
+        raise ClusterError(f"the Dask scheduler at {address} does not answer within "
+                           f"{timeout:g} s ({type(e).__name__})") from e
+    if workers == 0:
+        raise ClusterError(f"the Dask scheduler at {address} has no worker")
+    return workers
+
+
+def task_runner(dask_address: str | None = None, workers: int | None = None) -> Any:
+    """Prefect's ``DaskTaskRunner``: on the cluster at ``dask_address``, or a
+    ``LocalCluster`` of ``workers`` single-threaded worker processes (default: one per
+    core)."""
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    n = workers or max(1, len(os.sched_getaffinity(0)))
+    return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
+def sweep_dir(spec: SweepSpec, dataset_sha: str) -> Path:
+    """``$DPGNN_HOME/sweeps/<name>-<hash of spec, dataset, code>``."""
+    key = sha256_json({"spec": spec.model_dump(mode="json"), "dataset": dataset_sha,
+                       "code": code_version()})
+    return project_dir() / "sweeps" / f"{spec.name}-{key[:12]}"
+
+
+def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
+         ) -> dict[str, Any]:
+    report = model.get("report") or {}
+    m = ev["metrics"]
+    return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
+            "seed": point.seed,
+            "epsilon_spent": report.get("epsilon") if report.get("private") else None,
+            "delta": report.get("delta") if report.get("private") else None,
+            "level": report.get("level"), "noise_multiplier":
+                report.get("noise_multiplier") if report.get("private") else None,
+            "val_accuracy": m["val"]["accuracy"], "test_accuracy": m["test"]["accuracy"],
+            "private": bool(report.get("private")), "cache": state,
+            "artifacts_dir": model["path"], "mlflow_run_id": None,
+            "config": dict(point.config)}
+
+
+@flow(name="dpgnn-sweep", persist_result=False, log_prints=False)
+def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
+    """Run every point of ``sweep_spec`` (on the flow's task runner: see
+    :func:`task_runner`) and collect the results.
+
+    Args:
+        sweep_spec (SweepSpec): the sweep (:class:`dpgnn_core.sweeps.SweepSpec`).
+        refresh (bool, optional): recompute cached points (each private one is then a new
+            release). (default: :obj:`False`)
+
+    Returns:
+        dict: ``rows`` (one per point), ``best`` (per method and ε, chosen on validation),
+        ``dataset`` (its summary) and ``folder`` (where the table and plots go).
+    """
+    from flows.pipeline import _intact
+
+    pts = points(sweep_spec)
+    ds = dataset_summary(sweep_spec.dataset)
+    train_t = train.with_options(refresh_cache=True) if refresh else train
+    eval_t = evaluate.with_options(refresh_cache=True) if refresh else evaluate
+    submitted = []
+    for p in pts:
+        tf = train_t.submit(dataset=ds, spec=p.spec)
+        # a future as the model: Dask runs evaluate once train is done
+        submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf)))  # type: ignore[call-overload]
+    rows = []
+    for p, tf, ef in submitted:
+        model: Any = tf.result()
+        ev: Any = ef.result()
+        state = str(tf.state.name)
+        if not (_intact(model) and _intact(ev)):  # a cached artifact lost or changed
+            model = train.with_options(refresh_cache=True).submit(dataset=ds,
+                                                                  spec=p.spec).result()
+            ev = evaluate.with_options(refresh_cache=True).submit(dataset=ds,
+                                                                  model=model).result()
+            state = "Rebuilt"
+        rows.append(_row(p, model, ev, state))
+    best = best_per_method_and_epsilon(rows)
+    for b in best:
+        b["unaccounted"] = ([selection_note(b["candidates"])]
+                            if b["epsilon"] is not None and b["candidates"] > 1 else [])
+    return {"rows": rows, "best": best, "dataset": dict(ds),
+            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"]))}
+
+
+def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:
+    """The results table (Parquet and CSV), the spec, the best configurations and the
+    plots in the sweep's folder; returns their paths by name."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from dpgnn_core import plots
+    from dpgnn_core.io import atomic_file, write_json_atomic
+
+    folder = Path(result["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{**r, "config": json.dumps(r["config"], sort_keys=True)} for r in result["rows"]]
+    table = pa.Table.from_pylist(rows)
+    paths = {"table": str(folder / "results.parquet"), "csv": str(folder / "results.csv"),
+             "spec": str(folder / "sweep.json"), "best": str(folder / "best.json")}
+    with atomic_file(paths["table"]) as tmp:
+        pq.write_table(table, tmp)
+    with atomic_file(paths["csv"]) as tmp:
+        pacsv.write_csv(table, tmp)
+    write_json_atomic(paths["spec"], spec.model_dump(mode="json"))
+    write_json_atomic(paths["best"], result["best"])
+    paths["privacy_utility"] = str(plots.privacy_utility(
+        result["rows"], folder / "privacy_utility.png",
+        title=f"{spec.name} on {result['dataset']['name']}"))
+    hp = plots.hyperparameters(result["rows"], folder / "hyperparameters.png")
+    if hp is not None:
+        paths["hyperparameters"] = str(hp)
+    return paths
