@@ -317,8 +317,9 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         _err(str(e))
         raise typer.Exit(2) from e
     _use_server_if_running()
-    with _console().status(f"running {name} on {dataset} (Prefect flow)…"), \
-            _stdout_to_stderr():
+    from tasks.progress import status  # one live display: the training bars join it
+
+    with status(f"running {name} on {dataset} (Prefect flow)…"), _stdout_to_stderr():
         from flows.pipeline import pipeline
 
         try:
@@ -351,8 +352,9 @@ def demo(
     from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
 
     summaries = []
-    with _console().status("demo: ingest -> train -> evaluate -> MLflow…"), \
-            _stdout_to_stderr():
+    from tasks.progress import status  # one live display: the training bars join it
+
+    with status("demo: ingest -> train -> evaluate -> MLflow…"), _stdout_to_stderr():
         from flows.pipeline import pipeline
 
         for method in DEMO_METHODS:

@@ -19,6 +19,7 @@ from dpgnn_core.specs import GapSpec
 from tasks._cache import inputs_and_code
 from tasks.config import code_version
 from tasks.evaluate import verify_files
+from tasks.progress import Progress
 from tasks.refs import DatasetRef
 from tasks.train import (
     artifact_dir,
@@ -76,7 +77,8 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
     from dpgnn_core.methods import gap
 
     data = load_keyed_dataset(dataset)
-    enc, hist, events = gap.fit_encoder(data, spec, z, progress("encoder step", len_of(spec)))
+    with _module_progress(spec, "encoder") as shown:
+        enc, hist, events = gap.fit_encoder(data, spec, z, shown.on_step())
     out = artifact_dir("gap_encoder", dataset["content_sha256"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
         torch.save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt")
@@ -88,6 +90,13 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
 
 def len_of(spec: GapSpec) -> int:
     return spec.steps if spec.level == "node" else spec.epochs
+
+
+def _module_progress(spec: GapSpec, module: str) -> Progress:
+    """The live progress of GAP's encoder or classifier: DP-Adam steps (node level) or
+    epochs, with ε spent over the whole run so far."""
+    return progress("step" if spec.level == "node" else "epoch", len_of(spec),
+                    f"{spec.method} {module}", spec.epsilon if spec.level != "none" else None)
 
 
 @task(name="gap_aggregate", cache_key_fn=inputs_and_code("gap_aggregate"),
@@ -107,7 +116,8 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
     enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
-    xs, events = gap.aggregate(data, ei, enc, spec, z)
+    with Progress(spec.method) as shown:
+        xs, events = gap.aggregate(data, ei, enc, spec, z, progress=shown.stage)
     assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
     out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
                        encoder["files"], spec, z)
@@ -135,9 +145,9 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     xs = torch.load(Path(aggregations["path"]) / "aggregations.pt", weights_only=True)
     enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
-    clf, hist, events = gap.fit_classifier(data, xs, spec, z,
-                                           progress("classifier step", len_of(spec)),
-                                           encoder=enc)
+    with _module_progress(spec, "classifier") as shown:
+        clf, hist, events = gap.fit_classifier(data, xs, spec, z, shown.on_step(),
+                                               encoder=enc)
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
               + events)
     enc_hist = json.loads((Path(encoder["path"]) / "history.json").read_text())

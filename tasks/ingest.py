@@ -12,6 +12,7 @@ from dpgnn_core.data.store import read_manifest, write_dataset
 from dpgnn_core.specs import IngestSpec
 from tasks._cache import inputs_and_code
 from tasks.config import project_dir
+from tasks.progress import Progress
 from tasks.refs import DatasetRef
 
 
@@ -42,9 +43,14 @@ def _extra(params: dict[str, Any]) -> Any:
 def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) -> DatasetRef:
     """Ingest ``spec`` into ``out`` (default: ``$DPGNN_HOME/datasets/<name>-<key>``)."""
     folder = Path(out) if out else _default_out(spec)
-    data = load_from_spec(spec)
-    # Folders under the project are ours to replace; a user-named folder only with overwrite.
-    write_dataset(data, folder, overwrite=overwrite or (out is None and folder.exists()))
+    with Progress(f"ingest {spec.name or spec.format}") as shown:
+        with shown.span(f"loading {spec.format} data"):
+            data = load_from_spec(spec)
+        # Folders under the project are ours to replace; a user-named folder only with
+        # overwrite.
+        with shown.span(f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
+            write_dataset(data, folder,
+                          overwrite=overwrite or (out is None and folder.exists()))
     get_run_logger().info("ingested %s: %d nodes, %d edges -> %s", data.name, data.num_nodes,
                           data.num_edges, folder)
     return dataset_summary(folder)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import task
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset, read_manifest
@@ -18,6 +17,7 @@ from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomi
 from dpgnn_core.privacy.report import PrivacyReport
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
+from tasks.progress import Progress
 from tasks.refs import DatasetRef, Files, ModelRef
 
 
@@ -42,17 +42,12 @@ def load_keyed_dataset(dataset: DatasetRef) -> GraphData:
     return read_dataset(dataset["path"])
 
 
-def progress(unit: str, total: int) -> Callable[[int, dict[str, float]], None]:
-    """A callback logging the loss at every tenth of ``total`` (epochs or steps)."""
-    logger = get_run_logger()
-    every = max(1, total // 10)
-
-    def log(i: int, rec: dict[str, float]) -> None:
-        if i % every == 0 or i == total:
-            extra = {k: round(v, 4) for k, v in rec.items() if k not in (unit, "train_loss")}
-            logger.info("%s %d/%d loss %.4f %s", unit, i, total, rec["train_loss"], extra)
-
-    return log
+def progress(unit: str, total: int, label: str | None = None,
+             target_epsilon: float | None = None) -> Progress:
+    """The live progress of a fit over ``total`` units (epochs or steps): a bar on a
+    terminal, a log line every 10 % or 10 s otherwise, with the loss, ε spent (a private
+    run's records carry it) and an ETA. Use it as a context and pass its ``on_step()``."""
+    return Progress(label or unit, total, unit=unit, target_epsilon=target_epsilon)
 
 
 def new_release(out: Path) -> dict[str, Any]:
@@ -91,7 +86,8 @@ def train(dataset: DatasetRef, spec: Any) -> ModelRef:
     data = load_keyed_dataset(dataset)
     unit, total = (("epoch", spec.epochs) if method.family == "baseline"
                    else ("step", spec.steps))
-    fitted = method.fit(data, spec, on_step=progress(unit, total))
+    with progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown:
+        fitted = method.fit(data, spec, on_step=shown.on_step())
     return _artifacts(method, dataset, spec, data, fitted)
 
 

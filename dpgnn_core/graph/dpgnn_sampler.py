@@ -23,6 +23,7 @@ What is implemented, exactly:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -38,6 +39,13 @@ IntArray = npt.NDArray[np.int64]
 
 #: The batch-sampling scheme DP-GNN's accountant assumes for these subgraphs.
 SAMPLING_SCHEME = "fixed_size_without_replacement"
+
+#: Progress callback: (stage name, done, total).
+Progress = Callable[[str, int, int], None]
+
+#: How many calls of the breadth-first kernel one pass is split into when progress is
+#: followed (the kernel cannot call back; results are the same however it is split).
+PROGRESS_CHUNKS = 20
 
 
 @dataclass(frozen=True)
@@ -68,7 +76,8 @@ def _check(max_degree: int, layers: int, train_mask: npt.NDArray[np.bool_]) -> N
 
 
 def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
-                     max_degree: int, rng: np.random.Generator) -> SampledEdges:
+                     max_degree: int, rng: np.random.Generator,
+                     progress: Progress | None = None) -> SampledEdges:
     """SAMPLE-EDGELISTS: bound every node's in-degree by ``max_degree`` (module docstring).
 
     Args:
@@ -77,8 +86,12 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
         train_mask (np.ndarray): boolean mask of training nodes.
         max_degree (int): K.
         rng (np.random.Generator): the source of randomness.
+        progress (callable, optional): called ``("sampling edge lists", done, 1)`` at the
+            start and the end. (default: :obj:`None`)
     """
     _check(max_degree, 0, train_mask)
+    if progress is not None:
+        progress("sampling edge lists", 0, 1)
     src, dst = edge_index[0], edge_index[1]
     cand = src != dst
     if not train_mask.all():
@@ -96,8 +109,11 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
         stay = ~over[dst] & ~over[src]
         src, dst = src[stay], dst[stay]
     order = np.lexsort((dst, src))
-    return SampledEdges(np.stack([src[order], dst[order]]).astype(np.int64),
-                        np.flatnonzero(over).astype(np.int64), int(np.count_nonzero(cand)))
+    out = SampledEdges(np.stack([src[order], dst[order]]).astype(np.int64),
+                       np.flatnonzero(over).astype(np.int64), int(np.count_nonzero(cand)))
+    if progress is not None:
+        progress("sampling edge lists", 1, 1)
+    return out
 
 
 @numba.njit(cache=True)
@@ -142,21 +158,41 @@ def _balls(indptr: IntArray, indices: IntArray, roots: IntArray, layers: int,
 
 
 def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDArray[np.bool_],
-                     layers: int, max_degree: int) -> Subgraphs:
+                     layers: int, max_degree: int, progress: Progress | None = None
+                     ) -> Subgraphs:
     """SAMPLE-SUBGRAPHS: the r-hop out-ball of every training node over sampled edges.
 
     Nodes are listed in breadth-first order from the root (root first); message edges are
     the sampled edges leaving nodes closer than r hops, reversed. A training node without
     sampled out-edges (isolated, or dropped) gets a subgraph of one node: itself. A numba
     kernel, linear in the output (the breadth-first search is sequential per root).
+
+    ``progress``, if given, is called ``("building subgraphs", done, 2 S)`` as the two
+    passes (count, then fill) over the S roots advance.
     """
     _check(max_degree, layers, train_mask)
     roots = np.flatnonzero(train_mask).astype(np.int64)
+    n_roots = int(roots.shape[0])
     indptr, indices = csr(sampled.edge_index[0], sampled.edge_index[1], num_nodes)
     stamp = np.full(num_nodes, -1, np.int64)
     empty = np.zeros(0, np.int64)
-    sizes, esizes = _balls(indptr, indices, roots, int(layers), stamp, 0, False, empty, empty,
-                           empty, empty, empty)
+    # Chunks of roots: one kernel call each (a single call without progress). Stamps stay
+    # unique per root and pass (stamp_base + position), as in one call.
+    step = n_roots if progress is None else max(1, -(-n_roots // PROGRESS_CHUNKS))
+    chunks = [(a, min(a + step, n_roots)) for a in range(0, n_roots, step)]
+
+    def report(done: int) -> None:
+        if progress is not None:
+            progress("building subgraphs", done, 2 * n_roots)
+
+    report(0)
+    parts = []
+    for a, b in chunks:
+        parts.append(_balls(indptr, indices, roots[a:b], int(layers), stamp, a, False, empty,
+                            empty, empty, empty, empty))
+        report(b)
+    sizes = np.concatenate([p[0] for p in parts])
+    esizes = np.concatenate([p[1] for p in parts])
     offsets = np.zeros(roots.shape[0] + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     eoffsets = np.zeros(roots.shape[0] + 1, np.int64)
@@ -164,8 +200,10 @@ def sample_subgraphs(sampled: SampledEdges, num_nodes: int, train_mask: npt.NDAr
     nodes = np.empty(int(offsets[-1]), np.int64)
     esrc = np.empty(int(eoffsets[-1]), np.int64)
     edst = np.empty(int(eoffsets[-1]), np.int64)
-    _balls(indptr, indices, roots, int(layers), stamp, roots.shape[0], True, offsets, eoffsets,
-           nodes, esrc, edst)
+    for a, b in chunks:
+        _balls(indptr, indices, roots[a:b], int(layers), stamp, n_roots + a, True,
+               offsets[a:b + 1], eoffsets[a:b + 1], nodes, esrc, edst)
+        report(n_roots + b)
     return Subgraphs(roots=roots, offsets=offsets, nodes=nodes, edge_offsets=eoffsets,
                      edges=np.stack([esrc, edst]), occurrence_bound=neighbourhood_size(
                          max_degree, layers), sampling_scheme=SAMPLING_SCHEME)

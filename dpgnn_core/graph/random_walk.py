@@ -15,7 +15,7 @@ take minutes on 10^5 nodes).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numba
 import numpy as np
@@ -27,6 +27,9 @@ from dpgnn_core.graph.subgraphs import Subgraphs
 
 IntArray = npt.NDArray[np.int64]
 SAMPLING_SCHEME = "fixed_size_without_replacement"
+
+#: Progress callback: (stage name, done, total).
+Progress = Callable[[str, int, int], None]
 
 
 @numba.njit(cache=True)
@@ -71,7 +74,8 @@ def _walks(indptr: IntArray, indices: IntArray, train: npt.NDArray[np.bool_], or
 
 def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
         walk_length: int, *, restarts: int = 1,
-        rng: np.random.Generator | int | None = None) -> Subgraphs:
+        rng: np.random.Generator | int | None = None,
+        progress: Progress | None = None) -> Subgraphs:
     """One disjoint random-walk partition of the training nodes (DRW; DRW-R with
     ``restarts`` > 1).
 
@@ -85,6 +89,8 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
             walks; privacy-relevant, so training passes a secret generator
             (:class:`~dpgnn_core.privacy.randomness.Randomness`). An int seeds a generator
             (tests only). (default: a generator from OS entropy)
+        progress (callable, optional): called ``("random walks", done, 1)`` at the start
+            and the end (the walk is one sequential kernel). (default: :obj:`None`)
     """
     if int(walk_length) != walk_length or walk_length < 1:
         raise DataError("walk length L must be an integer >= 1", field="walk_length",
@@ -94,6 +100,8 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
     if not train_mask.any():
         raise DataError("the training set is empty: no subgraph to sample", field="split",
                         value="train")
+    if progress is not None:
+        progress("random walks", 0, 1)
     train = np.ascontiguousarray(train_mask, dtype=np.bool_)
     indptr, indices = csr(edge_index[0], edge_index[1], num_nodes)
     gen = np.random.default_rng(rng)
@@ -115,16 +123,24 @@ def drw(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
     edges = np.stack([src[inner][eorder], dst[inner][eorder]]).astype(np.int64)
     eoffsets = np.zeros(count + 1, np.int64)
     np.cumsum(np.bincount(esid, minlength=count), out=eoffsets[1:])
-    return Subgraphs(roots=roots, offsets=offsets, nodes=nodes, edge_offsets=eoffsets,
-                     edges=edges, occurrence_bound=1, sampling_scheme=SAMPLING_SCHEME)
+    out = Subgraphs(roots=roots, offsets=offsets, nodes=nodes, edge_offsets=eoffsets,
+                    edges=edges, occurrence_bound=1, sampling_scheme=SAMPLING_SCHEME)
+    if progress is not None:
+        progress("random walks", 1, 1)
+    return out
 
 
 def drw_partitions(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
                    walk_length: int, *, restarts: int = 1,
-                   rng: np.random.Generator | int | None = None) -> Iterator[Subgraphs]:
+                   rng: np.random.Generator | int | None = None,
+                   progress: Progress | None = None) -> Iterator[Subgraphs]:
     """DRW-D: an endless sequence of independent DRW partitions (use a fresh one every k
     steps), all drawn from ``rng`` (as :func:`drw`): the same int seed gives the same
-    sequence."""
+    sequence. ``progress`` follows the first partition only (the later ones are drawn
+    during training, which reports its steps)."""
     gen = np.random.default_rng(rng)
+    first = True
     while True:
-        yield drw(edge_index, num_nodes, train_mask, walk_length, restarts=restarts, rng=gen)
+        yield drw(edge_index, num_nodes, train_mask, walk_length, restarts=restarts, rng=gen,
+                  progress=progress if first else None)
+        first = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -26,6 +26,14 @@ from dpgnn_core.privacy import (
 from dpgnn_core.privacy.events import Level
 
 M = TypeVar("M", bound=torch.nn.Module)
+
+#: What a fit calls after every step: (step, record); the record is the step's history
+#: entry, a private fit adds ``epsilon`` and ``total_steps`` (see :func:`with_epsilon`).
+OnStep = Callable[[int, dict[str, float]], None]
+#: The generic progress callback of long stages (subgraph sampling, PMA hops): (stage name,
+#: done, total). Callers that only pass ``on_step`` (the registry) can attach it to their
+#: on_step callable as its ``progress`` attribute (:func:`stage_progress`).
+StageProgress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -89,6 +97,86 @@ def resolve_steps(spec: Any, num_train: int,
 
 #: Cap on "train until the budget is spent".
 MAX_STEPS = 10**6
+
+
+def stage_progress(on_step: OnStep | None,
+                   progress: StageProgress | None = None) -> StageProgress | None:
+    """``progress`` if given, else the ``progress`` attribute of ``on_step`` (how a caller
+    that can pass only ``on_step``, e.g. through the registry, also follows the stages)."""
+    if progress is not None:
+        return progress
+    found = getattr(on_step, "progress", None)
+    return found if callable(found) else None
+
+
+def epsilon_plan(spec: Any, num_train: int,
+                 ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
+                 report: dict[str, Any]) -> list[tuple[int, float]]:
+    """ε spent after step t of the calibrated plan, known before training (the noise and the
+    steps are fixed): every step with RDP, 20 points with PLD
+    (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`, the curve the registry would
+    otherwise compute after training). Stored in the report as ``epsilon_by_step``; empty
+    for a non-private run."""
+    if not report.get("private"):
+        return []
+    from dpgnn_core.privacy.calibrate import epsilon_curve
+
+    lam = float(report["noise_multiplier"])
+
+    def ledger_after(t: int) -> Ledger:
+        return ledger_for(spec.model_copy(update={"steps": t}), num_train)(lam)
+
+    curve = epsilon_curve(ledger_after, int(spec.steps), float(report["delta"]),
+                          make_accountant(spec.accountant))
+    report["epsilon_by_step"] = curve
+    return curve
+
+
+def epsilon_per_step(curve: Sequence[tuple[int, float]], total: int) -> list[float]:
+    """An upper bound on ε spent after each step 1..``total`` from a curve computed at some
+    steps: the value at the first computed step at or after it (ε grows with the steps), as
+    a running maximum, so it never decreases and never under-reports. The last value is the
+    curve's last (its largest, as the accountant's ε grows with the steps)."""
+    points = sorted((int(t), float(e)) for t, e in curve)
+    if not points:
+        return []
+    out: list[float] = []
+    j = 0
+    for t in range(1, total + 1):
+        while j < len(points) - 1 and points[j][0] < t:
+            j += 1
+        out.append(points[j][1])
+    for i in range(1, len(out)):  # never below an earlier value
+        out[i] = max(out[i], out[i - 1])
+    return out
+
+
+def with_epsilon(on_step: OnStep | None, epsilons: Sequence[float]) -> OnStep | None:
+    """``on_step`` whose record also holds ``epsilon``, ε spent so far (``epsilons[t - 1]``
+    after step t, an upper bound), and ``total_steps``. The record is a copy: the history
+    keeps ``epsilon_spent`` at the curve's steps only (:func:`record_epsilon`). The
+    ``progress`` attribute of ``on_step`` is kept."""
+    if on_step is None or not epsilons:
+        return on_step
+    total = len(epsilons)
+    inner = on_step
+
+    def call(step: int, rec: dict[str, float]) -> None:
+        eps = epsilons[min(max(step, 1), total) - 1]
+        inner(step, {**rec, "epsilon": eps, "total_steps": total})
+
+    progress = getattr(on_step, "progress", None)
+    if callable(progress):
+        call.progress = progress  # type: ignore[attr-defined]
+    return call
+
+
+def record_epsilon(history: list[dict[str, float]], curve: Sequence[tuple[int, float]]
+                   ) -> None:
+    """Put ``epsilon_spent`` into the history at the curve's steps."""
+    for t, eps in curve:
+        if 1 <= t <= len(history):
+            history[t - 1]["epsilon_spent"] = eps
 
 
 def check_delta_vs_n(delta: float, n_train: int, *, warn: bool = True) -> list[str]:

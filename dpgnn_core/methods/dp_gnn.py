@@ -30,7 +30,13 @@ from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import check_node_task, resolve_steps
+from dpgnn_core.methods._private import (
+    OnStep,
+    StageProgress,
+    check_node_task,
+    resolve_steps,
+    stage_progress,
+)
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     evaluate_subgraph_model,
@@ -99,18 +105,24 @@ def check_level(data: GraphData, spec: DpgnnSpec) -> None:
     preflight(spec, {"directed": data.directed, "name": data.name})
 
 
-def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator) -> Subgraphs:
+def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator,
+               progress: StageProgress | None = None) -> Subgraphs:
     train = data.mask("train")
     ei = data.edge_index
     if data.directed and not is_symmetric(ei, data.num_nodes):
         ei = np.ascontiguousarray(ei[::-1])  # messages follow real edges (see dpgnn_sampler)
-    sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree, rng)
-    return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.max_degree)
+    sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree, rng, progress)
+    return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.max_degree,
+                            progress)
 
 
-def train_dpgnn(data: GraphData, spec: DpgnnSpec,
-                on_step: Callable[[int, dict[str, float]], None] | None = None) -> DpgnnResult:
+def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
+                progress: StageProgress | None = None) -> DpgnnResult:
     """Train DP-GNN on ``data``'s training split; see the module docstring.
+
+    ``on_step(step, record)`` follows training (a private run's record holds ``epsilon``,
+    ε spent so far); ``progress(stage, done, total)`` the subgraph sampling (default: the
+    ``progress`` attribute of ``on_step``, if any).
 
     Raises:
         DataError: not a node-classification dataset, no labels on training nodes, or a
@@ -123,12 +135,14 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec,
     check_level(data, spec)
     spec = resolve_steps(spec, n_train, ledger_for)
     randomness = Randomness.for_spec(spec)
-    sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"))
+    sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"),
+                    stage_progress(on_step, progress))
     result = train_on_subgraphs(
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=ledger_for(spec, n_train),
         randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
-        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
+        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step,
+        ledger_for=ledger_for)
     result.report["occurrence_bound"] = sg.occurrence_bound
     result.report["marked_subgraphs"] = marked_subgraphs(spec)
     return result

@@ -16,9 +16,13 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     check_node_task,
+    epsilon_per_step,
+    epsilon_plan,
     poisson_plan,
+    record_epsilon,
     resolve_steps,
     save_model,
+    with_epsilon,
 )
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
@@ -53,6 +57,8 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     private = report["private"]
     if private:
         report["noise_std"] = z * spec.clip
+    curve = epsilon_plan(spec, n_train, ledger_for, report)  # before training: for on_step
+    on_step = with_epsilon(on_step, epsilon_per_step(curve, spec.steps))
     device = resolve_device(spec.device)
     randomness = Randomness.for_spec(spec)
     report.update(randomness.describe())
@@ -80,6 +86,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
             clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
                               generator=noise_gen, on_step=on_step)
+    record_epsilon(history, curve)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

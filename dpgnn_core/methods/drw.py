@@ -22,7 +22,13 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME
 from dpgnn_core.graph.random_walk import drw, drw_partitions
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import check_node_task, resolve_steps
+from dpgnn_core.methods._private import (
+    OnStep,
+    StageProgress,
+    check_node_task,
+    resolve_steps,
+    stage_progress,
+)
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     evaluate_subgraph_model,
@@ -61,10 +67,13 @@ def with_drw_batch_size(spec: DrwSpec, num_train: int) -> DrwSpec:
     return spec_
 
 
-def train_drw(data: GraphData, spec: DrwSpec,
-              on_step: Callable[[int, dict[str, float]], None] | None = None
-              ) -> SubgraphResult:
-    """Train on disjoint random-walk subgraphs; see the module docstring."""
+def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
+              progress: StageProgress | None = None) -> SubgraphResult:
+    """Train on disjoint random-walk subgraphs; see the module docstring.
+
+    ``on_step(step, record)`` follows training (a private run's record holds ``epsilon``,
+    ε spent so far); ``progress(stage, done, total)`` the walks of the first partition
+    (default: the ``progress`` attribute of ``on_step``, if any)."""
     n_train = check_node_task(data, spec, spec.variant.upper())
     spec = with_drw_batch_size(spec, n_train)
     spec = resolve_steps(spec, n_train, ledger_for)
@@ -72,9 +81,10 @@ def train_drw(data: GraphData, spec: DrwSpec,
     ledger_of = ledger_for(spec, n_train)  # refuses a batch larger than the smallest partition
     randomness = Randomness.for_spec(spec)
     walks = randomness.numpy_generator("walks")
+    progress = stage_progress(on_step, progress)
     if spec.variant == "drw-d":
         parts = drw_partitions(data.edge_index, data.num_nodes, train, spec.walk_length,
-                               restarts=spec.restarts, rng=walks)
+                               restarts=spec.restarts, rng=walks, progress=progress)
         state: dict[str, Any] = {"sg": None}
 
         def subgraphs_at(step: int) -> Subgraphs:
@@ -84,7 +94,7 @@ def train_drw(data: GraphData, spec: DrwSpec,
             return sg
     else:
         fixed = drw(data.edge_index, data.num_nodes, train, spec.walk_length,
-                    restarts=spec.restarts, rng=walks)
+                    restarts=spec.restarts, rng=walks, progress=progress)
 
         def subgraphs_at(step: int) -> Subgraphs:
             return fixed
@@ -95,7 +105,7 @@ def train_drw(data: GraphData, spec: DrwSpec,
         protects="model parameters against replacing one training node's features and label "
         "(replace-one, Ayle et al.'s relation); the graph structure is public: the walks and "
         "the number of subgraphs are functions of the edges, which are not protected",
-        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step)
+        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step, ledger_for=ledger_for)
     return result
 
 

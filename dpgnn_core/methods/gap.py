@@ -49,6 +49,7 @@ module's multiplier relative to z.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -63,10 +64,13 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods._private import (
+    OnStep,
+    StageProgress,
     check_node_task,
     check_weak_budget,
     guarantee_scope,
     save_model,
+    with_epsilon,
 )
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -134,8 +138,8 @@ def clip_rows(x: Tensor, c: float | None) -> Tensor:
 
 
 def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
-        generator: torch.Generator | None = None, row_clip: float | None = None
-        ) -> list[Tensor]:
+        generator: torch.Generator | None = None, row_clip: float | None = None,
+        progress: StageProgress | None = None) -> list[Tensor]:
     """PMA: ``[X(0), X(1), ..., X(K)]`` with noise std ``sigma`` on every aggregation.
 
     .. math::
@@ -151,16 +155,22 @@ def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
             secret one for a private release. (default: :obj:`None`)
         row_clip (float, optional): clip each aggregated row to this L2 norm before the
             noise (:obj:`None`: no clipping). (default: :obj:`None`)
+        progress (callable, optional): called ``("PMA hops", k, hops)`` before the first
+            hop (k = 0) and after hop k. (default: :obj:`None`)
     """
     if hops < 1:
         raise DataError("PMA needs at least one hop", field="hops", value=hops)
     out = [row_normalise(x0)]
-    for _ in range(hops):
+    if progress is not None:
+        progress("PMA hops", 0, hops)
+    for k in range(hops):
         agg = clip_rows(torch.sparse.mm(adj_t, out[-1]), row_clip)
         if sigma > 0:
             agg.add_(torch.randn(agg.shape, generator=generator, device=agg.device,
                                  dtype=agg.dtype), alpha=sigma)
         out.append(row_normalise(agg))
+        if progress is not None:
+            progress("PMA hops", k + 1, hops)
     return out
 
 
@@ -473,16 +483,36 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
     return (make(z) if private else Ledger()), z, report
 
 
-def fit_encoder(data: GraphData, spec: GapSpec, z: float,
-                on_step: Callable[[int, dict[str, float]], None] | None = None
+def module_steps(spec: GapSpec) -> int:
+    """Optimisation steps of the encoder and of the classifier: ``steps`` under DP-Adam
+    (node level), ``epochs`` otherwise."""
+    return spec.steps if spec.level == "node" else spec.epochs
+
+
+def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[float]:
+    """ε spent after each step of the encoder (``stage="encoder"``) or of the classifier,
+    counted over the whole run (:func:`epsilon_by_step`: the values the run's history
+    gets); empty for GAP-∞."""
+    if spec.level == "none":
+        return []
+    steps = module_steps(spec)
+    delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
+    eps = epsilon_by_step(spec, n_train, z, delta, steps, steps)
+    return eps[:steps] if stage == "encoder" else eps[steps:]
+
+
+def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
                 ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
     """Stage 1: the encoder on features and labels of training nodes; its privacy event
-    (NDP) comes with it."""
+    (NDP) comes with it. A private run's ``on_step`` records hold ``epsilon``, ε spent so
+    far."""
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train")).to(device)
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
     n_train = int(train.sum())
+    if on_step is not None:
+        on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
     with seeded(spec.seed, device):
         enc = GapEncoder(data.num_features, spec.hidden, spec.encoder_dim,
                          data.num_classes).to(device)
@@ -495,12 +525,13 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float,
 
 
 def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec: GapSpec,
-              z: float) -> tuple[Tensor, Ledger]:
+              z: float, progress: StageProgress | None = None) -> tuple[Tensor, Ledger]:
     """Stage 2: X(0) from the encoder, then PMA over ``edge_index``; the private release
     X(1..K) ``[n, K, d]`` (X(0) is not part of it) and its privacy event (K Gaussian
     releases; none for GAP-∞). The noise comes from a secret generator
     (:meth:`Randomness.for_spec`): two runs of the same spec give two different releases,
-    and nothing stored lets anyone recompute the noise."""
+    and nothing stored lets anyone recompute the noise. ``progress(stage, done, total)``
+    follows the hops."""
     device = resolve_device(spec.device)
     sigma = z * spec.budget_split[1] * sensitivity(spec.level, spec.max_degree,
                                                    is_directed(data), spec.row_clip)
@@ -508,7 +539,8 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
     with torch.no_grad():
         x0 = encoder.to(device).eval().encode(torch.tensor(data.x, device=device))
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
-        xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen, spec.row_clip)[1:], 1).cpu()
+        xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen, spec.row_clip,
+                             progress)[1:], 1).cpu()
     events = Ledger()
     if spec.level != "none":
         n_train = int(data.mask("train").sum())
@@ -520,16 +552,19 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
 
 
 def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: float,
-                   on_step: Callable[[int, dict[str, float]], None] | None = None, *,
+                   on_step: OnStep | None = None, *,
                    encoder: GapEncoder) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
     """Stage 3: the classification module on each training node's own encoding X(0)
     (recomputed by ``encoder`` from its features) and its private aggregations X(1..K)
-    ``[n, K, d]``; returned with the encoder attached."""
+    ``[n, K, d]``; returned with the encoder attached. A private run's ``on_step`` records
+    hold ``epsilon``, ε spent so far (the encoder's and PMA's included)."""
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train"))
     y = torch.tensor(np.asarray(data.y), device=device)
     enc = encoder.to(device).eval()
     n_train = int(train.sum())
+    if on_step is not None:
+        on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "classifier"))
     with seeded(spec.seed + 3, device):
         clf = GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, data.num_classes,
                             spec.combine).to(device)
@@ -708,9 +743,19 @@ def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
         classifier_steps (int): steps the classifier ran.
         points (int, optional): computed points for non-RDP accountants. (default: 20)
     """
+    return list(_epsilon_by_step(spec, num_train, float(z), float(delta), int(encoder_steps),
+                                 int(classifier_steps), int(points)))
+
+
+@functools.lru_cache(maxsize=8)
+def _epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
+                     encoder_steps: int, classifier_steps: int, points: int
+                     ) -> tuple[float, ...]:
+    """:func:`epsilon_by_step`, cached: the encoder's and the classifier's progress and the
+    run's history ask for the same curve (with PLD it takes seconds)."""
     total = encoder_steps + classifier_steps
     if spec.level == "none":
-        return [math.inf] * total
+        return (math.inf,) * total
     entries = ledger_for(spec, num_train)(z).entries
     node = spec.level == "node"
 
@@ -741,7 +786,7 @@ def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
         base = encoder_steps * enc1 + pma_rdp
         out += [epsilon_from_rdp(orders, base + t * cls1, delta)[0]
                 for t in range(1, classifier_steps + 1)]
-        return out
+        return tuple(out)
     at = sorted({max(1, round(total * i / points)) for i in range(1, points + 1)} | {total})
     values = {t: accountant.epsilon(led, delta) if (led := ledger_at(t)).entries else 0.0
               for t in at}
@@ -750,4 +795,4 @@ def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
         while at[j] < t:
             j += 1
         out.append(values[at[j]])
-    return out
+    return tuple(out)
