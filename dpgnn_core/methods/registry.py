@@ -32,7 +32,7 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.privacy import Ledger
-from dpgnn_core.privacy.report import PrivacyReport
+from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import (
     DpgnnSpec,
     DpMlpSpec,
@@ -157,6 +157,7 @@ class Method:
             report["epsilon_by_step"] = curve
             for t, eps in curve:
                 history[t - 1]["epsilon_spent"] = eps
+        report, fitted.ledger = with_loss_note(report, fitted.ledger)
         report["ledger"] = fitted.ledger
         fitted.report = PrivacyReport.from_dict(report)
         fitted.history = history

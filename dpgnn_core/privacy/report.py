@@ -17,6 +17,22 @@ from typing import Any
 
 from dpgnn_core.privacy.events import Ledger
 
+#: What every private run's history releases without noise: the training loss of each
+#: step, computed on the private batch (history.json, MLflow's train_loss, the progress
+#: display). No event covers it, so the report lists it as unaccounted (docs/privacy.md).
+TRAINING_LOSS_NOTE = ("training loss of each step on the private batch, without noise, in "
+                      "the history (history.json, MLflow train_loss, progress display)")
+
+
+def with_loss_note(report: dict[str, Any], ledger: Ledger) -> tuple[dict[str, Any], Ledger]:
+    """A private run's report and ledger with :data:`TRAINING_LOSS_NOTE` among their
+    unaccounted uses (once); a non-private run's unchanged."""
+    if not report.get("private") or TRAINING_LOSS_NOTE in ledger.unaccounted:
+        return report, ledger
+    ledger = ledger.flag(TRAINING_LOSS_NOTE)
+    return {**report, "unaccounted": list(ledger.unaccounted)}, ledger
+
+
 #: Keys that are typed attributes (everything else is a detail).
 _TYPED = ("method", "private", "epsilon", "delta", "accountant", "noise_multiplier", "steps",
           "level", "relation", "protects", "inference", "unaccounted", "randomness",

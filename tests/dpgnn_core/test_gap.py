@@ -37,6 +37,7 @@ from dpgnn_core.privacy import (
     RdpAccountant,
     make_accountant,
 )
+from dpgnn_core.privacy.report import TRAINING_LOSS_NOTE
 from dpgnn_core.specs import GapSpec
 
 DATA = csbm(num_nodes=1500, homophily=0.9, feature_signal=0.6, feature_dim=24, seed=3)
@@ -101,7 +102,8 @@ def test_ledger_is_the_composition_and_within_budget(level: str) -> None:
     assert r.report["pma_noise_std"] == pytest.approx(expected)
     # No edge is sampled away: the node-level graph is the input graph, checked.
     assert r.report["graph"]["edges_after"] == r.report["graph"]["edges_before"]
-    assert list(r.ledger.unaccounted) == ([DEGREE_CHECK_NOTE] if level == "node" else [])
+    assert list(r.ledger.unaccounted) == ([DEGREE_CHECK_NOTE] if level == "node" else []) + [
+        TRAINING_LOSS_NOTE]  # the released history's loss, too
     assert r.report["unaccounted"] == list(r.ledger.unaccounted)  # the report says it too
     assert r.report["level"] == level and r.report["relation"] == "add_remove"
 

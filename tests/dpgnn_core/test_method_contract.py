@@ -19,6 +19,7 @@ from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods.registry import METHODS, UnknownMethodError, get, method_for
 from dpgnn_core.privacy import PrivacyReport, make_accountant
+from dpgnn_core.privacy.report import TRAINING_LOSS_NOTE
 
 NODES = csbm(num_nodes=300, avg_degree=5, feature_dim=8, seed=5)
 GRAPHS = er_graphs(num_graphs=80, split=(50, 15, 15), seed=5)
@@ -84,6 +85,10 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         assert fitted.report.ledger == fitted.ledger
         assert fitted.report.epsilon_by_step[-1][1] == pytest.approx(fitted.report.epsilon)
         assert fitted.history[-1]["epsilon_spent"] == pytest.approx(fitted.report.epsilon)
+        # The history releases the training loss without noise: flagged, in both places.
+        assert any("train_loss" in r for r in fitted.history)
+        assert TRAINING_LOSS_NOTE in fitted.ledger.unaccounted
+        assert list(fitted.report.unaccounted) == list(fitted.ledger.unaccounted)
         with pytest.raises(AttributeError):
             fitted.report.epsilon = 0.0  # type: ignore[misc]
     else:
