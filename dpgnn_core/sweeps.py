@@ -118,6 +118,97 @@ class MethodSearch(BaseModel):
         return [{**self.fixed, **g, **d} for g in grid for d in draws]
 
 
+class TuningSpec(BaseModel):
+    """The distribution of the number of candidates K of a private selection
+    (``selection = "private"``; Papernot & Steinke 2022, :mod:`dpgnn_core.privacy.tuning`).
+
+    ``kind``: ``geometric`` (the truncated negative binomial with η = 1),
+    ``truncated_negative_binomial`` (give ``eta`` > -1) or ``poisson`` (μ >= 1). Give the
+    spread either directly (``gamma`` in (0, 1), or ``mu``) or as ``expected_candidates``
+    E[K] (γ solved from it); with neither, E[K] = the number of configurations of the
+    method's search, at least 2 (:meth:`distribution`).
+
+    Args:
+        kind (str): ``geometric``, ``truncated_negative_binomial`` or ``poisson``.
+            (default: ``geometric``)
+        eta (float, optional): η, truncated negative binomial only.
+        gamma (float, optional): γ, geometric or truncated negative binomial.
+        mu (float, optional): μ, Poisson only.
+        expected_candidates (float, optional): E[K] instead of γ or μ.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["geometric", "truncated_negative_binomial", "poisson"] = "geometric"
+    eta: float | None = None
+    gamma: float | None = None
+    mu: float | None = None
+    expected_candidates: float | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TuningSpec:
+        if self.kind == "poisson":
+            if self.eta is not None or self.gamma is not None:
+                raise ValueError("eta and gamma are not parameters of the poisson tuning "
+                                 "distribution")
+            if self.mu is not None and self.expected_candidates is not None:
+                raise ValueError("give mu or expected_candidates (= mu), not both")
+        else:
+            if self.mu is not None:
+                raise ValueError(f"mu is a parameter of the poisson tuning distribution, "
+                                 f"not of {self.kind}")
+            if self.kind == "geometric" and self.eta not in (None, 1.0):
+                raise ValueError("geometric is the truncated negative binomial with eta = 1; "
+                                 "use kind = truncated_negative_binomial for another eta")
+            if self.kind == "truncated_negative_binomial" and self.eta is None:
+                raise ValueError("truncated_negative_binomial needs eta (> -1)")
+            if self.gamma is not None and self.expected_candidates is not None:
+                raise ValueError("give gamma or expected_candidates, not both")
+        e = self.expected_candidates
+        if e is not None and not (math.isfinite(e) and (e >= 1 if self.kind == "poisson"
+                                                        else e > 1)):
+            raise ValueError(f"expected_candidates must be a finite number "
+                             f"{'>= 1' if self.kind == 'poisson' else '> 1'}, got {e!r}")
+        try:  # the distribution's own checks (eta > -1, 0 < gamma < 1, mu >= 1)
+            self.distribution(2)
+        except Exception as err:  # PrivacyError: one line naming the parameter
+            raise ValueError(f"tuning: {err}") from err
+        return self
+
+    def distribution(self, configurations: int) -> Any:
+        """The :class:`~dpgnn_core.privacy.tuning.TuningDistribution` of K for a search of
+        ``configurations`` configurations (the default E[K] is max(2, configurations))."""
+        from dpgnn_core.privacy.tuning import TuningDistribution
+
+        mean = (self.expected_candidates if self.expected_candidates is not None
+                else float(max(2, configurations)))
+        if self.kind == "poisson":
+            return TuningDistribution.poisson(self.mu if self.mu is not None else mean)
+        eta = 1.0 if self.eta is None else float(self.eta)
+        if self.gamma is not None:
+            return TuningDistribution.truncated_negative_binomial(eta, self.gamma)
+        return TuningDistribution.truncated_negative_binomial(eta, _gamma_for_mean(eta, mean))
+
+
+def _gamma_for_mean(eta: float, mean: float) -> float:
+    """γ of the truncated negative binomial D_{η,γ} with E[K] = ``mean`` (> 1): 1/mean for
+    η = 1, else a bisection on log γ (E[K] falls from ∞ to 1 as γ rises from 0 to 1)."""
+    from dpgnn_core.privacy.tuning import TuningDistribution
+
+    if eta == 1.0:
+        return 1.0 / mean
+    lo, hi = -745.0, 0.0  # log γ
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        g = math.exp(mid)
+        if g >= 1.0 or TuningDistribution.truncated_negative_binomial(eta, g).mean() < mean:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi) if math.exp(hi) < 1.0 else math.exp(lo)
+
+
 class SweepSpec(BaseModel):
     """A sweep: methods and their search, ε values, seeds, dataset, selection mode.
 
@@ -135,6 +226,10 @@ class SweepSpec(BaseModel):
             model's ε is the tuning mechanism's). (default: ``flagged``)
         search_seed (int): seeds the random search's draws of hyperparameters (public:
             they do not depend on the data). (default: 0)
+        tuning (TuningSpec, optional): ``selection = "private"`` only: the distribution of
+            the number of candidates K (default: geometric with E[K] = the number of
+            configurations, at least 2). Private selection trains one initialisation per
+            candidate (a secret seed each, :mod:`dpgnn_core.sweep_tuning`), not ``seeds``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -145,9 +240,13 @@ class SweepSpec(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     selection: Literal["flagged", "private"] = "flagged"
     search_seed: int = 0
+    tuning: TuningSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:
+        if self.tuning is not None and self.selection != "private":
+            raise ValueError('tuning (the distribution of the number of candidates) applies '
+                             'to selection = "private" only')
         if any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
             raise ValueError(f"epsilons must be finite numbers > 0, got {self.epsilons}")
         if any(m.private for m in self.methods) and not self.epsilons:

@@ -103,7 +103,10 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
 
     Returns:
         dict: ``rows`` (one per point), ``best`` (per method and ε, chosen on validation),
-        ``dataset`` (its summary) and ``folder`` (where the table and plots go).
+        ``dataset`` (its summary) and ``folder`` (where the table and plots go). With
+        ``selection = "private"``, each private method's rows are the selected candidates
+        only (:mod:`flows.sweep_tuning`) and ``withheld`` holds the others, for the caller
+        alone.
     """
     from flows.pipeline import _intact
 
@@ -111,6 +114,12 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     ds = dataset_summary(sweep_spec.dataset)
     train_t = train.with_options(refresh_cache=True) if refresh else train
     eval_t = evaluate.with_options(refresh_cache=True) if refresh else evaluate
+    tuning = None
+    if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
+        from flows.sweep_tuning import PrivateSelection
+
+        tuning = PrivateSelection.start(sweep_spec, ds, pts, train, eval_t)
+        pts = [p for p in pts if p.epsilon is None]  # the rest run as usual
     submitted = []
     for p in pts:
         tf = train_t.submit(dataset=ds, spec=p.spec)
@@ -132,8 +141,14 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]
                             if b["epsilon"] is not None and b["candidates"] > 1 else [])
+    out: dict[str, Any] = {}
+    if tuning is not None:  # only the selected candidates are released
+        selected = tuning.finish()
+        rows += selected["rows"]
+        best += selected["best"]
+        out["withheld"] = selected["withheld"]  # the curator's: never written or logged
     return {"rows": rows, "best": best, "dataset": dict(ds),
-            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"]))}
+            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), **out}
 
 
 def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:

@@ -331,7 +331,11 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                 if best is not None:
                     tags["dpgnn.selected"] = "true"
                     if best.get("unaccounted"):
-                        tags["dpgnn.unaccounted"] = "; ".join(best["unaccounted"])
+                        tags["dpgnn.unaccounted"] = "; ".join(best["unaccounted"])[:5000]
+                    if best.get("selection") == "private":  # result["rows"] holds only
+                        # the released candidates: K and the others are never logged
+                        tags["dpgnn.selection"] = str(best["report"])[:5000]
+                        tags["dpgnn.tuning"] = json.dumps(best["tuning"], default=str)[:5000]
                 child = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
                 row["mlflow_run_id"] = child
                 p = {"method": row["method"], "seed": row["seed"],
@@ -359,6 +363,9 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                 "mlflow_error": f"MLflow logging failed ({type(e).__name__}: "
                                 f"{str(e)[:300]}); the results are in "
                                 f"{paths.get('table')}: rerun the same sweep to log again "
-                                "(every point is reused from the cache)"}
+                                + ("(every point is reused from the cache)"
+                                   if spec.get("selection") != "private" else
+                                   "(a private selection is drawn and trained afresh: a "
+                                   "new tuning release)")}
     return {"mlflow_parent_run_id": parent, "mlflow_tracking_uri": uri,
             "mlflow_experiment_id": exp_id}

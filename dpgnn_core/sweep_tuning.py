@@ -1,0 +1,416 @@
+"""Private selection in sweeps (``selection = "private"``): Papernot & Steinke's tuning
+mechanism (:mod:`dpgnn_core.privacy.tuning`) over one method's search at one target ε.
+
+For each private method search and each target ε of a sweep:
+
+1. **Plan** (:func:`plan_selection`, before anything trains; data-independent: only the
+   configurations, the public N_train, δ, the target and the distribution of K enter).
+   Each configuration c gets its own noise multiplier z_c = u · r_c: r_c makes c alone
+   spend the target at δ (RDP), and the common factor u is the smallest (to ``rtol``,
+   feasible side) whose tuning ε, over the *pointwise maximum* of every configuration's
+   RDP curve at its z_c, is at most the target. The tuning ε is then recomputed from
+   exactly those ledgers (:attr:`TuningPlan.epsilon`) and checked against the target.
+2. **Draw** (:func:`draw`, with :func:`secret_generator`: numpy seeded from
+   ``secrets.randbits(128)``, never from a spec seed, never stored): K from the
+   distribution, then K configurations uniformly with replacement and K initialisation
+   seeds uniformly from [0, 2^62). A fresh seed per candidate makes every candidate its own
+   training run (two draws of one configuration are two independent trainings, as the
+   theorem requires, not one cached artifact); a draw in which two candidates coincide in
+   configuration *and* seed is redrawn, whose effect on δ is accounted
+   (:func:`conversion_delta`).
+3. **Train** each candidate for its configured steps with ``epsilon`` = c's own RDP ε at
+   z_c (:func:`candidate_spec`): the method's calibration (RDP, feasible side) gives
+   z'_c >= z_c, computed in the plan the same way; the tuning ε is that of the z'_c
+   ledgers, exactly what trains, and each candidate's report and ledger are checked
+   against it after training (:func:`verify_candidate`).
+4. **Release** only the best candidate on validation accuracy (ties: the earliest draw, a
+   uniformly random order). Its ε is :attr:`TuningPlan.epsilon`, fixed before the draw, so
+   the reported number reveals nothing about K or the draws.
+
+Derivations and what the tuning ε covers: docs/privacy.md, "Private selection in sweeps".
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+
+from dpgnn_core.privacy.accountants import RdpAccountant
+from dpgnn_core.privacy.calibrate import calibrate_noise
+from dpgnn_core.privacy.events import Ledger, PrivacyError
+from dpgnn_core.privacy.tuning import TuningDistribution, TuningRdpAccountant
+
+#: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS) (GAP adds small offsets
+#: to its seed and torch takes seeds below 2^64).
+SEED_BITS = 62
+
+#: What the selection reads without noise: the score of every candidate.
+SCORE_NOTE = ("private selection score: each candidate's validation accuracy, computed "
+              "without noise (reads the validation nodes' labels and, through the model, "
+              "features), is in no candidate's ledger; the tuning bound assumes the score is "
+              "part of each candidate's private output (docs/privacy.md, \"Private selection "
+              "in sweeps\")")
+
+#: What the tuning bound assumes of every candidate, selected or not.
+CANDIDATES_NOTE = ("the tuning bound covers what the candidates' ledgers cover: an "
+                   "unaccounted use of data by any candidate (as listed above for the "
+                   "selected one) is outside it")
+
+
+def expected_pairs(distribution: TuningDistribution) -> float:
+    """E[K(K-1)] (twice the expected number of pairs of candidates).
+
+    Truncated negative binomial, from the generating function of
+    :math:`\\Gamma(k+\\eta)/(\\Gamma(\\eta)k!)` (it is :math:`(1-x)^{-\\eta}`):
+
+    .. math::
+        \\mathbb{E}[K(K-1)] = \\frac{\\eta(\\eta+1)(1-\\gamma)^2\\gamma^{-\\eta-2}}
+        {\\gamma^{-\\eta}-1}, \\quad \\eta = 0: \\frac{(1-\\gamma)^2}{\\gamma^2\\log(1/\\gamma)};
+        \\qquad \\text{Poisson: } \\mu^2.
+    """
+    if distribution.kind == "poisson":
+        mu = distribution.mean()
+        return mu * mu
+    eta, gamma = float(cast(float, distribution.eta)), float(cast(float, distribution.gamma))
+    log_l = math.log(1.0 / gamma)
+    norm = 1.0 / log_l if eta == 0 else eta / math.expm1(eta * log_l)
+    return float(norm * (eta + 1.0) * (1.0 - gamma) ** 2 * gamma ** (-eta - 2.0))
+
+
+def collision_probability(distribution: TuningDistribution) -> float:
+    """An upper bound on the probability that two of the K candidates get the same seed
+    (hence, at worst, the same spec): E[K(K-1)]/2 pairs, each equal with probability
+    2^-SEED_BITS."""
+    return 0.5 * expected_pairs(distribution) * 2.0 ** -SEED_BITS
+
+
+def conversion_delta(delta: float, target_epsilon: float,
+                     distribution: TuningDistribution) -> float:
+    """The δ' at which the tuning curve is converted so that the released selection is
+    (ε, δ)-DP although colliding draws are redrawn.
+
+    Redrawing until no two candidates coincide releases M conditioned on the
+    data-independent event ¬E, P[E] = p. If M is (ε, δ')-DP, for every set S:
+    P[M(D)∈S, ¬E] ≤ e^ε (P[M(D')∈S, ¬E] + p) + δ', and dividing by 1 - p gives
+    (ε, (δ' + e^ε p)/(1 - p)). So δ' = δ(1 - p) - e^ε p (ε the target, which bounds the
+    tuning ε); refused when it is not positive.
+    """
+    p = collision_probability(distribution)
+    out = delta * (1.0 - p) - math.exp(min(target_epsilon, 700.0)) * p
+    if not out > 0:
+        raise PrivacyError(f"target epsilon {target_epsilon:g} with E[K] = "
+                           f"{distribution.mean():.4g} leaves no delta after the seed "
+                           "collision bound; lower the target or the expected candidates")
+    return out
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    """One configuration of the search, as every candidate drawn from it trains.
+
+    Attributes:
+        config (dict): its options (as in the sweep).
+        config_id (str): its name in the results.
+        spec (Any): its validated spec at the target ε (the sweep's point; steps T).
+        steps (int): T.
+        noise_multiplier (float): the noise it trains with (z'_c >= z_c).
+        own_epsilon (float): ε of this configuration alone at z_c (RDP, at the candidate δ):
+            the ``epsilon`` a candidate's spec carries so that its steps resolve to T.
+        ledger (Ledger): the planned ledger (T steps at z_c).
+    """
+
+    config: dict[str, Any]
+    config_id: str
+    spec: Any
+    steps: int
+    noise_multiplier: float
+    own_epsilon: float
+    ledger: Ledger
+
+
+@dataclass(frozen=True)
+class TuningPlan:
+    """The private selection of one method at one target ε.
+
+    Attributes:
+        method (str): the method.
+        target_epsilon (float): the sweep's ε.
+        delta (float): δ of the release (the candidates' δ; 1/(10 N_train) by default).
+        delta_conversion (float): δ' the tuning curve is converted at
+            (:func:`conversion_delta`).
+        distribution (TuningDistribution): the distribution of K.
+        candidates (tuple of CandidatePlan): the search space, in the sweep's order (a
+            configuration listed twice is drawn twice as often).
+        epsilon (float): the tuning ε at ``delta`` (converted at ``delta_conversion``):
+            what the released candidate reports; ≤ the target.
+        n_train (int): N_train used for the plan.
+    """
+
+    method: str
+    target_epsilon: float
+    delta: float
+    delta_conversion: float
+    distribution: TuningDistribution
+    candidates: tuple[CandidatePlan, ...]
+    epsilon: float
+    n_train: int
+    noise_factor: float = field(default=math.nan)
+
+    def ledgers(self) -> list[Ledger]:
+        """Every configuration's planned ledger (the curves whose maximum is Q's)."""
+        return [c.ledger for c in self.candidates]
+
+    def describe(self) -> dict[str, Any]:
+        """The plan as JSON: everything in it is data-independent (public)."""
+        d = self.distribution
+        return {"mechanism": "Papernot & Steinke 2022, best of K candidates",
+                "distribution": {"kind": d.kind, "eta": d.eta, "gamma": d.gamma, "mu": d.mu,
+                                 "expected_candidates": d.mean()},
+                "target_epsilon": self.target_epsilon, "epsilon": self.epsilon,
+                "delta": self.delta, "delta_conversion": self.delta_conversion,
+                "seed_collision_bound": collision_probability(d), "accountant": "rdp",
+                "configurations": len(self.candidates), "n_train": self.n_train,
+                "noise_multipliers": {c.config_id: c.noise_multiplier
+                                      for c in self.candidates},
+                "steps": {c.config_id: c.steps for c in self.candidates}}
+
+    def report_line(self) -> str:
+        d = self.distribution
+        dist = (f"Poisson(mu={d.mean():.4g})" if d.kind == "poisson" else
+                f"truncated negative binomial(eta={d.eta:g}, gamma={d.gamma:.4g})")
+        return (f"selected by private hyperparameter tuning (Papernot & Steinke 2022), "
+                f"tuning epsilon = {self.epsilon:.4g} at delta = {self.delta:.3g}, "
+                f"K ~ {dist} (E[K] = {d.mean():.4g}) over {len(self.candidates)} "
+                "configurations")
+
+
+def _rdp_ledger(method: Any, spec: Any, n_train: int) -> Any:
+    """The method's plan z -> ledger, refused unless RDP analyses it."""
+    make = method.ledger_for(spec, n_train)
+    try:
+        RdpAccountant().rdp(make(1.0))
+    except PrivacyError as e:
+        raise PrivacyError(f"{method.name}: private selection needs a ledger the RDP "
+                           f"accountant analyses (the tuning theorem is an RDP bound): {e}"
+                           ) from e
+    return make
+
+
+def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
+    """Refuse what private selection cannot train at a calibrated noise.
+
+    Raises:
+        PrivacyError: GAP (it calibrates its own noise scale and takes no
+            ``noise_multiplier``), a configured ``noise_multiplier``, a PLD ``accountant``
+            or ``insecure_reproducible_noise``.
+    """
+    if method.startswith("gap"):
+        raise PrivacyError(f"{method}: private selection trains each candidate at a "
+                           "calibrated noise multiplier; GAP calibrates its own composition "
+                           "and takes none; use selection = \"flagged\" for GAP")
+    if config.get("noise_multiplier") is not None:
+        raise PrivacyError(f"{method}: private selection calibrates the noise; give steps, "
+                           "not noise_multiplier")
+    if config.get("accountant", "rdp") != "rdp":
+        raise PrivacyError(f"{method}: private selection accounts with RDP (the tuning "
+                           "theorem is an RDP bound); drop accountant or set it to rdp")
+    if config.get("insecure_reproducible_noise"):
+        raise PrivacyError(f"{method}: insecure_reproducible_noise is not private")
+
+
+def plan_selection(method_name: str, target_epsilon: float,
+                   configurations: Sequence[tuple[dict[str, Any], str, Any]], n_train: int,
+                   distribution: TuningDistribution, *, rtol: float = 1e-4) -> TuningPlan:
+    """Calibrate every configuration's noise so that the tuning ε over the pointwise
+    maximum of their RDP curves is at most ``target_epsilon``.
+
+    Args:
+        method_name (str): a registered private method.
+        target_epsilon (float): the target ε of the whole selection.
+        configurations (sequence of (config, config_id, spec)): the search space; ``spec``
+            the validated spec of the configuration at the target (it fixes the steps).
+        n_train (int): N_train (public).
+        distribution (TuningDistribution): the distribution of K.
+        rtol (float, optional): relative width of the common factor's final bracket.
+
+    Raises:
+        PrivacyError: δ differs between configurations, a ledger RDP cannot analyse, an
+            option private selection refuses, or an unreachable target.
+    """
+    from dpgnn_core.methods.registry import get
+
+    if not configurations:
+        raise PrivacyError(f"{method_name}: no configuration to select from")
+    method = get(method_name)
+    if not method.private:
+        raise PrivacyError(f"{method_name} is not a private method")
+    deltas = {c[2].delta for c in configurations}
+    if len(deltas) > 1:
+        raise PrivacyError(f"{method_name}: private selection needs one delta for every "
+                           f"configuration, got {sorted(map(str, deltas))}")
+    given = deltas.pop()
+    delta = float(given) if given is not None else 1.0 / (10.0 * n_train)
+    delta_conv = conversion_delta(delta, target_epsilon, distribution)
+    rdp = RdpAccountant()
+    makes = []
+    for config, _cid, spec in configurations:
+        check_candidate_options(method_name, config)
+        makes.append(_rdp_ledger(method, spec, n_train))
+    # r_c: configuration c alone spends the target (balances configurations of different
+    # cost); one calibration per distinct configuration.
+    ratios: dict[str, float] = {}
+    for (_c, cid, _s), make in zip(configurations, makes, strict=True):
+        if cid not in ratios:
+            ratios[cid] = calibrate_noise(make, target_epsilon, delta, rdp,
+                                          rtol=1e-2).noise_multiplier  # a balance only
+    r = [ratios[cid] for _c, cid, _s in configurations]
+
+    def bundle(u: float) -> list[Ledger]:
+        return [make(u * rc) for make, rc in zip(makes, r, strict=True)]
+
+    tuning = TuningRdpAccountant(distribution)
+    # TuningRdpAccountant takes a sequence of candidate ledgers (their pointwise maximum)
+    cal = calibrate_noise(cast(Any, bundle), target_epsilon, delta_conv, tuning, rtol=rtol)
+    u = cal.noise_multiplier
+    # The noise each candidate will train with: its spec carries epsilon = its own RDP ε
+    # at z_c = u r_c, and the method calibrates to it exactly as here (calibrated_plan:
+    # calibrate_noise, RDP, default tolerance), giving z'_c >= z_c (the feasible side).
+    trained: dict[str, tuple[float, float]] = {}
+    for (_c, cid, _s), make, rc in zip(configurations, makes, r, strict=True):
+        if cid in trained:
+            continue
+        own = rdp.epsilon(make(u * rc), delta)
+        z = calibrate_noise(make, own, delta, rdp).noise_multiplier
+        if not z >= u * rc:
+            raise PrivacyError(f"{cid}: calibrating to its own epsilon {own} gives noise "
+                               f"{z} below the planned {u * rc}")
+        trained[cid] = (own, z)
+    ledgers = [make(trained[cid][1])
+               for (_c, cid, _s), make in zip(configurations, makes, strict=True)]
+    # The final check: exactly the ledgers (noise, steps) the candidates will train with.
+    eps = tuning.epsilon(ledgers, delta_conv)
+    if not eps <= target_epsilon:
+        raise PrivacyError(f"{method_name}: calibrated tuning epsilon {eps} exceeds the "
+                           f"target {target_epsilon}")
+    cands = tuple(
+        CandidatePlan(config=dict(config), config_id=cid, spec=spec, steps=int(spec.steps),
+                      noise_multiplier=trained[cid][1], own_epsilon=trained[cid][0],
+                      ledger=ledger)
+        for (config, cid, spec), ledger in zip(configurations, ledgers, strict=True))
+    return TuningPlan(method=method_name, target_epsilon=float(target_epsilon), delta=delta,
+                      delta_conversion=delta_conv, distribution=distribution,
+                      candidates=cands, epsilon=eps, n_train=int(n_train), noise_factor=u)
+
+
+def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
+                           ) -> list[TuningPlan]:
+    """One :class:`TuningPlan` per (private method search, target ε) of ``sweep``, from its
+    points (the first seed's point of each configuration: the seed is replaced by a secret
+    one per candidate)."""
+    from dpgnn_core.sweeps import TuningSpec
+
+    tuning = sweep.tuning or TuningSpec()
+    first = sweep.seeds[0]
+    groups: dict[tuple[str, float], list[tuple[dict[str, Any], str, Any]]] = {}
+    for p in pts:
+        if p.epsilon is None or p.seed != first:
+            continue
+        groups.setdefault((p.method, float(p.epsilon)), []).append(
+            (dict(p.config), p.config_id, p.spec))
+    return [plan_selection(m, eps, confs, n_train, tuning.distribution(len(confs)))
+            for (m, eps), confs in groups.items()]
+
+
+# --- the secret draw -----------------------------------------------------------------------
+
+
+def secret_generator() -> np.random.Generator:
+    """A numpy generator seeded from the operating system's CSPRNG (``secrets``): never a
+    spec seed, never stored."""
+    return np.random.default_rng(secrets.randbits(128))
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One candidate: which configuration (index into the plan) and its seed."""
+
+    index: int
+    seed: int
+
+
+def draw(plan: TuningPlan, rng: np.random.Generator) -> list[Draw]:
+    """K ~ the plan's distribution, then K (configuration, seed) pairs, independently and
+    uniformly; redrawn as a whole while two coincide (accounted in
+    :attr:`TuningPlan.delta_conversion`). Poisson may give K = 0 (nothing is released)."""
+    m = len(plan.candidates)
+    for _ in range(1000):
+        k = plan.distribution.sample(rng)
+        idx = rng.integers(0, m, size=k)
+        seeds = rng.integers(0, 2**SEED_BITS, size=k, dtype=np.int64)
+        out = [Draw(int(i), int(s)) for i, s in zip(idx, seeds, strict=True)]
+        keys = {(plan.candidates[d.index].config_id, d.seed) for d in out}
+        if len(keys) == len(out):
+            return out
+    raise PrivacyError("could not draw distinct candidates")  # probability ~ 0
+
+
+def candidate_spec(plan: TuningPlan, d: Draw) -> Any:
+    """The spec a candidate trains: its configuration (its steps T) with ``epsilon`` = the
+    configuration's own RDP ε at z_c, ``accountant = rdp`` and the candidate's secret
+    ``seed``. The method's calibration then trains at exactly
+    :attr:`CandidatePlan.noise_multiplier` (computed the same way in
+    :func:`plan_selection`; checked after training by :func:`verify_candidate`).
+
+    (Fixing ``noise_multiplier`` instead would make the method train until the budget is
+    spent; such a model's saved spec, with its resolved steps, does not load again.)
+    """
+    from dpgnn_core.specs import parse_spec
+
+    c = plan.candidates[d.index]
+    return parse_spec({**c.config, "method": plan.method, "seed": d.seed,
+                       "epsilon": c.own_epsilon, "accountant": "rdp"})
+
+
+def verify_candidate(plan: TuningPlan, d: Draw, report: Mapping[str, Any],
+                     ledger: Ledger) -> None:
+    """Check that a trained candidate is the planned one: its noise multiplier is z_c, its
+    steps T, and its ledger's RDP curve is nowhere above the planned one (so the plan's
+    tuning ε covers it).
+
+    Raises:
+        PrivacyError: any difference (nothing of the selection may then be released).
+    """
+    c = plan.candidates[d.index]
+    z = float(report.get("noise_multiplier") or 0.0)
+    if not (report.get("private") and z >= c.noise_multiplier
+            and int(report.get("steps") or -1) == c.steps):
+        raise PrivacyError(f"{c.config_id}: the candidate trained with noise {z} for "
+                           f"{report.get('steps')} steps, not the planned "
+                           f"{c.noise_multiplier} for {c.steps}; nothing is released")
+    rdp = RdpAccountant()
+    got, planned = rdp.rdp(ledger), rdp.rdp(c.ledger)
+    if not bool(np.all(got <= planned * (1.0 + 1e-12) + 1e-15)):
+        raise PrivacyError(f"{c.config_id}: the candidate's ledger exceeds the planned one; "
+                           "nothing is released")
+
+
+def select(scores: Sequence[float]) -> int:
+    """The index of the best score (the earliest on ties: the draw order is uniformly
+    random, so this is a random tie-break independent of the data).
+
+    Raises:
+        PrivacyError: a score is not a number (no validation nodes).
+    """
+    if any(not math.isfinite(s) for s in scores):
+        raise PrivacyError("private selection needs a validation accuracy for every "
+                           "candidate (the dataset has validation nodes)")
+    best = 0
+    for i, s in enumerate(scores):
+        if s > scores[best]:
+            best = i
+    return best

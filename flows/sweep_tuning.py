@@ -1,0 +1,152 @@
+"""The ``sweep`` flow's private selection (``selection = "private"``): plan, draw, train and
+release the best candidate per (private method, ε); see :mod:`dpgnn_core.sweep_tuning` and
+docs/privacy.md, "Private selection in sweeps".
+
+What leaves this module: per (method, ε) the selected candidate's row (its ε the tuning
+ε) and a ``best`` entry naming the mechanism. The other candidates, their number K and
+their scores are returned to the flow only as ``withheld`` (the curator's, in memory): the
+results table, best.json, the plots and MLflow never see them. The artifact cache and
+Prefect's database do hold every candidate (it is how they train); they are the curator's
+storage and publishing them voids the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpgnn_core.data.store import read_manifest
+from dpgnn_core.privacy.events import Ledger, PrivacyError
+from dpgnn_core.sweep_tuning import (
+    CANDIDATES_NOTE,
+    SCORE_NOTE,
+    Draw,
+    TuningPlan,
+    candidate_spec,
+    draw,
+    plan_private_selection,
+    secret_generator,
+    select,
+    verify_candidate,
+)
+from dpgnn_core.sweeps import Point, SweepSpec
+
+
+class SelectionError(PrivacyError):
+    """A private selection that cannot be released as planned."""
+
+
+@dataclass
+class PrivateSelection:
+    """The private selections of one sweep run: started before the flow's other points are
+    submitted (so everything trains together), finished after."""
+
+    plans: list[TuningPlan]
+    submitted: list[tuple[TuningPlan, list[tuple[Draw, Point, Any, Any]]]] = field(
+        default_factory=list)
+
+    @classmethod
+    def start(cls, sweep_spec: SweepSpec, ds: Any, pts: list[Point],
+              train_task: Any, evaluate_task: Any) -> PrivateSelection:
+        """Plan every (private method, ε) (before anything trains), draw its candidates
+        with a secret generator and submit them: ``train_task`` with ``refresh_cache``
+        (each candidate a fresh training, never a cached one), then ``evaluate_task``."""
+        manifest = read_manifest(ds["path"])
+        n_train = int(manifest.get("split_counts", {}).get("train", 0))
+        if n_train < 1:
+            raise SelectionError("private selection needs training records")
+        try:
+            plans = plan_private_selection(sweep_spec, pts, n_train)
+        except PrivacyError as e:
+            raise SelectionError(str(e)) from e
+        self = cls(plans)
+        fresh = train_task.with_options(refresh_cache=True)
+        for plan in plans:
+            rng = secret_generator()  # per selection; never stored, K never logged
+            draws = draw(plan, rng)
+            del rng
+            specs: dict[int, Any] = {}
+            cands = []
+            for d in draws:
+                c = plan.candidates[d.index]
+                spec = (candidate_spec(plan, d) if d.index not in specs
+                        else specs[d.index].model_copy(update={"seed": d.seed}))
+                specs.setdefault(d.index, spec)
+                point = Point(method=plan.method, config=c.config, config_id=c.config_id,
+                              epsilon=plan.target_epsilon, seed=d.seed, spec=spec)
+                tf = fresh.submit(dataset=ds, spec=spec)
+                ef = evaluate_task.submit(dataset=ds, model=tf)
+                cands.append((d, point, tf, ef))
+            self.submitted.append((plan, cands))
+        return self
+
+    def finish(self) -> dict[str, Any]:
+        """Wait for every candidate, check each trained as planned, and release the best
+        per (method, ε).
+
+        Returns:
+            dict: ``rows`` (the released candidates' rows), ``best`` (their entries) and
+            ``withheld`` (every other candidate's row, ``released: False``; curator only).
+        """
+        from pathlib import Path
+
+        from flows.pipeline import _intact
+        from flows.sweep import _row
+
+        rows: list[dict[str, Any]] = []
+        best: list[dict[str, Any]] = []
+        withheld: list[dict[str, Any]] = []
+        for plan, cands in self.submitted:
+            done = []
+            for d, point, tf, ef in cands:
+                model: Any = tf.result()
+                ev: Any = ef.result()
+                if not (_intact(model) and _intact(ev)):
+                    raise SelectionError(f"{point.config_id}: a candidate's artifacts "
+                                         "changed before selection; nothing is released")
+                report = model.get("report") or {}
+                ledger = Ledger.load(Path(model["path"]) / "ledger.json")
+                try:
+                    verify_candidate(plan, d, report, ledger)
+                except PrivacyError as e:
+                    raise SelectionError(str(e)) from e
+                done.append((point, _row(point, model, ev, str(tf.state.name)),
+                             list(ledger.unaccounted)))
+            if not done:  # Poisson K = 0: the mechanism releases nothing
+                best.append(_nothing(plan))
+                continue
+            try:
+                i = select([float(r["val_accuracy"]) for _p, r, _u in done])
+            except PrivacyError as e:
+                raise SelectionError(f"{plan.method}: {e}") from e
+            for j, (_p, r, _u) in enumerate(done):
+                if j != i:
+                    withheld.append({**r, "released": False})
+            point, row, flags = done[i]
+            row = {**row, "epsilon_spent": plan.epsilon, "delta": plan.delta}
+            rows.append(row)
+            best.append(_released(plan, row, flags))
+        return {"rows": rows, "best": best, "withheld": withheld}
+
+
+def _entry(plan: TuningPlan) -> dict[str, Any]:
+    return {"method": plan.method, "epsilon": plan.target_epsilon, "selection": "private",
+            "candidates": len(plan.candidates), "epsilon_spent": plan.epsilon,
+            "delta": plan.delta, "report": plan.report_line(), "tuning": plan.describe()}
+
+
+def _released(plan: TuningPlan, row: dict[str, Any], flags: list[str]) -> dict[str, Any]:
+    return {**_entry(plan), "config_id": row["config_id"], "config": row["config"],
+            "seeds": 1, "seed": row["seed"], "noise_multiplier": row["noise_multiplier"],
+            "val_accuracy_mean": row["val_accuracy"], "val_accuracy_std": 0.0,
+            "test_accuracy_mean": row["test_accuracy"], "test_accuracy_std": 0.0,
+            "artifacts_dir": row["artifacts_dir"],
+            "unaccounted": [*flags, SCORE_NOTE, CANDIDATES_NOTE]}
+
+
+def _nothing(plan: TuningPlan) -> dict[str, Any]:
+    return {**_entry(plan), "config_id": "(nothing released: K = 0)", "config": {},
+            "seeds": 0, "val_accuracy_mean": math.nan, "val_accuracy_std": math.nan,
+            "test_accuracy_mean": math.nan, "test_accuracy_std": math.nan,
+            "unaccounted": []}

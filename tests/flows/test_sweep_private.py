@@ -1,0 +1,97 @@
+"""Private selection through the sweep flow (Papernot & Steinke): only the selected
+candidate is released, with the tuning ε of the trained candidates' ledgers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import secrets
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.privacy.events import Ledger
+from dpgnn_core.privacy.tuning import tuning_epsilon
+from dpgnn_core.sweep_tuning import SCORE_NOTE, draw
+from dpgnn_core.sweeps import SweepSpec, TuningSpec
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+
+def _randbits_covering_both(m: int = 2) -> int:
+    """A value for secrets.randbits whose draw has K >= 2 and every configuration."""
+    dist = TuningSpec().distribution(m)
+    stub: Any = SimpleNamespace(distribution=dist, candidates=[
+        SimpleNamespace(config_id=str(i)) for i in range(m)])
+    for v in range(10_000):
+        ds = draw(stub, np.random.default_rng(v))
+        if 2 <= len(ds) <= 4 and {d.index for d in ds} == set(range(m)):
+            return v
+    raise AssertionError("no value found")
+
+
+def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                      ) -> None:
+    from flows.sweep import sweep, write_results
+    from tasks.tracking import log_sweep
+
+    write_dataset(csbm(num_nodes=240, seed=5), tmp_path / "ds")
+    value = _randbits_covering_both()
+    calls: list[int] = []
+
+    real = secrets.randbits
+
+    def fake(bits: int) -> int:
+        calls.append(bits)
+        return value if bits == 128 else real(bits)
+
+    monkeypatch.setattr(secrets, "randbits", fake)
+    spec = SweepSpec(name="priv", dataset=str(tmp_path / "ds"), epsilons=[4.0],
+                     selection="private", methods=[
+                         {"method": "dp-mlp", "grid": {"steps": [3, 8]},
+                          "fixed": {"batch_size": 16, "hidden": 8, "device": "cpu"}}])
+    result = sweep(sweep_spec=spec)
+    assert calls.count(128) == 1  # one secret generator for the one selection
+    (row,) = result["rows"]  # the selected candidate only
+    withheld = result["withheld"]
+    assert len(withheld) >= 1 and all(not w["released"] for w in withheld)
+    assert row["val_accuracy"] >= max(w["val_accuracy"] for w in withheld)
+    (best,) = result["best"]
+    tuning = best["tuning"]
+    # Independent recomputation from the trained candidates' own ledgers (both
+    # configurations were drawn): the reported ε is the tuning ε of their pointwise maximum.
+    ledgers = [Ledger.load(Path(r["artifacts_dir"]) / "ledger.json")
+               for r in [row, *withheld]]
+    assert {r["config_id"] for r in [row, *withheld]} == set(tuning["noise_multipliers"])
+    dist = TuningSpec().distribution(2)
+    eps = tuning_epsilon(ledgers, dist, tuning["delta_conversion"])
+    assert row["epsilon_spent"] == pytest.approx(eps, rel=1e-12)
+    assert best["epsilon_spent"] == row["epsilon_spent"] <= 4.0
+    # each candidate alone is cheaper than the selection
+    assert all(tuning_epsilon(x, dist, tuning["delta_conversion"]) < eps for x in ledgers)
+    assert "Papernot & Steinke 2022" in best["report"]
+    assert SCORE_NOTE in best["unaccounted"]
+    assert not any("selected among" in u for u in best["unaccounted"])
+    assert row["seed"] != 0  # a secret seed per candidate, not the sweep's
+    # what is written and logged: the released row only
+    paths = write_results(result, spec)
+    with open(paths["csv"]) as f:
+        table = list(csv.DictReader(f))
+    assert [r["artifacts_dir"] for r in table] == [row["artifacts_dir"]]
+    assert json.loads(Path(paths["best"]).read_text())[0]["selection"] == "private"
+    logged = log_sweep(result=result, spec=spec.model_dump(mode="json"), paths=paths,
+                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(logged["mlflow_tracking_uri"])
+    runs = client.search_runs([logged["mlflow_experiment_id"]])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == 1
+    tags = children[0].data.tags
+    assert tags["dpgnn.selected"] == "true" and "Papernot" in tags["dpgnn.selection"]
+    assert children[0].data.metrics["epsilon_spent"] == pytest.approx(eps)
