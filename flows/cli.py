@@ -54,12 +54,22 @@ class Format(StrEnum):
 
 
 
+def _pydantic_line(e: dict[str, Any]) -> str:
+    """One pydantic error as ``--field VALUE: message``; the union tag (the method name)
+    and a whole-spec input are left out."""
+    from dpgnn_core.specs import method_specs
+
+    loc = [str(p) for p in e.get("loc", ()) if str(p) not in method_specs()]
+    msg = str(e.get("msg", e)).removeprefix("Value error, ")
+    if not loc:
+        return msg
+    return f"--{'.'.join(loc).replace('_', '-')} {e.get('input')!r}: {msg}"
+
+
 def _err(msg: str | Exception) -> None:
     errors = getattr(msg, "errors", None)
     if callable(errors):  # pydantic's ValidationError: keep its messages only
-        msg = "; ".join(
-            (f"{'.'.join(str(p) for p in e['loc'])} = {e.get('input')!r}: " if e.get("loc")
-             else "") + str(e.get("msg", e)) for e in errors())
+        msg = "; ".join(_pydantic_line(e) for e in errors())
     typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
 
 
@@ -82,9 +92,14 @@ def main_options(
     home: Annotated[Path | None, typer.Option(
         help="Project directory (datasets, artifacts, caches, MLflow store).",
         envvar="DPGNN_HOME")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show full logs and tracebacks on the terminal (else "
+        "they go to a log file under the home, named in the error line).")] = False,
 ) -> None:
     if home is not None:
         os.environ["DPGNN_HOME"] = str(home.resolve())
+    if verbose:
+        os.environ["DPGNN_VERBOSE"] = "1"
 
 
 def _parse_kv(pairs: list[str]) -> dict[str, Any]:
@@ -235,14 +250,16 @@ def _find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 @app.command()
 def datasets(
     root: Annotated[Path | None, typer.Argument(
-        help="A dataset folder or a folder of them (default: $DPGNN_HOME/datasets).")] = None,
+        help="A dataset folder or a folder of them (default: ./data, where the README "
+        "puts them, and $DPGNN_HOME/datasets).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """List ingested datasets with their counts."""
     from dpgnn_core.home import project_dir
 
-    root = root or project_dir() / "datasets"
-    found = _find_datasets(root)
+    roots = [root] if root is not None else [Path("data"), project_dir() / "datasets"]
+    found = [d for r in roots for d in _find_datasets(r)]
+    root = root or Path(" and ".join(str(r) for r in roots))
     if as_json:
         for p, m in found:
             print(json.dumps({"path": str(p), **{k: m.get(k) for k in (
@@ -294,7 +311,12 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         typer.echo(f"  noise      {summary.get('randomness')}")
         typer.echo(f"  release    {summary.get('release')}")
         typer.echo(f"  ledger     {summary['privacy_report']}")
-    typer.echo(f"  MLflow run {summary['mlflow_run_id']} in {summary['mlflow_tracking_uri']}")
+    if summary.get("mlflow_run_id"):
+        typer.echo(f"  MLflow run {summary['mlflow_run_id']} in "
+                   f"{summary['mlflow_tracking_uri']}")
+    if summary.get("mlflow_error"):
+        typer.secho(f"  warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW,
+                    err=True)
     typer.echo(f"  artifacts  {summary['artifacts_dir']}")
     typer.echo(f"  cache      {summary['cache']}")
 
@@ -309,27 +331,50 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
              "`dpgnn ingest`")
         raise typer.Exit(2)
     from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.methods.registry import method_for
+    from dpgnn_core.home import project_dir
+    from dpgnn_core.methods import preflight
+    from flows import clilog
 
-    try:  # what the spec and the manifest alone can refuse, before Prefect starts
-        method_for(spec).preflight(spec, json.loads(manifest_path.read_text()))
-    except DpgnnError as e:
+    try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
+        # registry's Method.preflight runs the same checks; this module is light to import)
+        manifest = json.loads(manifest_path.read_text())
+        preflight.check(spec, {**manifest, "path": str(dataset)})
+        clilog.check_home(project_dir())
+        if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
+            from tasks.tracking import check_tracking_uri
+
+            check_tracking_uri(tracking_uri)
+    except (DpgnnError, OSError, ValueError) as e:
         _err(str(e))
         raise typer.Exit(2) from e
     _use_server_if_running()
+    from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
+
+    with clilog.captured(project_dir()) as log:
+        try:
+            summary = _run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
+                                    experiment=experiment, refresh=refresh,
+                                    explain_graphs=explain_graphs)
+        except DpgnnError as e:
+            _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
+            raise typer.Exit(1) from e
+        except OSError as e:  # disk full, read-only, ...: name the path, keep the story
+            path = clilog.write_traceback(log, e)
+            _err(f"cannot write {e.filename or project_dir()}: {e.strerror or e} "
+                 f"(details: {path})")
+            raise typer.Exit(1) from e
+    _print_summary(summary, as_json)
+
+
+def _run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any
+                  ) -> dict[str, Any]:
+    """The pipeline flow with the CLI's progress display around it."""
     from tasks.progress import status  # one live display: the training bars join it
 
     with status(f"running {name} on {dataset} (Prefect flow)…"), _stdout_to_stderr():
-        from flows.pipeline import pipeline
-
-        try:
-            summary = pipeline(spec=spec, dataset=str(dataset.resolve()),
-                               tracking_uri=tracking_uri, experiment=experiment,
-                               refresh=refresh, explain_graphs=explain_graphs)
-        except DpgnnError as e:
-            _err(str(e))
-            raise typer.Exit(1) from e
-    _print_summary(summary, as_json)
+        summary: dict[str, Any] = pipeline(spec=spec, dataset=str(dataset.resolve()),
+                                           **kwargs)
+    return summary
 
 
 def _run_app() -> typer.Typer:
@@ -339,6 +384,15 @@ def _run_app() -> typer.Typer:
 
 
 app.add_typer(_run_app(), name="run")
+
+
+def _sweep_command() -> Any:
+    from flows.sweep_cli import sweep_command
+
+    return sweep_command
+
+
+app.command("sweep")(_sweep_command())
 
 
 @app.command()
@@ -391,7 +445,7 @@ def server_stop() -> None:
     """Stop the background Prefect server."""
     from flows import server
 
-    typer.echo("stopped" if server.stop() else "no server was running")
+    typer.echo(server.stop_server().message)
 
 
 @server_app.command("status")
@@ -421,6 +475,16 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
+    except Exception as e:  # none of dpgnn's own errors: one line here, the story in a file
+        from flows import clilog
+
+        if clilog.verbose():
+            raise
+        from dpgnn_core.home import project_dir
+
+        path = clilog.write_traceback(clilog.log_path(project_dir()), e)
+        _err(f"{type(e).__name__}: {e} (traceback in {path}; --verbose shows it here)")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

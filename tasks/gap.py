@@ -15,7 +15,9 @@ from prefect import task
 
 from dpgnn_core.io import atomic_dir, write_json_atomic
 from dpgnn_core.privacy import Ledger, PrivacyReport
+from dpgnn_core.serialize import torch_save
 from dpgnn_core.specs import GapSpec
+from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.config import code_version
 from tasks.evaluate import verify_files
@@ -23,10 +25,13 @@ from tasks.progress import Progress
 from tasks.refs import DatasetRef
 from tasks.train import (
     artifact_dir,
+    checkpoint_dir,
+    checkpoint_seconds,
     files_manifest,
     load_keyed_dataset,
     new_release,
     progress,
+    resume_note,
 )
 
 
@@ -77,14 +82,18 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
     from dpgnn_core.methods import gap
 
     data = load_keyed_dataset(dataset)
-    with _module_progress(spec, "encoder") as shown:
+    folder = checkpoint_dir("gap_encoder", dataset["content_sha256"], spec, z)
+    with _module_progress(spec, "encoder") as shown, \
+            checkpointing(folder, checkpoint_seconds()) as ckpt:
         enc, hist, events = gap.fit_encoder(data, spec, z, shown.on_step())
     out = artifact_dir("gap_encoder", dataset["content_sha256"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
-        torch.save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt")
+        torch_save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt",
+                   target=out / "encoder.pt")
         write_json_atomic(tmp / "history.json", hist)
         m = _finish(tmp, "gap_encoder", ["encoder.pt", "history.json"], spec, dataset,
-                    {"events": events.to_dict()})
+                    {"events": events.to_dict(), **resume_note(ckpt.resumed_from)})
+    ckpt.clear()
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
 
 
@@ -122,7 +131,7 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
     out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
                        encoder["files"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
-        torch.save(xs, tmp / "aggregations.pt")
+        torch_save(xs, tmp / "aggregations.pt", target=out / "aggregations.pt")
         m = _finish(tmp, "gap_aggregate", ["aggregations.pt"], spec, dataset,
                     {"events": events.to_dict(), "shape": list(xs.shape),
                      "release": "X(1..K): the private aggregations; X(0) is not stored"})
@@ -145,7 +154,10 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     xs = torch.load(Path(aggregations["path"]) / "aggregations.pt", weights_only=True)
     enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
-    with _module_progress(spec, "classifier") as shown:
+    folder = checkpoint_dir("gap_classifier", dataset["content_sha256"],
+                            aggregations["files"], spec, z)
+    with _module_progress(spec, "classifier") as shown, \
+            checkpointing(folder, checkpoint_seconds()) as ckpt:
         clf, hist, events = gap.fit_classifier(data, xs, spec, z, shown.on_step(),
                                                encoder=enc)
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
@@ -154,11 +166,12 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     planned = Ledger.from_dict(calibration["planned"])
     report_dict, history = gap.finish_run(spec, calibration["report"], planned, ledger,
                                           calibration["num_train"], z, enc_hist, hist)
+    ledger = report_dict["ledger"]  # the composed ledger with the run's unaccounted uses
     report = PrivacyReport.from_dict(report_dict).to_dict()  # the core's report, as JSON
     out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
                        spec, z)
     if report["private"]:
-        report["release"] = new_release(out)
+        report["release"] = {**new_release(out), **resume_note(ckpt.resumed_from)}
     with atomic_dir(out, overwrite=True) as tmp:
         gap.save_gap(str(tmp / "model.pt"), clf, spec, data.num_features, data.num_classes)
         ledger.save(tmp / "ledger.json")
@@ -166,6 +179,7 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
         write_json_atomic(tmp / "history.json", history)
         m = _finish(tmp, "gap", ["model.pt", "ledger.json", "report.json", "history.json"],
                     spec, dataset, {"aggregations": aggregations, "private": report["private"]})
+    ckpt.clear()
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,
             "aggregations": aggregations}

@@ -15,6 +15,8 @@ from dpgnn_core.data.store import read_dataset, read_manifest
 from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.privacy.report import PrivacyReport
+from dpgnn_core.serialize import torch_save
+from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.config import code_version, project_dir
 from tasks.progress import Progress
@@ -86,30 +88,67 @@ def train(dataset: DatasetRef, spec: Any) -> ModelRef:
     data = load_keyed_dataset(dataset)
     unit, total = (("epoch", spec.epochs) if method.family == "baseline"
                    else ("step", spec.steps))
-    with progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown:
+    folder = checkpoint_dir("train", dataset["content_sha256"], spec)
+    with progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown, \
+            checkpointing(folder, checkpoint_seconds()) as ckpt:
         fitted = method.fit(data, spec, on_step=shown.on_step())
-    return _artifacts(method, dataset, spec, data, fitted)
+    ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
+    ckpt.clear()  # the result is stored: the next run of this spec starts afresh
+    return ref
+
+
+def checkpoint_dir(kind: str, *parts: Any) -> Path:
+    """``$DPGNN_HOME/checkpoints/<kind>/<key>``: the checkpoints of the training whose
+    artifact goes to :func:`artifact_dir` of the same parts (so a rerun of a killed run
+    finds them)."""
+    return project_dir() / "checkpoints" / kind / artifact_dir(kind, *parts).name
+
+
+def checkpoint_seconds() -> float:
+    """The least time between two checkpoints of a training (``DPGNN_CHECKPOINT_SECONDS``,
+    default 60 s): a killed run loses at most about this much work."""
+    import os
+
+    return float(os.environ.get("DPGNN_CHECKPOINT_SECONDS", "60"))
+
+
+def resume_note(resumed_from: list[int]) -> dict[str, Any]:
+    """What a release says when its training resumed from a checkpoint."""
+    if not resumed_from:
+        return {}
+    return {"resumed_from_step": resumed_from,
+            "resume_note": "training resumed from a checkpoint of a killed run (model, "
+                           "optimizer and step count); the remaining steps drew fresh "
+                           "secret noise and batches, and the ledger counts every step of "
+                           "the plan once"}
 
 
 def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
-               fitted: Any) -> ModelRef:
+               fitted: Any, resumed_from: list[int] | None = None) -> ModelRef:
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
     out = artifact_dir("train", dataset["content_sha256"], spec)
     private = bool(fitted.report.get("private"))
     report = PrivacyReport.from_dict(fitted.report).to_dict()  # the core's report, as JSON
     if private:
-        report["release"] = new_release(out)
+        report["release"] = {**new_release(out), **resume_note(resumed_from or [])}
     history = fitted.history  # with ε spent, from the core
     reported = method.family != "baseline"  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported
                                             else [])
+    # GAP in one task (a sweep point): its private release X(1..K) is stored beside the
+    # classifier, for evaluation to predict from (the pipeline runs GAP's cached stages).
+    aggregations = fitted.extra.get("aggregations")
     with atomic_dir(out, overwrite=True) as tmp:
         method.save(str(tmp / "model.pt"), fitted, spec, data)
         write_json_atomic(tmp / "history.json", history)
         if reported:
             fitted.ledger.save(tmp / "ledger.json")
             write_json_atomic(tmp / "report.json", report)
+        if aggregations is not None:
+            torch_save(aggregations.detach().cpu(), tmp / "aggregations.pt",
+                       target=out / "aggregations.pt")
+            agg_files = files_manifest(tmp, ["aggregations.pt"])
         files = files_manifest(tmp, names)
         write_json_atomic(tmp / "manifest.json", {
             "kind": "train", "method": method.name, "spec": spec.model_dump(mode="json"),
@@ -119,4 +158,6 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
                      "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
         ref["report"] = report
+    if aggregations is not None:
+        ref["aggregations"] = {"path": str(out), "files": agg_files}
     return ref

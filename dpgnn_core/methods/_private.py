@@ -24,6 +24,7 @@ from dpgnn_core.privacy import (
     max_steps,
 )
 from dpgnn_core.privacy.events import Level
+from dpgnn_core.serialize import torch_save
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -288,6 +289,7 @@ def save_model(path: str, kind: str, model: torch.nn.Module, spec: Any, in_dim: 
                num_classes: int) -> None:
     """Write the weights with what rebuilds the model (kind, spec, dims), atomically."""
     with atomic_file(path) as tmp:
-        torch.save({"kind": kind, "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
+        torch_save({"kind": kind, "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
                     "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}, tmp)
+                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}},
+                   tmp, target=path)

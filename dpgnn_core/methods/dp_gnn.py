@@ -21,7 +21,7 @@ and the ledger is empty with ``epsilon = inf`` in the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,8 +44,9 @@ from dpgnn_core.methods._subgraph import (
     save_subgraph_model,
     train_on_subgraphs,
 )
+from dpgnn_core.methods.preflight import dpgnn_level
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
-from dpgnn_core.privacy import DpgnnEvent, Ledger, PrivacyError, neighbourhood_size
+from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpgnnSpec
 
@@ -86,23 +87,9 @@ def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
     return ledger
 
 
-def preflight(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
-    """Refuse node level (a node with its edges) on an undirected dataset: there one node's
-    edges change its neighbours' keep probabilities and over-K drops, and so subgraphs that
-    never hold it; no occurrence bound covers that (docs/privacy.md). Decided from the
-    dataset's ``directed`` flag (its manifest), never from the edges, so the CLI can check
-    it before anything is loaded."""
-    if spec.level == "node" and not manifest.get("directed", False):
-        raise PrivacyError(
-            "level 'node' (a node with its edges) is only sound on directed datasets; "
-            f"{manifest.get('name', 'this dataset')!r} is undirected (manifest.json: "
-            "directed = false): one node's edges change the sampled subgraphs of its "
-            "neighbours. Use level 'node_feature' (features and labels, structure public)")
-
-
 def check_level(data: GraphData, spec: DpgnnSpec) -> None:
-    """:func:`preflight` on loaded data."""
-    preflight(spec, {"directed": data.directed, "name": data.name})
+    """:func:`~dpgnn_core.methods.preflight.dpgnn_level` on loaded data."""
+    dpgnn_level(spec, {"directed": data.directed, "name": data.name})
 
 
 def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator,

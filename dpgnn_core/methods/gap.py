@@ -83,6 +83,7 @@ from dpgnn_core.privacy import (
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.randomness import Randomness
+from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -599,6 +600,7 @@ def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: L
         eps = epsilon_by_step(spec, num_train, z, report["delta"], len(encoder_history),
                               len(classifier_history))
         report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
+    report, ledger = with_loss_note(report, ledger)
     report["ledger"] = ledger
     for i, h in enumerate(encoder_history + classifier_history):
         name = "encoder_loss" if i < len(encoder_history) else "classifier_loss"
@@ -673,8 +675,8 @@ class _InMemory:
         ledger = e1 + e2 + e3
         report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
                                      ledger, int(self.data.mask("train").sum()), z, h1, h2)
-        return GapResult(encoder=enc, classifier=clf, aggregations=xs, ledger=ledger,
-                         report=report, history=history)
+        return GapResult(encoder=enc, classifier=clf, aggregations=xs,
+                         ledger=report["ledger"], report=report, history=history)
 
 
 def train_gap(data: GraphData, spec: GapSpec,
