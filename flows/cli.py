@@ -311,6 +311,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         typer.echo(f"  noise      {summary.get('randomness')}")
         typer.echo(f"  release    {summary.get('release')}")
         typer.echo(f"  ledger     {summary['privacy_report']}")
+        for note in summary.get("unaccounted") or []:
+            typer.echo(f"  NOT accounted: {note}")
     if summary.get("mlflow_run_id"):
         typer.echo(f"  MLflow run {summary['mlflow_run_id']} in "
                    f"{summary['mlflow_tracking_uri']}")
