@@ -60,7 +60,7 @@ def sweep_command(
 
             check_cluster(dask_address)
     except (DpgnnError, OSError, ValueError) as e:
-        _err(str(e))
+        _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e
     _use_server_if_running()
     from flows.sweep import sweep, task_runner, write_results

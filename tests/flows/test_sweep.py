@@ -1,0 +1,269 @@
+"""`dpgnn sweep` on a real Dask cluster: results, nested MLflow runs, the cache across
+reruns, an unreachable cluster refused up front, and a worker killed mid-sweep.
+
+Every sweep runs as a `dpgnn` subprocess, as a user's command would. The points are tiny
+(a 300-node cSBM, a few DP-MLP steps): on a loaded 2-core machine the cost is process
+start-up, Prefect and the DP calibration, not training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tasks  # noqa: F401 - sets Prefect's environment (inherited by Dask workers)
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+BIN = Path(sys.executable).parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("sweep-data") / "csbm"
+    write_dataset(csbm(num_nodes=300, seed=1), folder)
+    return folder
+
+
+def _spec_file(path: Path, name: str, dataset: Path, steps: int, lrs: list[float],
+               epsilons: list[float], reference: bool = True) -> Path:
+    text = (f'name = "{name}"\ndataset = "{dataset}"\nepsilons = {epsilons}\nseeds = [0]\n\n'
+            f'[[methods]]\nmethod = "dp-mlp"\ngrid = {{lr = {lrs}}}\n'
+            f'fixed = {{steps = {steps}, hidden = 16, accountant = "rdp", device = "cpu"}}\n')
+    if reference:
+        text += ('\n[[methods]]\nmethod = "mlp"\n'
+                 'fixed = {epochs = 10, hidden = 16, device = "cpu"}\n')
+    path.write_text(text)
+    return path
+
+
+def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 400
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "dpgnn"), *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _table(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(summary["table"]).to_pylist()
+
+
+def _code_version() -> str:
+    from tasks.config import code_version
+
+    return code_version.__wrapped__()  # uncached: other work may edit the tree meanwhile
+
+
+def _trained(home: Path) -> dict[str, int]:
+    """model.pt of every train artifact under ``home``, by path: its mtime."""
+    return {str(p): p.stat().st_mtime_ns
+            for p in (home / "artifacts" / "train").glob("*/model.pt")}
+
+
+def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
+        dataset: Path, tmp_path: Path) -> None:
+    """dp-mlp 2 lr × 2 ε plus an mlp reference (5 points) on a LocalCluster of 2 workers;
+    then the same sweep again: every point cached, nothing trained."""
+    from mlflow.tracking import MlflowClient
+
+    spec = _spec_file(tmp_path / "sweep.toml", "local2", dataset, steps=8,
+                      lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0])
+    home = tmp_path / "home"
+    args = ["--home", str(home), "sweep", str(spec), "--workers", "2", "--json"]
+    env = _env()
+    version = _code_version()
+    r = _dpgnn(args, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = json.loads(r.stdout)
+    assert first["points"] == 5
+    for key in ("table", "csv", "privacy_utility", "hyperparameters"):
+        assert Path(first[key]).is_file(), key
+    assert Path(first["privacy_utility"]).read_bytes()[:4] == b"\x89PNG"
+    rows = _table(first)
+    assert len(rows) == 5 and {r["cache"] for r in rows} == {"Completed"}
+    assert sorted((r["method"], r["epsilon"]) for r in rows) == [
+        ("dp-mlp", 2.0), ("dp-mlp", 2.0), ("dp-mlp", 8.0), ("dp-mlp", 8.0), ("mlp", None)]
+    best = {(b["method"], b["epsilon"]) for b in first["best"]}
+    assert best == {("dp-mlp", 2.0), ("dp-mlp", 8.0), ("mlp", None)}
+    assert all(b["candidates"] == (2 if b["epsilon"] else 1) for b in first["best"])
+
+    # MLflow: one parent run, one nested child per point
+    parent_id = first["mlflow_parent_run_id"]
+    assert parent_id and first["mlflow_tracking_uri"].startswith("sqlite:///")
+    assert str(home) in first["mlflow_tracking_uri"]
+    client = MlflowClient(first["mlflow_tracking_uri"])
+    exp = client.get_experiment_by_name("dpgnn-sweeps")
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    parents = [x for x in runs if x.data.tags.get("dpgnn.sweep") == "true"]
+    children = [x for x in runs if "mlflow.parentRunId" in x.data.tags]
+    assert [p.info.run_id for p in parents] == [parent_id]
+    assert len(runs) == 6 and len(children) == 5
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent_id}
+    assert sorted(c.data.tags["dpgnn.config"] for c in children) == sorted(
+        row["config_id"] for row in rows)
+    assert all(c.info.status == "FINISHED" for c in runs)
+    assert sum(c.data.tags.get("dpgnn.selected") == "true" for c in children) == 3
+    assert parents[0].data.tags["dpgnn.points"] == "5"
+
+    # the same sweep again: every point from the cache, no training
+    trained = _trained(home)
+    assert len(trained) == 5
+    for _attempt in range(2):
+        r = _dpgnn(args, env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        again = json.loads(r.stdout)
+        now = _code_version()
+        if now == version:
+            break
+        version = now  # the source changed under us (other work on the tree): once more
+    rows = _table(again)
+    assert [row["cache"] for row in rows] == ["Cached"] * 5
+    assert _trained(home) == trained  # no model written again
+    assert "step 8/8" not in r.stderr  # no training progress
+    assert again["table"] == first["table"]
+    parent2 = again["mlflow_parent_run_id"]
+    assert parent2 and parent2 != parent_id
+    kids = client.search_runs([exp.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent2}'")
+    assert len(kids) == 5 and {k.data.tags["dpgnn.cache"] for k in kids} == {"Cached"}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_cluster_is_refused_before_any_point(dataset: Path, tmp_path: Path
+                                                         ) -> None:
+    spec = _spec_file(tmp_path / "sweep.toml", "noclu", dataset, steps=5, lrs=[1e-2],
+                      epsilons=[4.0])
+    home = tmp_path / "home"
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    t = time.perf_counter()
+    r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address],
+               _env(), timeout=120)
+    wall = time.perf_counter() - t
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert address in lines[0] and "does not answer" in lines[0]
+    assert r.stdout == ""
+    assert wall < 30, wall  # a sanity bound (the check waits 5 s), not a benchmark
+    assert not (home / "artifacts").exists() and not (home / "sweeps").exists()
+
+
+def test_a_bad_yaml_spec_is_one_error_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("name: [unclosed\n")
+    r = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "sweep", str(spec)])
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot parse the sweep spec"), \
+        r.output
+    assert str(spec) in lines[0]
+
+
+def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path) -> None:
+    """A worker process is SIGKILLed while it runs a point of a sweep on an external
+    cluster (2 single-threaded workers under nannies, started here).
+
+    What happened (Prefect 3.8.8, prefect-dask 0.3.7, distributed 2026.8.0): the scheduler
+    removed the lost worker and rescheduled its ``train`` task; the nanny restarted the
+    killed worker within ~3 s, the rescheduled Prefect task run went through (the killed
+    attempt wrote nothing: artifacts are written atomically) and the sweep COMPLETED with
+    all 4 points (on the loaded 2-core machine: killed 46 s in, most of it Prefect's
+    start-up; done 119 s in). The rerun took 29 s with 4/4 points cached. The test also
+    accepts the other outcome (the sweep fails with exit 1 and one ``error:`` line); the
+    rerun must then finish, reusing every point the first run finished.
+    """
+    from distributed import Client, LocalCluster
+
+    from dpgnn_core.home import project_dir
+
+    home = project_dir()  # the workers inherit this process's project (and Prefect) home
+    spec = _spec_file(tmp_path / "sweep.toml", f"kill-{os.getpid()}", dataset, steps=40,
+                      lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
+    env = _env()
+    log = tmp_path / "first.err"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        args = ["sweep", str(spec), "--dask-address", cluster.scheduler_address, "--json"]
+        with log.open("w") as err:
+            proc = subprocess.Popen([str(BIN / "dpgnn"), *args], env=env,
+                                    stdout=subprocess.PIPE, stderr=err, text=True)
+            try:
+                t0 = time.monotonic()
+                deadline = t0 + 240
+                busy: list[str] = []
+                while not busy:
+                    assert proc.poll() is None, log.read_text()[-3000:]
+                    assert time.monotonic() < deadline, "no task started"
+                    busy = [w for w, keys in client.processing().items()
+                            if any("train" in str(k) for k in keys)]
+                    time.sleep(0.2)
+                time.sleep(2.0)  # well into the point (imports, calibration, steps)
+                pids = client.run(os.getpid)
+                victim = busy[0]
+                os.kill(pids[victim], signal.SIGKILL)
+                killed_at = time.monotonic() - t0
+                out, _ = proc.communicate(timeout=400)
+                first_s = time.monotonic() - t0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        first_err = log.read_text()
+        done_before = _trained(home)
+        if proc.returncode == 0:
+            outcome = "completed"
+            first = json.loads(out)
+            assert first["points"] == 4
+            assert {row["cache"] for row in _table(first)} <= {"Completed", "Cached"}
+        else:
+            outcome = "failed"
+            errors = [x for x in first_err.splitlines() if x.startswith("error: ")]
+            assert proc.returncode == 1 and len(errors) == 1, first_err[-3000:]
+        # the nanny brings the killed worker back
+        client.wait_for_workers(2, timeout=60)
+        t = time.perf_counter()
+        r = _dpgnn(args, env)
+        rerun_s = time.perf_counter() - t
+    assert r.returncode == 0, r.stderr[-3000:]
+    again = json.loads(r.stdout)
+    rows = _table(again)
+    assert len(rows) == 4
+    cached = [row for row in rows if row["cache"] == "Cached"]
+    finished = set(done_before)
+    if outcome == "completed":
+        assert len(cached) == 4, rows
+    else:
+        # every point the first run finished is reused
+        reused = {str(Path(row["artifacts_dir"]) / "model.pt") for row in cached}
+        assert {p for p in finished if Path(p).parent.name in {
+            Path(row["artifacts_dir"]).name for row in rows}} <= reused
+    print(f"worker killed {killed_at:.1f} s into the sweep: first run {outcome} after "
+          f"{first_s:.1f} s; rerun {rerun_s:.1f} s with "
+          f"{len(cached)}/4 points cached")
