@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+    model_validator,
+)
 
 from dpgnn_core.io import sha256_json
 
@@ -149,6 +157,16 @@ class PrivateSpec(Spec):
             return self
         return self.model_copy(update={"batch_size": min(self.default_batch,
                                                          max(1, int(records) // 4))})
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """With ``noise_multiplier`` set, ``steps`` is resolved by the fit (train until the
+        budget is spent), never an input: it is left out of the dump, so a stored spec
+        (model.pt, cache keys, Prefect parameters) validates again."""
+        data = handler(self)
+        if self.noise_multiplier is not None and isinstance(data, dict):
+            data.pop("steps", None)
+        return data
 
     @model_validator(mode="after")
     def _until_spent(self) -> PrivateSpec:

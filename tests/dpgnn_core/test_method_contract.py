@@ -124,3 +124,16 @@ def test_registry_names_and_errors() -> None:
     # A spec given to another method's contract is refused.
     with pytest.raises(UnknownMethodError, match="dp-sage"):
         get("dp-gcn").fit(NODES, get("dp-sage").spec(epsilon=1.0))
+
+
+@pytest.mark.parametrize("name", ["dp-mlp", "dp-gcn"])
+def test_train_until_spent_model_loads_again(name: str, tmp_path: Path) -> None:
+    """A spec with a fixed noise multiplier (steps resolved by the fit) is stored without
+    steps, so the saved model's spec validates again (it did not: 'not both')."""
+    m = get(name)
+    spec = m.spec(epsilon=2.0, noise_multiplier=1.5, device="cpu")
+    assert "steps" not in spec.model_dump(mode="json")
+    fitted = m.fit(NODES, spec)
+    m.save(str(tmp_path / "model.pt"), fitted, spec, NODES)
+    _, loaded = m.load(torch.load(tmp_path / "model.pt", weights_only=True))
+    assert loaded == spec and fitted.report["steps"] >= 1
