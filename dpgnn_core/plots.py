@@ -43,7 +43,8 @@ def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
         mean = [b["test_accuracy_mean"] for b in pts]
         std = [b["test_accuracy_std"] for b in pts]
         ax.errorbar(eps, mean, yerr=std, marker="o", capsize=3, color=colours(i),
-                    label=f"{method} (n={pts[0]['seeds']} seeds)")
+                    label=f"{method} ({pts[0]['seeds']} seed"
+                          f"{'s' if pts[0]['seeds'] != 1 else ''})")
     for j, b in enumerate(sorted((b for b in best if b["epsilon"] is None),
                                  key=lambda b: b["method"])):
         if math.isnan(b["test_accuracy_mean"]):

@@ -255,6 +255,20 @@ class SweepSpec(BaseModel):
         return self
 
 
+#: The sweep of ``dpgnn demo`` (``make demo``) on the embedded graph (the dataset is filled
+#: in): three private methods at three ε with their default options, and the non-private
+#: references; one seed, so it finishes in a few minutes on 2 cores.
+DEMO_SWEEP: dict[str, Any] = {
+    "name": "demo",
+    "epsilons": [1.0, 4.0, 8.0],
+    "seeds": [0],
+    "methods": [{"method": "dp-gcn", "fixed": {"steps": 300}},
+                {"method": "gap-edp"},
+                {"method": "dp-mlp", "fixed": {"steps": 300}},
+                {"method": "gcn"}, {"method": "mlp"}],
+}
+
+
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read a sweep spec file (TOML, YAML or JSON by suffix); a relative ``dataset`` is
     taken relative to the current folder.

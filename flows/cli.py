@@ -399,31 +399,37 @@ app.command("sweep")(_sweep_command())
 
 @app.command()
 def demo(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
-    epochs: Annotated[int, typer.Option(min=1)] = 200,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Dask workers (default: one per core).")] = None,
 ) -> None:
-    """The demo pipeline: ingest the embedded synthetic graph (CSBM), train GCN and MLP,
-    log both runs to MLflow."""
-    _use_server_if_running()
-    from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
+    """The main job on the embedded dataset: a small private sweep (DP-GCN, GAP-EDP and
+    DP-MLP at three ε, with the non-private GCN and MLP as references) on a local Dask
+    cluster; prints the table, the privacy-utility plot and how to open MLflow on it."""
+    from dpgnn_core.data.ingest import load_from_spec
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.home import project_dir
+    from dpgnn_core.specs import DEMO_INGEST
+    from dpgnn_core.sweeps import DEMO_SWEEP, SweepSpec
+    from flows import clilog
 
-    summaries = []
-    from tasks.progress import status  # one live display: the training bars join it
+    home = project_dir()
+    try:
+        clilog.check_home(home)
+    except OSError as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    folder = home / "datasets" / str(DEMO_INGEST.name)
+    if not (folder / "manifest.json").is_file():  # the embedded graph, generated once
+        with _console().status("generating the embedded demo graph…"):
+            write_dataset(load_from_spec(DEMO_INGEST), folder, overwrite=True)
+    spec_file = home / "demo-sweep.json"
+    spec_file.write_text(SweepSpec(**{**DEMO_SWEEP, "dataset": str(folder)})
+                         .model_dump_json(indent=2))
+    from flows.sweep_cli import sweep_command
 
-    with status("demo: ingest -> train -> evaluate -> MLflow…"), _stdout_to_stderr():
-        from flows.pipeline import pipeline
-
-        for method in DEMO_METHODS:
-            summaries.append(pipeline(spec=TrainSpec(method=method, epochs=epochs),
-                                      ingest_spec=DEMO_INGEST))
-    for summary in summaries:
-        _print_summary(summary, as_json)
-    if not as_json:
-        from tasks.tracking import default_tracking_uri
-
-        mlflow_exe = Path(sys.executable).parent / "mlflow"
-        typer.echo(f"\nBrowse the runs: {mlflow_exe} ui --backend-store-uri "
-                   f"{default_tracking_uri()}")
+    sweep_command(spec_file, dask_address=None, workers=workers, tracking_uri=None,
+                  experiment="dpgnn-demo", refresh=False, as_json=as_json)
 
 
 @server_app.command("start")

@@ -59,8 +59,14 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     """Prefect's ``DaskTaskRunner``: on the cluster at ``dask_address``, or a
     ``LocalCluster`` of ``workers`` single-threaded worker processes (default: one per
     core)."""
+    import logging
+
     from prefect_dask.task_runners import DaskTaskRunner
 
+    # Dask's INFO records (workers started, nannies closed "by signal 9" at shutdown) are
+    # noise to a user; warnings and errors still show. Workers inherit the setting.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     if dask_address:
         return DaskTaskRunner(address=dask_address)
     n = workers or max(1, len(os.sched_getaffinity(0)))
@@ -125,6 +131,13 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
         tf = train_t.submit(dataset=ds, spec=p.spec)
         # a future as the model: Dask runs evaluate once train is done
         submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf)))  # type: ignore[call-overload]
+    from prefect.futures import as_completed
+
+    from tasks.progress import Progress
+
+    with Progress(f"sweep {sweep_spec.name}", len(submitted), unit="point") as shown:
+        for _ in as_completed([ef for _, _, ef in submitted]):
+            shown.advance()  # points done / total, in the order they finish
     rows = []
     for p, tf, ef in submitted:
         model: Any = tf.result()

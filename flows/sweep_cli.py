@@ -91,8 +91,11 @@ def sweep_command(
     if "hyperparameters" in paths:
         typer.echo(f"plot      {paths['hyperparameters']}")
     if logged.get("mlflow_parent_run_id"):
+        import sys
+
+        mlflow_exe = Path(sys.executable).parent / "mlflow"
         typer.echo(f"MLflow    parent run {logged['mlflow_parent_run_id']} in experiment "
-                   f"{experiment!r}: mlflow ui --backend-store-uri "
+                   f"{experiment!r}; open it with:\n  {mlflow_exe} ui --backend-store-uri "
                    f"{logged['mlflow_tracking_uri']}")
     if logged.get("mlflow_error"):
         typer.secho(f"warning: {logged['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
