@@ -69,6 +69,9 @@ def sweep_command(
     runner = task_runner(dask_address, workers)
     typer.echo(f"sweep {spec.name}: {len(pts)} points on "
                f"{dask_address or 'a local Dask cluster'}…", err=True)
+    import time
+
+    started_ms = int(time.time() * 1000)  # the parent run spans the whole sweep
     with clilog.captured(project_dir()) as log, _stdout_to_stderr():
         try:
             result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
@@ -76,7 +79,7 @@ def sweep_command(
             paths = write_results(result, spec)
             logged = log_sweep(result=result, spec=spec.model_dump(mode="json"),
                                paths=paths, tracking_uri=tracking_uri,
-                               experiment=experiment)
+                               experiment=experiment, start_time_ms=started_ms)
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e

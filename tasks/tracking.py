@@ -280,8 +280,8 @@ def log_run(
 
 
 def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, str],
-              tracking_uri: str | None = None, experiment: str = "dpgnn-sweeps"
-              ) -> dict[str, Any]:
+              tracking_uri: str | None = None, experiment: str = "dpgnn-sweeps",
+              start_time_ms: int | None = None) -> dict[str, Any]:
     """One MLflow parent run for a sweep (its spec as params, the results table, the best
     configurations and the plots as artifacts) and a nested child run per point (options,
     ε, seed, metrics, privacy tags); the configuration chosen on validation for each
@@ -306,7 +306,8 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
             client = MlflowClient(tracking_uri=uri)
             exp_id = _experiment(client, experiment, uri)
             now = int(time.time() * 1000)
-            parent = client.create_run(exp_id, run_name=spec["name"], tags={
+            parent = client.create_run(exp_id, run_name=spec["name"],
+                                       start_time=start_time_ms, tags={
                 "mlflow.runName": spec["name"], "dpgnn.sweep": "true",
                 "dpgnn.dataset_sha256": ds["content_sha256"],
                 "dpgnn.selection": str(spec.get("selection"))}).info.run_id
