@@ -26,7 +26,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(BIN)/mypy dpgnn_core tasks flows
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
