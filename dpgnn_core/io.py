@@ -234,3 +234,17 @@ def atomic_dir(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+def parse_mapping(text: str, suffix: str) -> Any:
+    """Parse a spec file's text by its suffix: ``.toml``, ``.yaml``/``.yml``, else JSON.
+    The parsers' own errors (naming line and column) propagate."""
+    if suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    if suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text)
+    return json.loads(text)

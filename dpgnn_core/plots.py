@@ -27,6 +27,16 @@ def _pyplot() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG atomically and close it."""
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
+
+
 def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
                     title: str = "") -> Path:
     """Test accuracy vs ε (log axis): per private method the configuration with the best
@@ -63,12 +73,7 @@ def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
     ax.set_title(title or "privacy-utility: configuration chosen on validation")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path | None:
@@ -120,9 +125,4 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dpgnn_core.errors import DataError
+from dpgnn_core.io import parse_mapping
 from dpgnn_core.specs import NON_PRIVATE_METHODS, Spec, method_specs, parse_spec
 
 
@@ -283,18 +284,7 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     except OSError as e:
         raise DataError(f"cannot read the sweep spec: {e.strerror or e}", path=path) from e
     try:
-        if path.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            import json
-
-            data = json.loads(text)
+        data = parse_mapping(text, path.suffix)
     except Exception as e:  # the parsers' own errors name line and column
         raise DataError(f"cannot parse the sweep spec: {e}", path=path) from e
     if not isinstance(data, dict):

@@ -10,7 +10,6 @@ options given on the command line win over ``--set``, which wins over the file.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import typing
 from pathlib import Path
@@ -125,17 +124,9 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
 
 def _load_config(path: Path) -> dict[str, Any]:
     """A spec file's mapping (TOML, YAML or JSON by suffix)."""
-    text = path.read_text()
-    if path.suffix == ".toml":
-        import tomllib
+    from dpgnn_core.io import parse_mapping
 
-        data = tomllib.loads(text)
-    elif path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+    data = parse_mapping(path.read_text(), path.suffix)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a spec file holds a mapping of options")
     return data
