@@ -286,7 +286,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     try:
         data = parse_mapping(text, path.suffix)
     except Exception as e:  # the parsers' own errors name line and column
-        raise DataError(f"cannot parse the sweep spec: {e}", path=path) from e
+        reason = " ".join(str(e).split())  # PyYAML's message spans lines (a caret)
+        raise DataError(f"cannot parse the sweep spec: {reason}", path=path) from e
     if not isinstance(data, dict):
         raise DataError("a sweep spec is a mapping", path=path)
     try:

@@ -232,9 +232,7 @@ def test_load_spec_files(tmp_path: Path, suffix: str) -> None:
 
 @pytest.mark.parametrize("name,text,says", [
     ("broken.toml", "name = \n", "cannot parse"),
-    pytest.param("broken.yaml", "name: [unclosed\n", "cannot parse", marks=pytest.mark.xfail(
-        strict=True, reason="load_sweep_spec keeps PyYAML's multi-line message (line, "
-        "caret): dpgnn_core/sweeps.py should join it into one line; `dpgnn sweep` does")),
+    ("broken.yaml", "name: [unclosed\n", "cannot parse"),
     ("broken.json", "{\"name\": ", "cannot parse"),
     ("list.json", "[1, 2]", "a sweep spec is a mapping"),
     ("fields.toml", "name = \"x\"\ndataset = \"d\"\nepsilons = [1]\n"
