@@ -23,7 +23,7 @@ BIN = Path(sys.executable).parent / "dpgnn"
 def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     write_dataset(csbm(num_nodes=600, seed=4), tmp_path / "ds")
     home = tmp_path / "home"
-    steps = 4000
+    steps = 2000
     args = [str(BIN), "--home", str(home), "run", "dp-mlp", "--epsilon", "4", "--steps",
             str(steps), "--batch-size", "32", "--hidden", "8", "--device", "cpu",
             "--dataset", str(tmp_path / "ds"), "--json"]
