@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,21 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"real datasets not found at {SHARED} (clone with ../shared beside it)")
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _cli_environment() -> Iterator[None]:
+    """The CLI's global options write the environment (``--home`` sets DPGNN_HOME,
+    ``--verbose`` DPGNN_VERBOSE) of the process that runs it: restore both after every
+    test, so an in-process CLI call cannot leak into the next test or the subprocesses it
+    starts."""
+    saved = {k: os.environ.get(k) for k in ("DPGNN_HOME", "DPGNN_VERBOSE")}
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
