@@ -394,10 +394,15 @@ def _sweep_command() -> Any:
     return sweep_command
 
 
-app.command("sweep")(_sweep_command())
+app.command("sweep", help="Run a sweep: every (method, options, ε, seed) point of "
+            "SPEC_FILE through the cached pipeline tasks on Dask; results table, "
+            "privacy-utility plot, nested MLflow runs.")(_sweep_command())
 
 
-@app.command()
+@app.command(help="The main job on the embedded dataset: a small private sweep (DP-GCN, "
+             "GAP-EDP and DP-MLP at three ε, with the non-private GCN and MLP as references) "
+             "on a local Dask cluster; prints the table, the privacy-utility plot and how to "
+             "open MLflow on it.")
 def demo(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     workers: Annotated[int | None, typer.Option(
