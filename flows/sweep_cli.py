@@ -120,7 +120,7 @@ def _print_table(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table("method", "ε", "configuration (best on validation)", "val acc",
-                  "test acc (mean ± std)", "seeds", "candidates", title="sweep results")
+                  "test acc (mean ± std)", "seeds", "configurations", title="sweep results")
     for b in sorted(result["best"], key=lambda b: (b["method"], b["epsilon"] or math.inf)):
         conf = ", ".join(f"{k}={v}" for k, v in sorted(b["config"].items())) or "defaults"
         table.add_row(b["method"], "∞" if b["epsilon"] is None else f"{b['epsilon']:g}",
