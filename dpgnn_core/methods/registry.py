@@ -101,7 +101,6 @@ class Method:
     _save: Callable[[str, Fitted, Any, GraphData], None]
     _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
-    _preflight: Callable[[Any, Mapping[str, Any]], None] | None = None
 
     def options(self) -> list[str]:
         """The spec fields a user may set (the fixed ones excluded)."""
@@ -141,8 +140,6 @@ class Method:
 
         self._check_spec(spec)
         preflight.check(spec, manifest)
-        if self._preflight is not None:  # a method's own, beyond its family's
-            self._preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
         """Train ``spec`` on ``data``. The result's report is a frozen
@@ -261,7 +258,7 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
 
 def _node_private_family(family: str, spec_type: type[Spec], module: str, train: str,
                          save: str, load: str, evaluate: str, names: dict[str, dict[str, Any]],
-                         protection: str, preflight: str | None = None) -> None:
+                         protection: str) -> None:
     import importlib
 
     mod = importlib.import_module(f"dpgnn_core.methods.{module}")
@@ -283,8 +280,7 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
                         fixed=MappingProxyType({"method": name, **fixed}), task="node",
                         private=True,
                         protection=protection, _fit=fit, _ledger_for=mod.ledger_for,
-                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_,
-                        _preflight=getattr(mod, preflight) if preflight else None))
+                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_))
 
 
 def _register_all() -> None:
