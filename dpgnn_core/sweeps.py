@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import parse_mapping
-from dpgnn_core.specs import NON_PRIVATE_METHODS, Spec, method_specs, parse_spec
+from dpgnn_core.specs import NON_PRIVATE_METHODS, IngestSpec, Spec, method_specs, parse_spec
 
 
 class RandomOption(BaseModel):
@@ -215,7 +215,10 @@ class SweepSpec(BaseModel):
 
     Args:
         name (str): the sweep's name (folder and MLflow parent run).
-        dataset (str): an ingested dataset folder.
+        dataset (str or IngestSpec): an ingested dataset folder, or what to ingest (a
+            table ``format``, ``source``, ``options``, as ``dpgnn ingest`` takes them): the
+            sweep command ingests it once into the project (``$DPGNN_HOME/datasets``) and
+            reuses that folder on every rerun, so one spec file holds the whole experiment.
         methods (list of MethodSearch): what to run.
         epsilons (list of float): target ε of every private method's points (non-private
             methods run once per configuration and seed). (default: ``[]``)
@@ -235,7 +238,7 @@ class SweepSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    dataset: str
+    dataset: str | IngestSpec
     methods: list[MethodSearch] = Field(min_length=1)
     epsilons: list[float] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
@@ -271,8 +274,8 @@ DEMO_SWEEP: dict[str, Any] = {
 
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read a sweep spec file (TOML, YAML or JSON by suffix); a relative ``dataset`` is
-    taken relative to the current folder.
+    """Read a sweep spec file (TOML, YAML or JSON by suffix); a relative ``dataset`` folder
+    or ingest ``source`` is taken relative to the current folder.
 
     Raises:
         DataError: the file cannot be read or does not validate (one line naming the file
@@ -293,8 +296,17 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     try:
         return SweepSpec(**data)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
+        errors = e.errors()
+        # ``dataset`` is a folder or an ingest table: name the failure of the form given
+        # (not "should be a valid string" for a table), without pydantic's union tags.
+        def tag(loc: Any) -> str:  # pydantic's name of the union member, or ""
+            return str(loc[1]) if len(loc) > 1 and loc[0] == "dataset" else ""
+
+        as_table = not isinstance(data.get("dataset"), str)
+        first = next((x for x in errors if tag(x.get("loc", ()))
+                      and (tag(x["loc"]) != "str") == as_table), errors[0])
+        loc = first.get("loc", ())
+        where = ".".join(str(p) for i, p in enumerate(loc) if not (i == 1 and tag(loc)))
         raise DataError(str(first.get("msg", e)).removeprefix("Value error, "), path=path,
                         field=where or None, value=first.get("input")
                         if where else None) from e

@@ -27,7 +27,7 @@ from dpgnn_core.io import sha256_json
 from dpgnn_core.sweeps import SweepSpec, best_per_method_and_epsilon, points, selection_note
 from tasks.config import code_version, project_dir
 from tasks.evaluate import evaluate
-from tasks.ingest import dataset_summary
+from tasks.ingest import dataset_summary, ensure_ingested
 from tasks.train import train
 
 
@@ -117,6 +117,10 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     from flows.pipeline import _intact
 
     pts = points(sweep_spec)
+    if not isinstance(sweep_spec.dataset, str):  # an ingest spec: once into the project
+        sweep_spec = sweep_spec.model_copy(
+            update={"dataset": str(ensure_ingested(sweep_spec.dataset))})
+    assert isinstance(sweep_spec.dataset, str)
     ds = dataset_summary(sweep_spec.dataset)
     train_t = train.with_options(refresh_cache=True) if refresh else train
     eval_t = evaluate.with_options(refresh_cache=True) if refresh else evaluate

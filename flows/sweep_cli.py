@@ -36,6 +36,7 @@ def sweep_command(
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from dpgnn_core.methods import preflight
+    from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
     from flows.cli import _err, _stdout_to_stderr, _use_server_if_running
@@ -43,13 +44,6 @@ def sweep_command(
     try:
         spec = load_sweep_spec(spec_file)
         pts = points(spec)
-        manifest_path = Path(spec.dataset) / "manifest.json"
-        if not manifest_path.is_file():
-            raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
-                             "(no manifest.json); create one with `dpgnn ingest`")
-        manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
-        for p in pts:
-            preflight.check(p.spec, manifest)
         clilog.check_home(project_dir())
         if tracking_uri:
             from tasks.tracking import check_tracking_uri
@@ -59,6 +53,20 @@ def sweep_command(
             from flows.sweep import check_cluster
 
             check_cluster(dask_address)
+        if isinstance(spec.dataset, IngestSpec):  # ingested once into the project
+            from tasks.ingest import ensure_ingested
+
+            typer.echo(f"sweep {spec.name}: dataset {spec.dataset.format} "
+                       f"{spec.dataset.source or ''}…", err=True)
+            spec = spec.model_copy(update={"dataset": str(ensure_ingested(spec.dataset))})
+        assert isinstance(spec.dataset, str)
+        manifest_path = Path(spec.dataset) / "manifest.json"
+        if not manifest_path.is_file():
+            raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
+                             "(no manifest.json); create one with `dpgnn ingest`")
+        manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
+        for p in pts:
+            preflight.check(p.spec, manifest)
     except (DpgnnError, OSError, ValueError) as e:
         _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e

@@ -32,6 +32,18 @@ def _default_out(spec: IngestSpec) -> Path:
     return project_dir() / "datasets" / f"{spec.name or spec.format}-{key[:12]}"
 
 
+def ensure_ingested(spec: IngestSpec) -> Path:
+    """The project's folder of ``spec`` (``$DPGNN_HOME/datasets/<name>-<key>``, the
+    ``ingest`` task's default), ingested now unless a complete one is there already. The
+    key hashes the spec and the source files' fingerprint, so changed raw files or options
+    give a new folder. Runs without Prefect (the sweep command calls it before its flow, so
+    the points' pre-checks can read the manifest); written atomically."""
+    folder = _default_out(spec)
+    if not (folder / "manifest.json").is_file():
+        write_dataset(load_from_spec(spec), folder, overwrite=folder.exists())
+    return folder
+
+
 def _extra(params: dict[str, Any]) -> Any:
     spec = params["spec"]
     out = params.get("out") or _default_out(spec)

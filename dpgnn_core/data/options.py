@@ -69,8 +69,9 @@ class ErGraphsOptions(_Options):
     seed: Seed = 0
 
 
-class PlanetoidOptions(_Options):
-    """:func:`~dpgnn_core.data.loaders.load_planetoid` (the public split: no options)."""
+class PlanetoidOptions(_SplitFractions):
+    """:func:`~dpgnn_core.data.loaders.load_planetoid`: the public split, or with
+    ``fractions`` a random stratified train/val/test split of every labelled node."""
 
 
 class Facebook100Options(_SplitFractions):

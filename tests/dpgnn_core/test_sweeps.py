@@ -13,6 +13,7 @@ import pytest
 
 from dpgnn_core import plots
 from dpgnn_core.errors import DataError
+from dpgnn_core.specs import IngestSpec
 from dpgnn_core.sweeps import (
     MethodSearch,
     SweepSpec,
@@ -251,6 +252,32 @@ def test_a_bad_spec_file_is_one_line_naming_the_file(tmp_path: Path, name: str,
     msg = str(e.value)
     assert "\n" not in msg and says in msg and f"file {path}" in msg
     assert e.value.path == str(path)
+
+
+def test_dataset_may_be_an_ingest_table(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('name = "x"\nepsilons = [1]\n[dataset]\nformat = "planetoid"\n'
+                    'source = "raw/Cora"\noptions = {fractions = [0.75, 0.1, 0.15]}\n'
+                    '[[methods]]\nmethod = "dp-mlp"\n')
+    spec = load_sweep_spec(path)
+    assert isinstance(spec.dataset, IngestSpec)
+    assert spec.dataset.options == {"fractions": [0.75, 0.1, 0.15]}
+    assert len(points(spec)) == 1
+
+
+@pytest.mark.parametrize("table,field,says", [
+    ('format = "nope"\nsource = "a"', "dataset.format", "'planetoid'"),
+    ('format = "planetoid"', "dataset", "needs a source path"),
+    ('format = "planetoid"\nsource = "a"\nbogus = 1', "dataset.bogus", "Extra inputs"),
+])
+def test_a_bad_ingest_table_names_its_field(tmp_path: Path, table: str, field: str,
+                                            says: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "x"\n[dataset]\n{table}\n[[methods]]\nmethod = "mlp"\n')
+    with pytest.raises(DataError) as e:
+        load_sweep_spec(path)
+    assert e.value.field == field and says in str(e.value)
+    assert "valid string" not in str(e.value)  # not the folder form's complaint
 
 
 def test_a_bad_field_in_a_spec_file_is_named(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from dpgnn_core.data.clean import to_undirected
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
 _PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph")
@@ -36,13 +37,20 @@ def _dense(m: Any) -> np.ndarray:
     return np.asarray(m.todense() if sp.issparse(m) else m)
 
 
-def load_planetoid(source: str | Path, name: str | None = None) -> GraphData:
-    """Read a Planetoid dataset with its public split.
+def load_planetoid(source: str | Path, name: str | None = None,
+                   fractions: tuple[float, float, float] | None = None,
+                   seed: int = 0) -> GraphData:
+    """Read a Planetoid dataset with its public split, or a stratified random one.
 
     Args:
         source (str or Path): the folder holding ``ind.<name>.*``.
         name (str, optional): dataset name (``cora``, ``citeseer``, ``pubmed``); inferred
             from the files when omitted. (default: :obj:`None`)
+        fractions (tuple, optional): train/val/test fractions of a random split of every
+            labelled node, stratified by label, instead of the public split (whose 140
+            training nodes on Cora are too few for node-level DP training: a batch would
+            be most of the set). (default: :obj:`None`, the public split)
+        seed (int, optional): seed of that split. (default: :obj:`0`)
 
     The raw adjacency (a dict of neighbour lists) is symmetrised and coalesced, as PyG does;
     the manifest records how many raw entries were merged or were self-loops.
@@ -92,15 +100,21 @@ def load_planetoid(source: str | Path, name: str | None = None) -> GraphData:
     loops = ei[0] == ei[1]
     ei = to_undirected(ei[:, ~loops], n)
 
-    split = np.full(n, UNUSED, dtype=np.int8)
-    split[np.arange(n_train)] = TRAIN
-    split[np.arange(n_train, n_train + 500)] = VAL
-    split[test_idx] = TEST
-    split[(split != UNUSED) & (y < 0)] = UNUSED  # Citeseer's padded test rows carry no label
+    if fractions is None:
+        split = np.full(n, UNUSED, dtype=np.int8)
+        split[np.arange(n_train)] = TRAIN
+        split[np.arange(n_train, n_train + 500)] = VAL
+        split[test_idx] = TEST
+        split[(split != UNUSED) & (y < 0)] = UNUSED  # Citeseer's padded test rows: no label
+        split_meta: dict[str, Any] = {"scheme": "planetoid-public", "seed": None}
+    else:
+        split = stratified_split(y, fractions, rng=np.random.default_rng(seed))
+        split_meta = {"scheme": "random-stratified", "fractions": list(fractions),
+                      "seed": seed}
     num_classes = int(y_onehot.shape[1])
     meta = {
         "source": provenance("planetoid", source, [*paths.values(), test_path], name=name),
-        "split": {"scheme": "planetoid-public", "seed": None},
+        "split": split_meta,
         "cleaning": {
             "raw_adjacency_entries": int(raw),
             "self_loops_removed": int(loops.sum()),

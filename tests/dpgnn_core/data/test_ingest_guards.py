@@ -127,7 +127,9 @@ def test_stale_temp_folders_of_dead_writers_are_removed(tmp_path: Path) -> None:
     ("tu", {"fractions": [0.5, "x", 0.2]}, ["fractions=[0.5, 'x', 0.2]", "(tu loader)"]),
     ("csv", {"undirected": "yes"}, ["undirected='yes'", "valid boolean", "(csv loader)"]),
     ("csv", {"seed": -1}, ["seed=-1", "greater than or equal to 0"]),
-    ("planetoid", {"seed": 1}, ["unknown option 'seed'", "(planetoid loader)"]),
+    ("planetoid", {"split": 1}, ["unknown option 'split'", "fractions", "(planetoid loader)"]),
+    ("planetoid", {"fractions": [0.5, 0.2, 0.2]}, ["fractions", "sum to 1",
+                                                    "(planetoid loader)"]),
     ("ogb", {"one_hot": 1}, ["one_hot=1", "valid boolean", "(ogb loader)"]),
 ])
 def test_bad_loader_options_are_refused_before_loading(

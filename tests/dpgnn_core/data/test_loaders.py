@@ -29,6 +29,26 @@ def test_cora_public_split(shared: Path, tmp_path: Path) -> None:
     np.testing.assert_array_equal(back.x, d.x)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cora_stratified_split(shared: Path, seed: int) -> None:
+    src = shared / "planetoid" / "Cora" / "raw"
+    public = load_planetoid(src)
+    d = load_planetoid(src, fractions=(0.75, 0.10, 0.15), seed=seed)
+    # Same graph, features and labels; only the split differs.
+    np.testing.assert_array_equal(d.x, public.x)
+    np.testing.assert_array_equal(d.y, public.y)
+    c = d.split_counts()
+    assert c["unused"] == 0 and c["train"] + c["val"] + c["test"] == 2708
+    assert abs(c["train"] - 0.75 * 2708) <= 7 and abs(c["test"] - 0.15 * 2708) <= 7
+    # Stratified: every class keeps (about) its share of the training split.
+    share = np.bincount(d.y[d.mask("train")], minlength=7) / c["train"]
+    np.testing.assert_allclose(share, np.bincount(d.y, minlength=7) / 2708, atol=0.01)
+    assert d.meta["split"] == {"scheme": "random-stratified", "fractions": [0.75, 0.1, 0.15],
+                               "seed": seed}
+    other = load_planetoid(src, fractions=(0.75, 0.10, 0.15), seed=seed + 7)
+    assert not np.array_equal(d.split, other.split)
+
+
 def test_planetoid_missing_part(shared: Path, tmp_path: Path) -> None:
     src = shared / "planetoid" / "Cora" / "raw"
     for p in src.iterdir():
