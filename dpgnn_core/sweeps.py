@@ -25,6 +25,7 @@ does not take is an error naming it. Light to import (no torch).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random as _random
 from collections.abc import Mapping, Sequence
@@ -266,9 +267,9 @@ DEMO_SWEEP: dict[str, Any] = {
     "name": "demo",
     "epsilons": [1.0, 4.0, 8.0],
     "seeds": [0],
-    "methods": [{"method": "dp-gcn", "fixed": {"steps": 300}},
+    "methods": [{"method": "dp-gcn"},
                 {"method": "gap-edp"},
-                {"method": "dp-mlp", "fixed": {"steps": 300}},
+                {"method": "dp-mlp"},
                 {"method": "gcn"}, {"method": "mlp"}],
 }
 
@@ -420,3 +421,35 @@ def selection_note(candidates: int) -> str:
     (``selection = "flagged"``)."""
     return (f"selected among {candidates} candidate configurations on validation accuracy "
             "(reads validation labels of every candidate, without noise)")
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The sweep's results as a Markdown table (what benchmarks/RESULTS.md quotes): one line
+    per (method, configuration, ε), mean ± sample std over seeds of validation and test
+    accuracy; ``*`` marks the configuration chosen on validation for its (method, ε).
+    Sorted by method, ε, then configuration."""
+    chosen = {(b["method"], b["epsilon"], b["config_id"])
+              for b in best_per_method_and_epsilon(rows)}
+
+    def cell(rec: Mapping[str, Any], k: str) -> str:
+        m, s = rec[f"{k}_mean"], rec[f"{k}_std"]
+        return "-" if math.isnan(m) else f"{m:.3f} ± {s:.3f}"
+
+    def options(config: Any) -> str:
+        if isinstance(config, str):
+            config = json.loads(config)
+        shown = {k: v for k, v in sorted(config.items()) if k != "method"}
+        return ", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
+
+    lines = ["| method | options | ε | seeds | val accuracy | test accuracy |",
+             "|---|---|---|---|---|---|"]
+    recs = sorted(aggregate(rows), key=lambda r: (
+        r["method"], math.inf if r["epsilon"] is None else r["epsilon"],
+        options(r["config"])))
+    for rec in recs:
+        star = " *" if (rec["method"], rec["epsilon"], rec["config_id"]) in chosen else ""
+        eps = "∞ (non-private)" if rec["epsilon"] is None else f"{rec['epsilon']:g}"
+        lines.append(f"| {rec['method']}{star} | {options(rec['config'])} | {eps} | "
+                     f"{rec['seeds']} | {cell(rec, 'val_accuracy')} | "
+                     f"{cell(rec, 'test_accuracy')} |")
+    return "\n".join(lines) + "\n"

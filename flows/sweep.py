@@ -24,7 +24,13 @@ from prefect import flow
 
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.io import sha256_json
-from dpgnn_core.sweeps import SweepSpec, best_per_method_and_epsilon, points, selection_note
+from dpgnn_core.sweeps import (
+    SweepSpec,
+    best_per_method_and_epsilon,
+    markdown_table,
+    points,
+    selection_note,
+)
 from tasks.config import code_version, project_dir
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -190,6 +196,9 @@ def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:
         pacsv.write_csv(table, tmp)
     write_json_atomic(paths["spec"], spec.model_dump(mode="json"))
     write_json_atomic(paths["best"], result["best"])
+    paths["summary"] = str(folder / "summary.md")
+    with atomic_file(paths["summary"]) as tmp:
+        Path(tmp).write_text(markdown_table(result["rows"]))
     paths["privacy_utility"] = str(plots.privacy_utility(
         result["rows"], folder / "privacy_utility.png",
         title=f"{spec.name} on {result['dataset']['name']}"))

@@ -97,7 +97,7 @@ def sweep_command(
         print(json.dumps(_nan_to_none(summary), default=str, allow_nan=False))
         return
     _print_table(result)
-    typer.echo(f"\ntable     {paths['table']} (and .csv)")
+    typer.echo(f"\ntable     {paths['table']} (and .csv; Markdown: {paths['summary']})")
     typer.echo(f"plot      {paths['privacy_utility']}")
     if "hyperparameters" in paths:
         typer.echo(f"plot      {paths['hyperparameters']}")

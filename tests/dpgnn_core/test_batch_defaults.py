@@ -21,7 +21,7 @@ GRAPHS = er_graphs(num_graphs=60, split=(20, 20, 20), seed=9)
 
 
 @pytest.mark.parametrize(("name", "expected"), [
-    ("dp-gcn", 10), ("dp-mlp", 10), ("drw-gcn", 2), ("gap-ndp", 10), ("dp-graph-gcn", 5)])
+    ("dp-gcn", 40), ("dp-mlp", 40), ("drw-gcn", 2), ("gap-ndp", 10), ("dp-graph-gcn", 5)])
 def test_unset_batch_size_adapts_to_few_records(name: str, expected: int) -> None:
     m = get(name)
     opts = {"epsilon": 8.0, "steps": 3, "hidden": 8, "device": "cpu"}
@@ -33,7 +33,7 @@ def test_unset_batch_size_adapts_to_few_records(name: str, expected: int) -> Non
     spec = m.spec(**opts)
     assert spec.batch_size is None
     data = GRAPHS if m.task == "graph" else NODES
-    fitted = m.fit(data, spec)  # the 256 (64) of the old defaults would be refused here
+    fitted = m.fit(data, spec)  # a fixed 256 (64) would be refused here
     assert fitted.report["epsilon"] <= 8.0
     if name != "gap-ndp":
         assert fitted.report["batch_size"] == expected
@@ -50,4 +50,6 @@ def test_batch_size_given_is_kept_and_checked() -> None:
     with pytest.raises(DataError, match="batch size 41 exceeds the 40 training nodes"):
         get("dp-gcn").fit(NODES, spec)
     big = get("dp-gcn").spec(epsilon=8.0).with_batch_size(10**6)
-    assert big.batch_size == 256  # the usual batch on large data
+    assert big.batch_size == 16384  # the largest default batch, on large data
+    assert get("gap-ndp").spec(epsilon=8.0, max_degree=5).with_batch_size(10**6
+                                                                           ).batch_size == 256

@@ -20,6 +20,7 @@ from dpgnn_core.sweeps import (
     aggregate,
     best_per_method_and_epsilon,
     load_sweep_spec,
+    markdown_table,
     points,
 )
 
@@ -159,6 +160,20 @@ def test_aggregate_mean_and_sample_std_by_hand() -> None:
     m = agg[("mlp", "m", None)]  # a NaN is left out of the mean, not propagated
     assert m["val_accuracy_mean"] == pytest.approx(0.85)
     assert m["test_accuracy_mean"] == pytest.approx(0.85) and m["test_accuracy_std"] == 0.0
+
+
+def test_markdown_table_means_stds_and_the_chosen_row() -> None:
+    rows = [_row("dp-mlp", "a", 4.0, s, v, t, lr=0.1)
+            for s, v, t in [(0, 0.50, 0.40), (1, 0.60, 0.44), (2, 0.70, 0.54)]]
+    rows += [_row("dp-mlp", "b", 4.0, s, 0.55, 0.9, lr=0.01) for s in range(3)]
+    rows += [_row("mlp", "m", None, 0, 0.9, 0.8)]
+    lines = markdown_table(rows).splitlines()
+    assert lines[0].startswith("| method | options | ε | seeds |") and len(lines) == 5
+    # sorted by method, ε, options; the chosen configuration (validation 0.60 > 0.55, even
+    # though its test accuracy is lower) is starred
+    assert lines[2] == "| dp-mlp | lr=0.01 | 4 | 3 | 0.550 ± 0.000 | 0.900 ± 0.000 |"
+    assert lines[3] == "| dp-mlp * | lr=0.1 | 4 | 3 | 0.600 ± 0.100 | 0.460 ± 0.072 |"
+    assert lines[4] == "| mlp * | defaults | ∞ (non-private) | 1 | 0.900 ± 0.000 | 0.800 ± 0.000 |"
 
 
 def test_best_is_chosen_on_validation_never_on_test() -> None:
