@@ -267,8 +267,8 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
 
     Args:
         max_degree (int): in-degree bound K. (default: 2)
-        batch_size (int): subgraphs per step m. (default: min(16384, N), every training
-            node's subgraph on all but very large graphs: :class:`LargeBatchDefaults`)
+        batch_size (int): subgraphs per step m. (default: min(16384, N): every training
+            node's subgraph on all but very large graphs)
         steps (int): training steps T. (default: 60)
         lr (float): learning rate. (default: 2e-2)
         hidden (int): latent size. (default: 64)
@@ -364,7 +364,8 @@ class DpMlpSpec(LargeBatchDefaults, PrivateSpec):
         hidden (int): hidden width. (default: 64)
         layers (int): linear layers. (default: 2)
         batch_size (int): expected rows per step; the Poisson rate is batch_size / N.
-            (default: min(16384, N): :class:`LargeBatchDefaults`)
+            (default: min(16384, N): every row on all but very large
+            graphs)
         steps (int): training steps T. (default: 60)
         lr (float): learning rate. (default: 2e-2)
         clip (float): per-row clipping norm C. (default: 1.0)
