@@ -76,6 +76,22 @@ def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
     return _save(plt, fig, path)
 
 
+def _hashable(value: Any) -> Any:
+    """An option's value as a dict key: lists (a budget split, layer clips) as tuples."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+def _order(value: Any) -> tuple[int, float, str]:
+    """Numbers first, by value; anything else (strings, tuples, None) by its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
 def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path | None:
     """Mean validation accuracy against each option that takes more than one value in the
     sweep, one panel per (method, option), one line per ε. Returns ``path``, or None when
@@ -102,9 +118,9 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
             by_value: dict[Any, list[float]] = {}
             for a in recs:
                 if a["epsilon"] == eps and not math.isnan(a["val_accuracy_mean"]):
-                    by_value.setdefault(a["config"].get(key), []).append(
+                    by_value.setdefault(_hashable(a["config"].get(key)), []).append(
                         a["val_accuracy_mean"])
-            xs = sorted(by_value, key=lambda v: (isinstance(v, str), v))
+            xs = sorted(by_value, key=_order)
             # several configurations share a value of this option: show the best of them
             ys = [max(by_value[x]) for x in xs]
             numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -334,3 +334,14 @@ def test_hyperparameter_plot_is_none_when_nothing_varies(tmp_path: Path) -> None
     only_ref = [r for r in rows if r["epsilon"] is None]
     path = plots.privacy_utility(only_ref, tmp_path / "pu.png")
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_hyperparameter_plot_takes_list_and_mixed_option_values(tmp_path: Path) -> None:
+    """A GAP budget split is a list, and a grid may mix numbers with None: the sweep's
+    results must still be written (this crashed after every point had run)."""
+    rows = [_row("gap-edp", f"c{i}", 4.0, 0, 0.5 + 0.1 * i, 0.5, budget_split=split,
+                 max_degree=d)
+            for i, (split, d) in enumerate([([0.5, 0.5], None), ([0.2, 0.8], 10),
+                                            ([0.5, 0.5], 10)])]
+    path = plots.hyperparameters(rows, tmp_path / "hp.png")
+    assert path is not None and path.read_bytes()[:8] == PNG_MAGIC
