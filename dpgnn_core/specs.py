@@ -296,7 +296,6 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
     has_non_private_mode: ClassVar[bool] = True
     method: Literal["dp-gcn", "dp-sage", "dp-gin", "dp-gat"]
     max_degree: int = Field(2, ge=1)
-    batch_size: int | None = Field(None, ge=1)
     steps: int = Field(60, ge=1)
     lr: float = Field(2e-2, gt=0)
     hidden: int = Field(64, ge=1)
@@ -381,7 +380,6 @@ class DpMlpSpec(LargeBatchDefaults, PrivateSpec):
     method: Literal["dp-mlp"] = "dp-mlp"
     hidden: int = Field(64, ge=1)
     layers: int = Field(2, ge=1, le=8)
-    batch_size: int | None = Field(None, ge=1)
     steps: int = Field(60, ge=1)
     lr: float = Field(2e-2, gt=0)
 

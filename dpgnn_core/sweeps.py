@@ -25,7 +25,6 @@ does not take is an error naming it. Light to import (no torch).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import random as _random
 from collections.abc import Mapping, Sequence
@@ -435,9 +434,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
         m, s = rec[f"{k}_mean"], rec[f"{k}_std"]
         return "-" if math.isnan(m) else f"{m:.3f} ± {s:.3f}"
 
-    def options(config: Any) -> str:
-        if isinstance(config, str):
-            config = json.loads(config)
+    def options(config: Mapping[str, Any]) -> str:
         shown = {k: v for k, v in sorted(config.items()) if k != "method"}
         return ", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
 

@@ -103,6 +103,14 @@ def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
             "config": dict(point.config)}
 
 
+def with_dataset_folder(spec: SweepSpec) -> SweepSpec:
+    """``spec`` with its ``dataset`` a folder: an ingest table is ingested once into the
+    project (:func:`tasks.ingest.ensure_ingested`) and replaced by that folder."""
+    if isinstance(spec.dataset, str):
+        return spec
+    return spec.model_copy(update={"dataset": str(ensure_ingested(spec.dataset))})
+
+
 @flow(name="dpgnn-sweep", persist_result=False, log_prints=False)
 def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     """Run every point of ``sweep_spec`` (on the flow's task runner: see
@@ -123,9 +131,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     from flows.pipeline import _intact
 
     pts = points(sweep_spec)
-    if not isinstance(sweep_spec.dataset, str):  # an ingest spec: once into the project
-        sweep_spec = sweep_spec.model_copy(
-            update={"dataset": str(ensure_ingested(sweep_spec.dataset))})
+    sweep_spec = with_dataset_folder(sweep_spec)
     assert isinstance(sweep_spec.dataset, str)
     ds = dataset_summary(sweep_spec.dataset)
     train_t = train.with_options(refresh_cache=True) if refresh else train

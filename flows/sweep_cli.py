@@ -54,11 +54,11 @@ def sweep_command(
 
             check_cluster(dask_address)
         if isinstance(spec.dataset, IngestSpec):  # ingested once into the project
-            from tasks.ingest import ensure_ingested
+            from flows.sweep import with_dataset_folder
 
             typer.echo(f"sweep {spec.name}: dataset {spec.dataset.format} "
                        f"{spec.dataset.source or ''}…", err=True)
-            spec = spec.model_copy(update={"dataset": str(ensure_ingested(spec.dataset))})
+            spec = with_dataset_folder(spec)
         assert isinstance(spec.dataset, str)
         manifest_path = Path(spec.dataset) / "manifest.json"
         if not manifest_path.is_file():
