@@ -142,3 +142,33 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     return _save(plt, fig, path)
+
+
+def budget_over_time(series: Mapping[str, Sequence[tuple[str, float]]],
+                     budgets: Mapping[str, float | None], path: str | Path,
+                     title: str = "") -> Path:
+    """Cumulative ε over time, one step line per (dataset, unit) in ``series`` (ISO time,
+    ε after that release), with the dataset's budget as a dashed line of the same colour
+    (``budgets``, by the same label; None: no budget set). Returns ``path``."""
+    from datetime import datetime
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    colours = plt.get_cmap("tab10")
+    for i, (label, pts) in enumerate(sorted(series.items())):
+        if not pts:
+            continue
+        times = [datetime.fromisoformat(t) for t, _ in pts]
+        eps = [e for _, e in pts]
+        ax.step(times, eps, where="post", marker="o", color=colours(i % 10), label=label)
+        cap = budgets.get(label)
+        if cap is not None:
+            ax.axhline(cap, ls="--", lw=1.2, color=colours(i % 10),
+                       label=f"budget of {label.split(' ')[0]}: ε = {cap:g}")
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylabel("cumulative ε (composition of every release)")
+    ax.set_title(title or "privacy budget spent per dataset and protected unit")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.autofmt_xdate()
+    return _save(plt, fig, path)

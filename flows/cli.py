@@ -41,6 +41,15 @@ def _privacy_app() -> typer.Typer:
 app.add_typer(_privacy_app(), name="privacy")
 
 
+def _budget_app() -> typer.Typer:
+    from flows.budget_cli import app as budget_app
+
+    return budget_app
+
+
+app.add_typer(_budget_app(), name="budget")
+
+
 class Format(StrEnum):
     planetoid = "planetoid"
     facebook100 = "facebook100"

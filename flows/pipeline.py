@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
+from tasks.budget import account_after
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.refs import DatasetRef
@@ -293,6 +294,25 @@ def privacy_tags(report: dict[str, Any], state: str, *,
     return tags
 
 
+def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
+    """MLflow tags of the dataset's odometer after a run: cumulative ε of the run's unit
+    (and of every unit), the budget and what remains."""
+    if not budget:
+        return {}
+    by_unit = budget.get("dataset_epsilon_by_unit", {})
+    d = budget.get("dataset_epsilon_delta")
+    tags = {"dpgnn.dataset_epsilon_spent": f"{budget['dataset_epsilon_spent']:.4g}"
+            + (f" at δ = {d:.3g}" if d else ""),
+            "dpgnn.dataset_epsilon_by_unit": ", ".join(f"{u}: {e:.4g}"
+                                                       for u, e in by_unit.items())}
+    if budget.get("dataset_budget"):
+        b = budget["dataset_budget"]
+        tags["dpgnn.dataset_budget"] = (f"ε = {b['epsilon']:.4g} at δ = {b['delta']:.3g}; "
+                                        "remaining " + ", ".join(
+                                            f"{u}: {r:.4g}" for u, r in b["remaining"].items()))
+    return tags
+
+
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
     spec: AnySpec,
@@ -359,6 +379,9 @@ def pipeline(
     mdir = Path(model["path"])
     ledger = (json.loads((mdir / "ledger.json").read_text())
               if report["private"] and (mdir / "ledger.json").is_file() else None)
+    # The dataset's odometer: a cached release re-used here is recorded at no cost; the
+    # reading after this run goes to the summary and MLflow.
+    budget = account_after(ds, report, method, ledger) if report["private"] else {}
     spec_params = spec.model_dump(mode="json")
     privacy = privacy_params(report, ledger, spec_params)
     params = {"method": method, "privacy": privacy,
@@ -387,7 +410,8 @@ def pipeline(
                   **privacy_tags(report, states.get("train", ""), privacy=privacy,
                                  explained=bool(explained)),
                   **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
-                  "dpgnn.dataset_sha256": ds["content_sha256"]},
+                  "dpgnn.dataset_sha256": ds["content_sha256"],
+                  **budget_tags(budget)},
             tracking_uri=tracking_uri,
             experiment=experiment,
             start_time_ms=started_ms,
@@ -417,7 +441,8 @@ def pipeline(
                           "level": report.get("level"), "relation": report.get("relation"),
                           "protects": report.get("protects"),
                           "randomness": report.get("randomness"),
-                          "release": release_status(report, states.get("train", ""))}
+                          "release": release_status(report, states.get("train", "")),
+                          **budget}
     return {
         "method": method,
         "dataset": ds["name"],

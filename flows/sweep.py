@@ -31,6 +31,7 @@ from dpgnn_core.sweeps import (
     points,
     selection_note,
 )
+from tasks.budget import account_after
 from tasks.config import code_version, project_dir
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -166,6 +167,11 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
                                                                   model=model).result()
             state = "Rebuilt"
         rows.append(_row(p, model, ev, state))
+        report = model.get("report") or {}
+        if report.get("private"):  # a cached point re-used its release: recorded, no cost
+            ledger = Path(model["path"]) / "ledger.json"
+            account_after(ds, report, p.method,
+                          json.loads(ledger.read_text()) if ledger.is_file() else None)
     best = best_per_method_and_epsilon(rows)
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]

@@ -67,15 +67,19 @@ class PrivateSelection:
             draws = draw(plan, rng)
             del rng
             specs: dict[int, Any] = {}
-            cands = []
+            points_: list[tuple[Draw, Point]] = []
             for d in draws:
                 c = plan.candidates[d.index]
                 spec = (candidate_spec(plan, d) if d.index not in specs
                         else specs[d.index].model_copy(update={"seed": d.seed}))
                 specs.setdefault(d.index, spec)
-                point = Point(method=plan.method, config=c.config, config_id=c.config_id,
-                              epsilon=plan.target_epsilon, seed=d.seed, spec=spec)
-                tf = fresh.submit(dataset=ds, spec=spec)
+                points_.append((d, Point(method=plan.method, config=c.config,
+                                         config_id=c.config_id, epsilon=plan.target_epsilon,
+                                         seed=d.seed, spec=spec)))
+            reserve_tuning(ds, plan, [p.spec for _d, p in points_])
+            cands = []
+            for d, point in points_:
+                tf = fresh.submit(dataset=ds, spec=point.spec)
                 ef = evaluate_task.submit(dataset=ds, model=tf)
                 cands.append((d, point, tf, ef))
             self.submitted.append((plan, cands))
@@ -128,6 +132,33 @@ class PrivateSelection:
             rows.append(row)
             best.append(_released(plan, row, flags))
         return {"rows": rows, "best": best, "withheld": withheld}
+
+
+def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any]) -> int:
+    """Charge the dataset's budget the selection's tuning total once (ε at δ of the whole
+    mechanism, a fixed charge: :mod:`dpgnn_core.budget`), covering every candidate's
+    training, before any trains; refused (``BudgetExceeded``) when it does not fit. The
+    charge is the same whatever K was drawn (even K = 0): the odometer must not reveal K."""
+    from dpgnn_core.budget import Charge
+    from tasks.budget import flow_run_id, plan_key, store
+
+    events = [e for led in plan.ledgers() for e in led.events]
+    units = sorted({e.level for e in events})
+    relations = sorted({e.relation for e in events})
+    if len(units) != 1 or len(relations) != 1:
+        raise SelectionError(f"{plan.method}: candidates' ledgers mix units {units} or "
+                             f"relations {relations}")
+    s = store()
+    rid = s.reserve(ds["content_sha256"], ds["name"], ds["path"],
+                    Charge(fixed=(plan.epsilon, plan.delta, units[0], relations[0])),
+                    method=f"{plan.method} (private selection)",
+                    run_id=f"{flow_run_id()}:tuning", delta=plan.delta,
+                    epsilon=plan.epsilon,
+                    note=f"tuning total of a private selection at target ε = "
+                         f"{plan.target_epsilon:g}, covering its candidates",
+                    covers=[plan_key(ds, sp) for sp in specs])
+    s.mark_spent(rid)  # the secret draw has happened: spent whatever follows
+    return rid
 
 
 def _entry(plan: TuningPlan) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from dpgnn_core.serialize import torch_save
 from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
+from tasks.budget import gate_for
 from tasks.config import code_version
 from tasks.evaluate import verify_files
 from tasks.progress import Progress
@@ -83,9 +84,10 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
 
     data = load_keyed_dataset(dataset)
     folder = checkpoint_dir("gap_encoder", dataset["content_sha256"], spec, z)
-    with _module_progress(spec, "encoder") as shown, \
+    with gate_for(dataset, spec.method, spec) as gate, \
+            _module_progress(spec, "encoder") as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
-        enc, hist, events = gap.fit_encoder(data, spec, z, shown.on_step())
+        enc, hist, events = gap.fit_encoder(data, spec, z, gate.on_step(shown.on_step()))
     out = artifact_dir("gap_encoder", dataset["content_sha256"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
         torch_save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt",
@@ -125,7 +127,7 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
     enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
-    with Progress(spec.method) as shown:
+    with gate_for(dataset, spec.method, spec), Progress(spec.method) as shown:
         xs, events = gap.aggregate(data, ei, enc, spec, z, progress=shown.stage)
     assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
     out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
@@ -156,10 +158,11 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     folder = checkpoint_dir("gap_classifier", dataset["content_sha256"],
                             aggregations["files"], spec, z)
-    with _module_progress(spec, "classifier") as shown, \
+    with gate_for(dataset, spec.method, spec) as gate, \
+            _module_progress(spec, "classifier") as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
-        clf, hist, events = gap.fit_classifier(data, xs, spec, z, shown.on_step(),
-                                               encoder=enc)
+        clf, hist, events = gap.fit_classifier(data, xs, spec, z,
+                                               gate.on_step(shown.on_step()), encoder=enc)
     ledger = (Ledger.from_dict(encoder["events"]) + Ledger.from_dict(aggregations["events"])
               + events)
     enc_hist = json.loads((Path(encoder["path"]) / "history.json").read_text())
@@ -179,6 +182,7 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
         write_json_atomic(tmp / "history.json", history)
         m = _finish(tmp, "gap", ["model.pt", "ledger.json", "report.json", "history.json"],
                     spec, dataset, {"aggregations": aggregations, "private": report["private"]})
+    gate.finish(report, ledger)  # names the run's release on its reservation
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,

@@ -18,6 +18,7 @@ from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.serialize import torch_save
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
+from tasks.budget import gate_for
 from tasks.config import code_version, project_dir
 from tasks.progress import Progress
 from tasks.refs import DatasetRef, Files, ModelRef
@@ -89,10 +90,14 @@ def train(dataset: DatasetRef, spec: Any) -> ModelRef:
     unit, total = (("epoch", spec.epochs) if method.family == "baseline"
                    else ("step", spec.steps))
     folder = checkpoint_dir("train", dataset["content_sha256"], spec)
-    with progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown, \
+    # The budget gate: the core reserves its calibrated plan against the dataset's budget
+    # before any private computation (or refuses); the first step makes it spent.
+    with gate_for(dataset, method.name, spec) as gate, \
+            progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
-        fitted = method.fit(data, spec, on_step=shown.on_step())
-    ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
+        fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
+        ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
+        gate.finish(ref.get("report"), fitted.ledger)
     ckpt.clear()  # the result is stored: the next run of this spec starts afresh
     return ref
 

@@ -23,6 +23,7 @@ from dpgnn_core.privacy import (
     make_accountant,
     max_steps,
 )
+from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Level
 from dpgnn_core.serialize import torch_save
 
@@ -264,6 +265,9 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
                    "noise_multiplier": lam, "accountant": spec.accountant})
     ledger = plan(lam)
     report.update(guarantee_scope(ledger))
+    # The calibrated plan, before anything private is computed: a budget keeper installed
+    # by the caller (tasks.budget) reserves it against the dataset's budget, or refuses.
+    release_gate.before_release(ledger, {"method": method, "epsilon": eps, "delta": delta})
     return ledger, lam, report
 
 

@@ -80,6 +80,7 @@ from dpgnn_core.privacy import (
     calibrate_noise,
     make_accountant,
 )
+from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.randomness import Randomness
@@ -502,6 +503,15 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
     return eps[:steps] if stage == "encoder" else eps[steps:]
 
 
+def _gate(spec: GapSpec, n_train: int, z: float) -> None:
+    """Before a stage's private computation: the whole calibrated plan to the budget keeper
+    (:mod:`dpgnn_core.privacy.gate`); the stages of one run share one reservation."""
+    delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
+    release_gate.before_release(ledger_for(spec, n_train)(z),
+                                {"method": spec.method, "epsilon": spec.epsilon,
+                                 "delta": delta})
+
+
 def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
                 ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
     """Stage 1: the encoder on features and labels of training nodes; its privacy event
@@ -512,6 +522,8 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
     n_train = int(train.sum())
+    if spec.level == "node":  # the encoder is a private release at node level
+        _gate(spec, n_train, z)
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
     with seeded(spec.seed, device):
@@ -537,6 +549,8 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
     sigma = z * spec.budget_split[1] * sensitivity(spec.level, spec.max_degree,
                                                    is_directed(data), spec.row_clip)
     gen = Randomness.for_spec(spec).torch_generator("pma/noise", device)
+    if spec.level != "none":
+        _gate(spec, int(data.mask("train").sum()), z)
     with torch.no_grad():
         x0 = encoder.to(device).eval().encode(torch.tensor(data.x, device=device))
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
@@ -544,6 +558,7 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
                              progress)[1:], 1).cpu()
     events = Ledger()
     if spec.level != "none":
+        release_gate.released()  # the noisy aggregations exist: a release, spent for good
         n_train = int(data.mask("train").sum())
         events = Ledger(tuple(e for e in ledger_for(spec, n_train)(z).entries
                               if e.event.kind == "gaussian"))
@@ -564,6 +579,8 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
     y = torch.tensor(np.asarray(data.y), device=device)
     enc = encoder.to(device).eval()
     n_train = int(train.sum())
+    if spec.level == "node":
+        _gate(spec, n_train, z)
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "classifier"))
     with seeded(spec.seed + 3, device):

@@ -1,0 +1,176 @@
+"""``dpgnn budget``: the per-dataset privacy budget (set, show, reset) over the odometer in
+``$DPGNN_HOME/budget.sqlite`` (:mod:`dpgnn_core.budget`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(help="The privacy budget of each dataset: every private run, sweep point "
+                  "and scheduled run spends from it, and is refused before training when "
+                  "it would exceed it.", no_args_is_help=True, rich_markup_mode=None)
+
+
+def _err(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+
+
+def _store() -> Any:
+    from dpgnn_core.budget import BudgetStore, default_store_path
+    from dpgnn_core.home import project_dir
+
+    return BudgetStore(default_store_path(project_dir()))
+
+
+def _dataset(key: str) -> tuple[str, str, str | None]:
+    """(sha256, name, folder) of a dataset folder, or of a dataset the store knows by
+    sha256 (prefix), folder or name."""
+    folder = Path(key)
+    if (folder / "manifest.json").is_file():
+        m = json.loads((folder / "manifest.json").read_text())
+        return str(m["content_sha256"]), str(m.get("name") or folder.name), \
+            str(folder.resolve())
+    store = _store()
+    bid = store.resolve(str(folder.resolve()) if folder.exists() else key)
+    s = store.summary(bid)
+    v = s.datasets[-1]
+    return str(v["sha256"]), str(v["name"]), v["path"]
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else ("inf" if math.isinf(x) else f"{x:.4g}")
+
+
+def _print(summary: Any) -> None:
+    from dpgnn_core.budget import UNIT_WORDS
+
+    b = summary.budget
+    typer.echo(f"{b.name}  (budget id {b.budget_id[:12]}, {len(summary.datasets)} "
+               f"version{'s' if len(summary.datasets) != 1 else ''})")
+    typer.echo("  budget: " + (f"ε = {b.epsilon:g} at δ = {b.delta:g} per protected unit"
+                               if b.epsilon is not None else
+                               "none set (runs proceed; the odometer records them)"))
+    if not summary.spent:
+        typer.echo("  spent: nothing yet")
+    for unit, sp in summary.spent.items():
+        rem = summary.remaining(unit)
+        typer.echo(f"  spent on {unit} ({UNIT_WORDS.get(unit, unit)}): ε = {_fmt(sp.epsilon)} "
+                   f"at δ = {sp.delta:.3g}" + (f", remaining ε = {_fmt(rem)}"
+                                               if rem is not None else "")
+                   + f"  [{sp.method}]")
+    if summary.records:
+        typer.echo("  releases:")
+        typer.echo(f"    {'id':>4}  {'time (UTC)':<25} {'status':<16} {'method':<10} "
+                   f"{'unit':<14} {'own ε':>8}  release")
+        for r in summary.records:
+            typer.echo(f"    {r.id:>4}  {r.created:<25} {r.status:<16} {r.method:<10} "
+                       f"{','.join(sorted(r.charge.units())) or '-':<14} "
+                       f"{_fmt(r.epsilon):>8}  {(r.release_id or '-')[:12]}"
+                       + (f"  ({r.note})" if r.note else ""))
+    resets = [e for e in summary.log if e["action"] == "reset"]
+    for e in resets:
+        typer.echo(f"  reset at {e['time']}: {e['detail']}")
+
+
+@app.command("set", help="Set the budget of DATASET (a dataset folder, or a sha256 prefix or "
+             "name the store knows): every protected unit's cumulative ε at δ stays below.")
+def set_(
+    dataset: Annotated[str, typer.Argument(help="Dataset folder (or sha256 prefix / name).")],
+    epsilon: Annotated[float, typer.Option(help="Budget ε per protected unit.")],
+    delta: Annotated[float, typer.Option(help="δ the cumulative ε is stated at.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    from dpgnn_core.errors import DpgnnError
+
+    try:
+        sha, name, path = _dataset(dataset)
+        store = _store()
+        store.set_budget(sha, name, path, epsilon, delta)
+        summary = store.summary(store.resolve(sha))
+        over = [u for u, s in summary.spent.items() if s.epsilon > epsilon]
+    except (DpgnnError, OSError, ValueError) as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict(), default=str))
+        return
+    _print(summary)
+    for u in over:
+        typer.echo(f"warning: unit {u} has already spent more than this budget: every "
+                   "further private run on it will be refused", err=True)
+
+
+@app.command(help="What each dataset has spent (composition of every recorded release, per "
+             "protected unit), its budget, what remains, and the releases.")
+def show(
+    dataset: Annotated[str | None, typer.Argument(
+        help="Dataset folder, sha256 prefix or name (default: every dataset).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    plot: Annotated[bool, typer.Option(
+        "--plot", help="Also write a PNG of cumulative ε over time per dataset and unit "
+        "($DPGNN_HOME/budget/epsilon_over_time.png).")] = False,
+    all_epochs: Annotated[bool, typer.Option(
+        "--all", help="Also list the releases from before a reset.")] = False,
+) -> None:
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.home import project_dir
+
+    try:
+        store = _store()
+        ids = [store.resolve(_dataset(dataset)[0])] if dataset else store.budget_ids()
+        summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
+        out: dict[str, Any] = {"store": str(store.path),
+                               "datasets": [s.to_dict() for s in summaries]}
+        if plot:
+            from dpgnn_core import plots
+
+            series: dict[str, list[tuple[str, float]]] = {}
+            caps: dict[str, float | None] = {}
+            for i, s in zip(ids, summaries, strict=True):
+                for unit, pts in store.timeline(i).items():
+                    label = f"{s.budget.name} ({unit})"
+                    series[label], caps[label] = pts, s.budget.epsilon
+            out["plot"] = str(plots.budget_over_time(
+                series, caps, project_dir() / "budget" / "epsilon_over_time.png"))
+    except (DpgnnError, OSError, ValueError) as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    if as_json:
+        typer.echo(json.dumps(out, default=str))
+        return
+    if not summaries:
+        typer.echo(f"no dataset in {store.path} yet (no private run, no budget set)")
+    for s in summaries:
+        _print(s)
+    if plot:
+        typer.echo(f"plot: {out['plot']}")
+
+
+@app.command(help="Start DATASET's odometer again (explicit, recorded in its log; earlier "
+             "releases stay listed with --all). A reset does not make earlier releases "
+             "private again: use it only when the data owner accepts that.")
+def reset(
+    dataset: Annotated[str, typer.Argument(help="Dataset folder, sha256 prefix or name.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+) -> None:
+    from dpgnn_core.errors import DpgnnError
+
+    try:
+        store = _store()
+        bid = store.resolve(_dataset(dataset)[0])
+        s = store.summary(bid)
+    except (DpgnnError, OSError, ValueError) as e:
+        _err(str(e))
+        raise typer.Exit(2) from e
+    spent = ", ".join(f"{u} ε = {_fmt(v.epsilon)}" for u, v in s.spent.items()) or "nothing"
+    if not yes and not typer.confirm(f"reset the privacy odometer of {s.budget.name} "
+                                     f"(spent: {spent})? Earlier releases stay public"):
+        _err("not reset")
+        raise typer.Exit(1)
+    store.reset(bid, reason or "dpgnn budget reset")
+    typer.echo(f"reset {s.budget.name}: it had spent {spent}; recorded in its log")

@@ -1,0 +1,191 @@
+"""The per-dataset privacy budget in the pipeline: the release gate every training task
+installs, and what the flows record after a run (re-use of a cached release).
+
+The store is ``$DPGNN_HOME/budget.sqlite`` (:class:`dpgnn_core.budget.BudgetStore`). A task
+that computes something private (``train``, GAP's ``gap_encoder``, ``gap_aggregate`` and
+``gap_classifier``) runs its core call inside :func:`gate_for`: the core calls the gate
+with its calibrated plan before its first release, and the gate reserves that plan against
+the dataset's budget in one transaction, refusing (:class:`~dpgnn_core.budget.
+BudgetExceeded`) before anything private is computed. The first trained step (or the PMA
+release) makes the reservation spent for good; a task that fails before that gives it
+back. A cached task never runs, so a cache hit costs nothing: the flow records it as a
+re-use (:func:`account_after`).
+
+One run, one reservation: GAP's stages are separate tasks of one flow run and share the
+reservation of the whole plan (keyed by the flow run and the plan); the candidates of a
+private selection are covered by the selection's one reservation of the tuning total.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from dpgnn_core.budget import BudgetStore, Charge, default_store_path
+from dpgnn_core.io import sha256_json
+from dpgnn_core.privacy import gate as release_gate
+from dpgnn_core.privacy.events import Ledger
+from tasks.config import project_dir
+from tasks.refs import DatasetRef
+
+log = logging.getLogger("dpgnn.budget")
+
+
+def store() -> BudgetStore:
+    """The budget store of the project home."""
+    return BudgetStore(default_store_path(project_dir()))
+
+
+def plan_key(dataset: Mapping[str, Any], spec: Any) -> str:
+    """What identifies one run's plan: the dataset's content and the whole spec."""
+    s = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec)
+    return sha256_json({"dataset": dataset["content_sha256"], "spec": s})[:32]
+
+
+def flow_run_id() -> str:
+    """The Prefect flow run this code runs in ('' outside one)."""
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id or "")
+    except Exception:  # pragma: no cover - outside Prefect
+        return ""
+
+
+class TaskGate:
+    """A :class:`~dpgnn_core.privacy.gate.ReleaseGate` over the project's budget store
+    for one task of one run."""
+
+    def __init__(self, dataset: DatasetRef, method: str, spec: Any) -> None:
+        self.ds = dataset
+        self.method = method
+        self.key = plan_key(dataset, spec)
+        self.run_key = f"{flow_run_id()}:{self.key}"
+        self.record_id: int | None = None
+        self.adopted = False  # the reservation belongs to an earlier stage or a selection
+        self.was_released = False
+        self.store = store()
+
+    def before_release(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
+        if self.record_id is not None:
+            return
+        found = self.store.find_reservation(self.ds["content_sha256"], self.run_key,
+                                            self.key)
+        if found is not None:  # GAP's earlier stage in this run, or a private selection
+            self.record_id, self.adopted = found, True
+            return
+        self.record_id = self.store.reserve(
+            self.ds["content_sha256"], self.ds["name"], self.ds["path"], Charge(ledger),
+            method=self.method, run_id=self.run_key, delta=info.get("delta"),
+            epsilon=info.get("epsilon"), plan_key=self.key)
+
+    def released(self) -> None:
+        if self.record_id is not None and not self.was_released:
+            self.was_released = True
+            if not self.adopted:
+                self.store.mark_spent(self.record_id)
+
+    def on_step(self, inner: Any) -> Any:
+        """``inner`` (a progress callback) that first marks the reservation spent: a
+        trained step is a release (it changes the model)."""
+        def call(step: int, rec: dict[str, float]) -> None:
+            self.released()
+            if inner is not None:
+                inner(step, rec)
+
+        progress = getattr(inner, "progress", None)
+        if callable(progress):
+            call.progress = progress  # type: ignore[attr-defined]
+        return call
+
+    def finish(self, report: Mapping[str, Any] | None, ledger: Ledger | None) -> None:
+        """The task wrote its artifact: the release is spent, with its id and actual
+        ledger (the composed ledger of the run for GAP's classifier)."""
+        release = (report or {}).get("release") or {}
+        if self.record_id is None:  # no private computation in this task (GAP-EDP's
+            found = self.store.find_reservation(  # classifier): name the release on the
+                self.ds["content_sha256"], self.run_key, self.key)  # run's reservation
+            if found is not None and release.get("id"):
+                self.store.attach_release(found, str(release["id"]))
+            return
+        if self.adopted:  # an adopted reservation: attach the id, keep its charge
+            if release.get("id"):
+                self.store.attach_release(self.record_id, str(release["id"]))
+            return
+        self.was_released = True
+        self.store.mark_spent(self.record_id, release_id=release.get("id"),
+                              ledger=ledger if ledger is not None and ledger.entries else None,
+                              epsilon=(report or {}).get("epsilon"))
+
+    def failed(self, error: BaseException) -> None:
+        if self.record_id is not None and not self.was_released and not self.adopted:
+            self.store.release_unused(self.record_id, f"failed before any release: "
+                                      f"{type(error).__name__}: {error}"[:500])
+
+
+@contextmanager
+def gate_for(dataset: DatasetRef, method: str, spec: Any) -> Iterator[TaskGate]:
+    """Install a :class:`TaskGate` around a task's core call; a failure before the first
+    release gives the reservation back."""
+    gate = TaskGate(dataset, method, spec)
+    with release_gate.gated(gate):
+        try:
+            yield gate
+        except BaseException as e:
+            gate.failed(e)
+            raise
+
+
+def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method: str,
+                  ledger: Mapping[str, Any] | None) -> dict[str, Any]:
+    """After a run: record a cached release it re-used (costs nothing; a release never
+    recorded before, e.g. made before the store existed, is recorded as spent now) and
+    return the odometer reading: ``dataset_epsilon_spent`` (the run's unit, cumulative,
+    after this run), ``dataset_epsilon_by_unit``, the budget and what remains."""
+    if not report.get("private"):
+        return {}
+    s = store()
+    sha = str(dataset["content_sha256"])
+    rid = str((report.get("release") or {}).get("id") or "")
+    out: dict[str, Any] = {}
+    if rid and not s.known_release(sha, rid):  # cached, and never recorded: a late record
+        s.record(sha, str(dataset["name"]), str(dataset["path"]),
+                 Charge(Ledger.from_dict(dict(ledger)) if ledger else None),
+                 status="spent", method=method, run_id=flow_run_id(), release_id=rid,
+                 delta=report.get("delta"), epsilon=report.get("epsilon"),
+                 note="recorded late: a release made before it was recorded here")
+        out["budget_note"] = ("this run's release was not in the budget store (made before "
+                              "it, or under another home): recorded as spent now")
+        log.warning(out["budget_note"])
+    elif rid and not s.recorded_in_run(sha, rid, flow_run_id()):
+        s.record(sha, str(dataset["name"]), str(dataset["path"]), Charge(None),
+                 status="reuse", method=method, run_id=flow_run_id(), release_id=rid,
+                 delta=report.get("delta"), epsilon=0.0,
+                 note="re-used the cached release: no new privacy cost")
+    return {**out, **odometer(sha, report.get("level"))}
+
+
+def odometer(sha256: str, level: Any = None) -> dict[str, Any]:
+    """The dataset's odometer now: ε spent per unit (and of ``level``), budget, remaining."""
+    s = store()
+    bid = s.budget_id(sha256)
+    if bid is None:
+        return {}
+    summary = s.summary(bid)
+    by_unit = {u: v.epsilon for u, v in summary.spent.items()}
+    unit = level if isinstance(level, str) else None
+    out: dict[str, Any] = {
+        "dataset_epsilon_spent": by_unit.get(unit) if unit else
+        (max(by_unit.values()) if by_unit else 0.0),
+        "dataset_epsilon_by_unit": by_unit, "dataset_epsilon_delta": summary.delta}
+    b = summary.budget
+    if b.epsilon is not None:
+        out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
+                                 "remaining": {u: summary.remaining(u) for u in by_unit}}
+    return out
+
+
+__all__ = ["TaskGate", "account_after", "flow_run_id", "gate_for", "odometer", "plan_key",
+           "store"]
