@@ -487,8 +487,9 @@ class BudgetStore:
             return int(cur.lastrowid or 0)
 
     def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
-        """A counted record this task's release belongs to: the same run's (GAP's stages
-        share one), or a private selection's that covers ``plan_key``."""
+        """A counted record this task's release belongs to: the same run's whose release is
+        not yet written (GAP's stages share one; a retraining of a finished plan in the same
+        run is a new release), or a private selection's that covers ``plan_key``."""
         with self._tx(write=False) as db:
             r = db.execute("SELECT budget_id FROM datasets WHERE sha256=?",
                            (sha256,)).fetchone()
@@ -497,7 +498,8 @@ class BudgetStore:
             b = self._budget(db, str(r["budget_id"]))
             hit = db.execute(
                 "SELECT id FROM releases WHERE budget_id=? AND epoch=? AND status IN "
-                "('reserved','spent') AND (run_id=? OR covers LIKE ?) ORDER BY id LIMIT 1",
+                "('reserved','spent') AND ((run_id=? AND release_id IS NULL) OR covers "
+                "LIKE ?) ORDER BY id LIMIT 1",
                 (b.budget_id, b.epoch, run_id, f'%"{plan_key}"%')).fetchone()
             return int(hit["id"]) if hit else None
 

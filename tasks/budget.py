@@ -19,6 +19,7 @@ private selection are covered by the selection's one reservation of the tuning t
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -62,7 +63,9 @@ class TaskGate:
         self.ds = dataset
         self.method = method
         self.key = plan_key(dataset, spec)
-        self.run_key = f"{flow_run_id()}:{self.key}"
+        # GAP's stage tasks of one flow run share this key; outside a flow, every gate is
+        # its own run.
+        self.run_key = f"{flow_run_id() or uuid.uuid4().hex}:{self.key}"
         self.record_id: int | None = None
         self.adopted = False  # the reservation belongs to an earlier stage or a selection
         self.was_released = False

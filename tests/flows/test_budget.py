@@ -1,0 +1,108 @@
+"""The per-dataset budget through the pipeline flow and the CLI: GAP's stages share one
+reservation, a cached GAP release is re-used at no cost, a recompute is charged, a run
+past the budget is refused before training; `dpgnn budget set/show/reset`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dpgnn_core.budget import COUNTED, Charge, compose
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.privacy.events import Ledger
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+
+def _counted(sha: str) -> list[object]:
+    from tasks.budget import store
+
+    s = store()
+    return [r for r in s.summary(s.resolve(sha)).records if r.status in COUNTED]
+
+
+@pytest.mark.parametrize("level", ["edge", "node"])
+def test_gap_release_reused_not_charged_twice_and_recompute_charged(
+        level: str, tmp_path: Path) -> None:
+    from dpgnn_core.budget import BudgetExceeded
+    from dpgnn_core.specs import GapSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import store
+
+    write_dataset(csbm(num_nodes=300, avg_degree=4, seed=61 if level == "edge" else 62),
+                  tmp_path / "ds")
+    spec = GapSpec(level=level, epsilon=4.0, hops=2, epochs=5, steps=5, batch_size=64,
+                   encoder_dim=8, hidden=16, device="cpu",
+                   **({"max_degree": 60} if level == "node" else {}))
+    first = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    (rec,) = _counted(sha)  # the encoder, PMA and classifier stages: one reservation
+    rid = first["release"].split()[2]
+    assert rec.status == "spent" and rec.release_id == rid
+    ledger = Ledger.load(Path(first["artifacts_dir"]) / "ledger.json")
+    delta = first["dataset_epsilon_delta"]
+    own = compose([Charge(ledger)], delta)[level].epsilon
+    assert first["dataset_epsilon_spent"] == pytest.approx(own)
+
+    cached = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
+    assert cached["release"].startswith("reused cached release")
+    assert len(_counted(sha)) == 1  # not charged twice
+    s = store()
+    assert [r.status for r in s.summary(s.resolve(sha)).records] == ["spent", "reuse"]
+    assert cached["dataset_epsilon_spent"] == pytest.approx(own)
+
+    fresh = pipeline(spec=spec, dataset=str(tmp_path / "ds"), refresh=True, explain_graphs=0)
+    assert len(_counted(sha)) == 2  # a recompute is a new release
+    both = compose([Charge(ledger), Charge(ledger)], delta)[level].epsilon
+    assert fresh["dataset_epsilon_spent"] == pytest.approx(both)
+
+    # A budget that the next recompute would exceed: refused before any stage trains.
+    s.set_budget(sha, "ds", str(tmp_path / "ds"), epsilon=both * 1.01, delta=delta)
+    model = Path(fresh["artifacts_dir"]) / "model.pt"
+    mtime = model.stat().st_mtime_ns
+    with pytest.raises(BudgetExceeded, match=f"unit {level}"):
+        pipeline(spec=spec, dataset=str(tmp_path / "ds"), refresh=True, explain_graphs=0)
+    assert len(_counted(sha)) == 2
+    assert model.stat().st_mtime_ns == mtime  # the stored model is untouched
+
+
+def test_budget_cli_set_show_plot_reset(tmp_path: Path) -> None:
+    from dpgnn_core.privacy import GaussianEvent
+    from flows.cli import app
+    from tasks.budget import store
+
+    runner = CliRunner()
+    write_dataset(csbm(num_nodes=100, seed=63), tmp_path / "ds")
+    r = runner.invoke(app, ["budget", "set", str(tmp_path / "ds"), "--epsilon", "3",
+                            "--delta", "1e-5"])
+    assert r.exit_code == 0, r.output
+    assert "ε = 3 at δ = 1e-05" in r.output and "nothing yet" in r.output
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    for z in (4.0, 6.0):
+        s.mark_spent(s.reserve(sha, "ds", str(tmp_path / "ds"), Charge(Ledger().add(
+            GaussianEvent(noise_multiplier=z, count=2, level="edge"))), method="gap-edp",
+            run_id=f"t{z}", delta=1e-5, epsilon=None))
+    r = runner.invoke(app, ["budget", "show", sha[:12], "--json", "--plot"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    (d,) = out["datasets"]
+    assert d["budget"] == {"epsilon": 3.0, "delta": 1e-5}
+    assert d["spent"]["edge"]["remaining"] == pytest.approx(3.0 - d["spent"]["edge"]["epsilon"])
+    assert Path(out["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = runner.invoke(app, ["budget", "show", str(tmp_path / "ds")])
+    assert "spent on edge (edge)" in r.output and "remaining ε" in r.output
+    r = runner.invoke(app, ["budget", "reset", str(tmp_path / "ds")], input="n\n")
+    assert r.exit_code == 1 and len(_counted(sha)) == 2  # asked, refused: nothing reset
+    r = runner.invoke(app, ["budget", "reset", str(tmp_path / "ds"), "--yes",
+                            "--reason", "test"])
+    assert r.exit_code == 0 and _counted(sha) == []
+    r = runner.invoke(app, ["budget", "show", "no-such-dataset"])
+    assert r.exit_code == 2 and "no dataset 'no-such-dataset'" in r.output
+    r = runner.invoke(app, ["budget", "set", str(tmp_path / "ds"), "--epsilon", "0",
+                            "--delta", "1e-5"])
+    assert r.exit_code == 2 and "budget epsilon must be finite and > 0" in r.output
