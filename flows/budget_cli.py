@@ -15,6 +15,12 @@ app = typer.Typer(help="The privacy budget of each dataset: every private run, s
                   "it would exceed it.", no_args_is_help=True, rich_markup_mode=None)
 
 
+#: Said when a dataset has releases at several units (docs/privacy.md, the odometer).
+MULTI_UNIT = ("releases at several protected units: each unit's ε bounds only the releases "
+              "made at that unit, and no single guarantee covers the dataset "
+              "(docs/privacy.md, \"Privacy budget across runs\")")
+
+
 def _err(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
 
@@ -62,6 +68,8 @@ def _print(summary: Any) -> None:
                    f"at δ = {sp.delta:.3g}" + (f", remaining ε = {_fmt(rem)}"
                                                if rem is not None else "")
                    + f"  [{sp.method}]")
+    if len(summary.spent) > 1:
+        typer.echo(f"  warning: {MULTI_UNIT}")
     if summary.records:
         typer.echo("  releases:")
         typer.echo(f"    {'id':>4}  {'time (UTC)':<25} {'status':<16} {'method':<10} "
@@ -123,8 +131,9 @@ def show(
         store = _store()
         ids = [store.resolve(_dataset(dataset)[0])] if dataset else store.budget_ids()
         summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
-        out: dict[str, Any] = {"store": str(store.path),
-                               "datasets": [s.to_dict() for s in summaries]}
+        out: dict[str, Any] = {"store": str(store.path), "datasets": [
+            {**s.to_dict(), **({"warning": MULTI_UNIT} if len(s.spent) > 1 else {})}
+            for s in summaries]}
         if plot:
             from dpgnn_core import plots
 
