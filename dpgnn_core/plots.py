@@ -155,16 +155,25 @@ def budget_over_time(series: Mapping[str, Sequence[tuple[str, float]]],
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
     colours = plt.get_cmap("tab10")
+    drawn: set[tuple[str, float]] = set()
+    end = max((datetime.fromisoformat(t) for pts in series.values() for t, _ in pts),
+              default=None)
     for i, (label, pts) in enumerate(sorted(series.items())):
         if not pts:
             continue
         times = [datetime.fromisoformat(t) for t, _ in pts]
         eps = [e for _, e in pts]
-        ax.step(times, eps, where="post", marker="o", color=colours(i % 10), label=label)
+        # from 0 at the first release, held to the last release of any series
+        times, eps = [times[0], *times, end or times[-1]], [0.0, *eps, eps[-1]]
+        ax.step(times, eps, where="post", color=colours(i % 10), label=label)
+        ax.plot(times[1:-1], eps[1:-1], "o", color=colours(i % 10))
         cap = budgets.get(label)
-        if cap is not None:
-            ax.axhline(cap, ls="--", lw=1.2, color=colours(i % 10),
-                       label=f"budget of {label.split(' ')[0]}: ε = {cap:g}")
+        name = label.rsplit(" (", 1)[0]
+        if cap is not None and (name, cap) not in drawn:  # one line per dataset budget
+            drawn.add((name, cap))
+            ax.axhline(cap, ls="--", lw=1.2, color="0.3",
+                       label=f"budget of {name}: ε = {cap:g} per unit")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("time (UTC)")
     ax.set_ylabel("cumulative ε (composition of every release)")
     ax.set_title(title or "privacy budget spent per dataset and protected unit")
