@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
-from tasks.budget import account_after
+from tasks.budget import account_after, budget_tags
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.refs import DatasetRef
@@ -291,25 +291,6 @@ def privacy_tags(report: dict[str, Any], state: str, *,
     lines += [f"**Not accounted:** {u}" for u in report.get("unaccounted", [])]
     lines += [f"**Warning:** {w}" for w in report.get("warnings", [])]
     tags["mlflow.note.content"] = "\n\n".join(lines)
-    return tags
-
-
-def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
-    """MLflow tags of the dataset's odometer after a run: cumulative ε of the run's unit
-    (and of every unit), the budget and what remains."""
-    if not budget:
-        return {}
-    by_unit = budget.get("dataset_epsilon_by_unit", {})
-    d = budget.get("dataset_epsilon_delta")
-    tags = {"dpgnn.dataset_epsilon_spent": f"{budget['dataset_epsilon_spent']:.4g}"
-            + (f" at δ = {d:.3g}" if d else ""),
-            "dpgnn.dataset_epsilon_by_unit": ", ".join(f"{u}: {e:.4g}"
-                                                       for u, e in by_unit.items())}
-    if budget.get("dataset_budget"):
-        b = budget["dataset_budget"]
-        tags["dpgnn.dataset_budget"] = (f"ε = {b['epsilon']:.4g} at δ = {b['delta']:.3g}; "
-                                        "remaining " + ", ".join(
-                                            f"{u}: {r:.4g}" for u, r in b["remaining"].items()))
     return tags
 
 

@@ -31,7 +31,7 @@ from dpgnn_core.sweeps import (
     points,
     selection_note,
 )
-from tasks.budget import account_after
+from tasks.budget import account_after, odometer
 from tasks.config import code_version, project_dir
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -182,6 +182,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
         rows += selected["rows"]
         best += selected["best"]
         out["withheld"] = selected["withheld"]  # the curator's: never written or logged
+    out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
     return {"rows": rows, "best": best, "dataset": dict(ds),
             "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), **out}
 

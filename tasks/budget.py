@@ -190,5 +190,24 @@ def odometer(sha256: str, level: Any = None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["TaskGate", "account_after", "flow_run_id", "gate_for", "odometer", "plan_key",
-           "store"]
+def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
+    """MLflow tags of the dataset's odometer after a run: cumulative ε of the run's unit
+    (and of every unit), the budget and what remains."""
+    if not budget:
+        return {}
+    by_unit = budget.get("dataset_epsilon_by_unit", {})
+    d = budget.get("dataset_epsilon_delta")
+    tags = {"dpgnn.dataset_epsilon_spent": f"{budget['dataset_epsilon_spent']:.4g}"
+            + (f" at δ = {d:.3g}" if d else ""),
+            "dpgnn.dataset_epsilon_by_unit": ", ".join(f"{u}: {e:.4g}"
+                                                       for u, e in by_unit.items())}
+    if budget.get("dataset_budget"):
+        b = budget["dataset_budget"]
+        tags["dpgnn.dataset_budget"] = (f"ε = {b['epsilon']:.4g} at δ = {b['delta']:.3g}; "
+                                        "remaining " + ", ".join(
+                                            f"{u}: {r:.4g}" for u, r in b["remaining"].items()))
+    return tags
+
+
+__all__ = ["TaskGate", "account_after", "budget_tags", "flow_run_id", "gate_for", "odometer",
+           "plan_key", "store"]

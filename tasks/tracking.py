@@ -27,6 +27,7 @@ from typing import Any
 from prefect import task
 
 from dpgnn_core.errors import TrackingError
+from tasks.budget import budget_tags
 from tasks.config import project_dir
 
 DEFAULT_EXPERIMENT = "dpgnn"
@@ -310,7 +311,8 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                                        start_time=start_time_ms, tags={
                 "mlflow.runName": spec["name"], "dpgnn.sweep": "true",
                 "dpgnn.dataset_sha256": ds["content_sha256"],
-                "dpgnn.selection": str(spec.get("selection"))}).info.run_id
+                "dpgnn.selection": str(spec.get("selection")),
+                **budget_tags(result.get("budget") or {})}).info.run_id
             params = {k: json.dumps(v, default=str) if isinstance(v, (list, dict)) else v
                       for k, v in spec.items()}
             client.log_batch(parent, params=[Param(k, str(v)[:6000])
@@ -327,7 +329,10 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                         "dpgnn.cache": str(row["cache"])}
                 if row["private"]:
                     tags |= {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}",
-                             "dpgnn.level": str(row["level"])}
+                             "dpgnn.level": str(row["level"]),
+                             **{k: v + " (after the sweep)" for k, v in
+                                budget_tags(result.get("budget") or {}).items()
+                                if k == "dpgnn.dataset_epsilon_spent"}}
                 best = selected.get((row["method"], row["config_id"], eps))
                 if best is not None:
                     tags["dpgnn.selected"] = "true"

@@ -47,6 +47,10 @@ def test_gap_release_reused_not_charged_twice_and_recompute_charged(
     delta = first["dataset_epsilon_delta"]
     own = compose([Charge(ledger)], delta)[level].epsilon
     assert first["dataset_epsilon_spent"] == pytest.approx(own)
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(first["mlflow_tracking_uri"]).get_run(first["mlflow_run_id"]).data.tags
+    assert tags["dpgnn.dataset_epsilon_spent"] == f"{own:.4g} at δ = {delta:.3g}"
 
     cached = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
     assert cached["release"].startswith("reused cached release")

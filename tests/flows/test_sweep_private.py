@@ -95,6 +95,7 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     tags = children[0].data.tags
     assert tags["dpgnn.selected"] == "true" and "Papernot" in tags["dpgnn.selection"]
     assert children[0].data.metrics["epsilon_spent"] == pytest.approx(eps)
+    assert tags["dpgnn.dataset_epsilon_spent"].startswith(f"{eps:.4g} at δ")
     # The dataset's odometer: the tuning total charged once, as one fixed (ε, δ) charge
     # covering every candidate; no candidate charged on its own.
     from tasks.budget import store
