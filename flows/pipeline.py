@@ -237,6 +237,21 @@ def _noise_summary(report: dict[str, Any], privacy: dict[str, Any]) -> str:
     return text
 
 
+def with_odometer(tags: dict[str, str], budget: dict[str, Any]) -> dict[str, str]:
+    """``tags`` whose run description says, after its (ε, δ) line, the dataset's odometer
+    after the run."""
+    if not budget or "mlflow.note.content" not in tags:
+        return tags
+    bt = budget_tags(budget)
+    line = f"**Dataset's cumulative ε after this run:** {bt['dpgnn.dataset_epsilon_spent']}"
+    if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
+        line += f" ({bt['dpgnn.dataset_epsilon_by_unit']}: separate odometers per unit)"
+    if "dpgnn.dataset_budget" in bt:
+        line += f"; **budget:** {bt['dpgnn.dataset_budget']}"
+    head, *rest = tags["mlflow.note.content"].split("\n\n")  # second, visible unexpanded
+    return {**tags, "mlflow.note.content": "\n\n".join([head, line, *rest])}
+
+
 #: What each protected unit leaves unprotected (the report's ``protects`` says it too).
 _NOT_PROTECTED = {
     "edge": "node features and labels (only the edges are protected)",
@@ -388,8 +403,9 @@ def pipeline(
                                          if explained else {})},
             artifacts=artifacts,
             tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
-                  **privacy_tags(report, states.get("train", ""), privacy=privacy,
-                                 explained=bool(explained)),
+                  **with_odometer(privacy_tags(report, states.get("train", ""),
+                                               privacy=privacy, explained=bool(explained)),
+                                  budget),
                   **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
                   "dpgnn.dataset_sha256": ds["content_sha256"],
                   **budget_tags(budget)},
