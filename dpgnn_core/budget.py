@@ -92,6 +92,10 @@ class BudgetExceeded(PrivacyError):
             f"δ = {delta:.3g}); remaining ε = {max(budget - spent, 0.0):.4g}. Nothing was "
             "trained. See `dpgnn budget show`.")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable: Dask sends it back from workers
+        return (type(self), (self.dataset, self.unit, self.spent, self.requested,
+                             self.cumulative, self.budget, self.delta))
+
 
 # --- composition (pure) ------------------------------------------------------------------
 

@@ -140,6 +140,9 @@ def test_reservation_refused_past_the_budget_names_spent_requested_remaining(
     msg = str(e)
     assert f"spent ε = {one:.4g}" in msg and "remaining ε" in msg and "toy" in msg
     assert "Nothing was trained" in msg
+    import pickle  # Dask sends it back from a worker
+
+    assert str(pickle.loads(pickle.dumps(e))) == msg
     summary = s.summary(s.resolve(SHA))
     assert [r.status for r in summary.records] == ["spent"]  # the refusal recorded nothing
     # A smaller release still fits, and an edge-level one is another unit's budget.
