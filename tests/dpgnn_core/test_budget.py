@@ -187,7 +187,7 @@ def test_two_processes_reserving_at_once_exactly_one_fits(tmp_path: Path) -> Non
     path = tmp_path / "budget.sqlite"
     s = BudgetStore(path)
     s.set_budget(SHA, "toy", None, epsilon=1.1 * _eps(dp_sgd(1.0)), delta=DELTA)
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")  # no re-import of torch in the children
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_reserve_in_process, args=(str(path), barrier, out))
              for _ in range(2)]
