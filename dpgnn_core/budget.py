@@ -34,7 +34,6 @@ Imports only the standard library, numpy and :mod:`dpgnn_core.privacy` (no Prefe
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -133,14 +132,28 @@ def _group_privacy_delta(rdp: np.ndarray, orders: np.ndarray, x: float) -> float
 _ORDERS = DEFAULT_ORDERS
 
 
-@functools.lru_cache(maxsize=4096)
+#: RDP curves of recorded events by the event's JSON: filled from and written back to the
+#: store's ``rdp_cache`` table, so a new process does not recompute every past release's
+#: curve (seconds each for long DP-SGD runs at fractional orders).
+_RDP: dict[str, np.ndarray] = {}
+_RDP_NEW: set[str] = set()
+
+
+def _event_key(event: Any) -> str:
+    return json.dumps(event.to_dict(), sort_keys=True)
+
+
 def _event_rdp(event: Any) -> np.ndarray:
-    """The RDP curve of one (frozen, hashable) event, cached: the odometer recomposes the
-    same recorded events at every reservation."""
+    """The RDP curve of one event at :data:`DEFAULT_ORDERS`, cached (see :data:`_RDP`)."""
     from dpgnn_core.privacy.accountants import RdpAccountant
 
-    out = RdpAccountant(_ORDERS).event_rdp(event)
-    out.setflags(write=False)
+    key = _event_key(event)
+    out = _RDP.get(key)
+    if out is None:
+        out = RdpAccountant(_ORDERS).event_rdp(event)
+        out.setflags(write=False)
+        _RDP[key] = out
+        _RDP_NEW.add(key)
     return out
 
 
@@ -268,6 +281,8 @@ CREATE TABLE IF NOT EXISTS releases(
     status TEXT NOT NULL, method TEXT, run_id TEXT, release_id TEXT, ledger TEXT,
     fixed TEXT, delta REAL, epsilon REAL, owner TEXT, note TEXT, plan_key TEXT,
     covers TEXT);
+CREATE TABLE IF NOT EXISTS rdp_cache(
+    event TEXT PRIMARY KEY, orders INTEGER NOT NULL, rdp TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log(
     id INTEGER PRIMARY KEY AUTOINCREMENT, budget_id TEXT, time TEXT, action TEXT,
     detail TEXT);
@@ -390,6 +405,29 @@ class BudgetStore:
         finally:
             db.close()
 
+    # --- the RDP curve cache (see _RDP)
+
+    @staticmethod
+    def _load_rdp(db: sqlite3.Connection) -> None:
+        for r in db.execute("SELECT event, rdp FROM rdp_cache WHERE orders=?",
+                            (len(_ORDERS),)):
+            if r["event"] not in _RDP:
+                arr = np.asarray(json.loads(r["rdp"]), dtype=float)
+                arr.setflags(write=False)
+                _RDP[r["event"]] = arr
+
+    @staticmethod
+    def _save_rdp(db: sqlite3.Connection) -> None:
+        new = [k for k in _RDP_NEW if k in _RDP]
+        db.executemany("INSERT OR IGNORE INTO rdp_cache VALUES (?,?,?)",
+                       [(k, len(_ORDERS), json.dumps(_RDP[k].tolist())) for k in new])
+        _RDP_NEW.difference_update(new)
+
+    def _flush_rdp(self) -> None:
+        if _RDP_NEW:
+            with self._tx() as db:
+                self._save_rdp(db)
+
     # --- datasets and budgets
 
     def _register(self, db: sqlite3.Connection, sha256: str, name: str,
@@ -493,6 +531,7 @@ class BudgetStore:
             bid = self._register(db, sha256, name, path)
             b = self._budget(db, bid)
             if b.epsilon is not None and b.delta is not None and charge.units():
+                self._load_rdp(db)
                 before = [r.charge for r in self._counted(db, bid, b.epoch)]
                 spent = compose(before, b.delta)
                 after = compose([*before, charge], b.delta)
@@ -513,6 +552,7 @@ class BudgetStore:
                  json.dumps(list(charge.fixed)) if charge.fixed is not None else None,
                  delta, epsilon, owner(), note, plan_key,
                  json.dumps(list(covers)) if covers else None))
+            self._save_rdp(db)
             return int(cur.lastrowid or 0)
 
     def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
@@ -653,10 +693,12 @@ class BudgetStore:
             log = [dict(r) for r in db.execute(
                 "SELECT time, action, detail FROM log WHERE budget_id=? ORDER BY id",
                 (budget_id,))]
+            self._load_rdp(db)
         counted = [r for r in records if r.status in COUNTED and r.epoch == b.epoch]
         delta = b.delta if b.delta is not None else max(
             (r.delta for r in counted if r.delta), default=None)
         spent = compose([r.charge for r in counted], delta) if counted and delta else {}
+        self._flush_rdp()
         return Summary(b, versions, delta, spent, records, log)
 
     def timeline(self, budget_id: str) -> dict[str, list[tuple[str, float]]]:

@@ -171,7 +171,8 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
         if report.get("private"):  # a cached point re-used its release: recorded, no cost
             ledger = Path(model["path"]) / "ledger.json"
             account_after(ds, report, p.method,
-                          json.loads(ledger.read_text()) if ledger.is_file() else None)
+                          json.loads(ledger.read_text()) if ledger.is_file() else None,
+                          reading=False)
     best = best_per_method_and_epsilon(rows)
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]

@@ -142,11 +142,12 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any) -> Iterator[TaskGate]:
 
 
 def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method: str,
-                  ledger: Mapping[str, Any] | None) -> dict[str, Any]:
+                  ledger: Mapping[str, Any] | None, reading: bool = True) -> dict[str, Any]:
     """After a run: record a cached release it re-used (costs nothing; a release never
     recorded before, e.g. made before the store existed, is recorded as spent now) and
     return the odometer reading: ``dataset_epsilon_spent`` (the run's unit, cumulative,
-    after this run), ``dataset_epsilon_by_unit``, the budget and what remains."""
+    after this run), ``dataset_epsilon_by_unit``, the budget and what remains (unless
+    ``reading`` is False: a sweep reads the odometer once, after its last point)."""
     if not report.get("private"):
         return {}
     s = store()
@@ -167,7 +168,7 @@ def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method:
                  status="reuse", method=method, run_id=flow_run_id(), release_id=rid,
                  delta=report.get("delta"), epsilon=0.0,
                  note="re-used the cached release: no new privacy cost")
-    return {**out, **odometer(sha, report.get("level"))}
+    return {**out, **(odometer(sha, report.get("level")) if reading else {})}
 
 
 def odometer(sha256: str, level: Any = None) -> dict[str, Any]:
