@@ -4,25 +4,55 @@ Usage::
 
     dpgnn server start                 # or any Prefect API: export PREFECT_API_URL=...
     python deployments/serve.py        # registers the deployments and runs them on schedule
+    python deployments/serve.py private-retrain   # only the deployments named
 
 The nightly deployment re-runs the demo baselines (cached steps are reused, each run gets a
 new MLflow run); ``pipeline-adhoc`` has no schedule and is triggered with
 ``prefect deployment run 'dpgnn-pipeline/pipeline-adhoc' -p dataset=/path/to/ds``.
+
+``private-retrain`` (flow ``dpgnn-retrain``, :mod:`flows.retrain`) retrains a private model
+daily at 04:00 UTC, a new release charged to the dataset's privacy budget each time, and
+fails without training once the budget is spent. Its parameters are read here, when the
+deployment is registered:
+
+* ``DPGNN_RETRAIN_DATASET``: the dataset folder (default: ``$DPGNN_HOME/datasets/
+  retrain-demo``, ingested from the embedded demo graph);
+* ``DPGNN_RETRAIN_INGEST``: the folder's raw source as an ingest spec in JSON, e.g.
+  ``{"format": "csv", "source": "/data/raw/edges.csv", "options": {"nodes":
+  "/data/raw/nodes.csv"}}``; a changed source is re-ingested into the folder before
+  training (default: none, the folder is used as it is; the demo's spec with the default
+  folder);
+* ``DPGNN_RETRAIN_SPEC``: the private method's spec in JSON (default:
+  ``{"method": "dp-mlp", "epsilon": 2}``);
+* ``DPGNN_RETRAIN_CRON``: the schedule (default: ``0 4 * * *``, UTC).
+
+At most one run of it at a time: a run triggered while one is under way waits for it.
 """
 
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
+import json
 import os
+import sys
+from pathlib import Path
+from typing import Any
 
 import tasks  # noqa: F401
 from prefect import serve
+from prefect.schedules import Cron
 
-from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, TrainSpec
+from dpgnn_core.data.ingest import absolute_spec
+from dpgnn_core.home import project_dir
+from dpgnn_core.specs import DEMO_INGEST, DEMO_METHODS, IngestSpec, TrainSpec, parse_spec
 from flows.pipeline import pipeline
+from flows.retrain import retrain
+
+#: The retrain deployment's method when ``DPGNN_RETRAIN_SPEC`` is unset.
+RETRAIN_SPEC = {"method": "dp-mlp", "epsilon": 2.0}
 
 
-def deployments() -> list:
+def deployments() -> list[Any]:
     """The deployments this project serves."""
     nightly = [
         pipeline.to_deployment(
@@ -37,8 +67,43 @@ def deployments() -> list:
     adhoc = pipeline.to_deployment(
         name="pipeline-adhoc", parameters={"spec": TrainSpec(method="gcn").model_dump()},
         tags=["dpgnn", "adhoc"])
-    return [*nightly, adhoc]
+    return [*nightly, adhoc, retrain_deployment()]
+
+
+def retrain_parameters() -> dict[str, Any]:
+    """The ``private-retrain`` deployment's parameters, from the ``DPGNN_RETRAIN_*``
+    environment variables (see the module docstring)."""
+    folder = os.environ.get("DPGNN_RETRAIN_DATASET")
+    ingest = os.environ.get("DPGNN_RETRAIN_INGEST")
+    if folder is None:  # the self-contained demo: the embedded graph, ingested on first run
+        folder = str(project_dir() / "datasets" / "retrain-demo")
+        ingest = ingest or DEMO_INGEST.model_dump_json()
+    spec = parse_spec(json.loads(os.environ.get("DPGNN_RETRAIN_SPEC")
+                                 or json.dumps(RETRAIN_SPEC)))
+    params = {"spec": spec.model_dump(mode="json"),
+              "dataset": str(Path(folder).expanduser().resolve())}
+    if ingest:  # its files named absolutely: runs may start in another directory
+        params["ingest_spec"] = absolute_spec(IngestSpec(**json.loads(ingest))).model_dump(
+            mode="json")
+    return params
+
+
+def retrain_deployment() -> Any:
+    """``private-retrain``: scheduled private retraining (:mod:`flows.retrain`), one run at
+    a time."""
+    return retrain.to_deployment(
+        name="private-retrain",
+        schedules=[Cron(os.environ.get("DPGNN_RETRAIN_CRON", "0 4 * * *"), timezone="UTC")],
+        parameters=retrain_parameters(),
+        tags=["dpgnn", "private", "retrain"],
+        concurrency_limit=1,
+    )
 
 
 if __name__ == "__main__":
-    serve(*deployments())
+    wanted = set(sys.argv[1:])
+    served = [d for d in deployments() if not wanted or d.name in wanted]
+    unknown = wanted - {d.name for d in served}
+    if unknown:
+        sys.exit(f"no deployment named {', '.join(sorted(unknown))}")
+    serve(*served)

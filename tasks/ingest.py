@@ -7,8 +7,9 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
-from dpgnn_core.data.ingest import load_from_spec, source_fingerprint
+from dpgnn_core.data.ingest import ingest_status, load_from_spec, source_fingerprint
 from dpgnn_core.data.store import read_manifest, write_dataset
+from dpgnn_core.errors import DataError
 from dpgnn_core.specs import IngestSpec
 from tasks._cache import inputs_and_code
 from tasks.config import project_dir
@@ -66,3 +67,51 @@ def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) ->
     get_run_logger().info("ingested %s: %d nodes, %d edges -> %s", data.name, data.num_nodes,
                           data.num_edges, folder)
     return dataset_summary(folder)
+
+
+@task(name="update-dataset")
+def update_dataset(spec: IngestSpec, folder: str) -> dict[str, Any]:
+    """Bring the dataset folder ``folder`` up to date with its raw source ``spec``: ingest
+    it when there is none, re-ingest it in place when the source's files (or the spec)
+    differ from what its manifest records, else leave it as it is. Not cached: whether the
+    source changed is what it checks.
+
+    A re-ingest writes the new version beside the old one and swaps it in only once it is
+    complete (:func:`~dpgnn_core.data.store.write_dataset`), so a run that reads the folder
+    sees either version whole; a second writer of the folder fails at once. A new version
+    in the same folder keeps the folder's privacy budget (:mod:`dpgnn_core.budget`).
+
+    Args:
+        spec (IngestSpec): the raw source and how to ingest it.
+        folder (str): the dataset folder.
+
+    Returns:
+        dict: ``dataset`` (the folder's :class:`~tasks.refs.DatasetRef` now), ``action``
+        (``ingested``, ``re-ingested`` or ``reused``), ``reason`` (why, in words) and
+        ``previous_sha256`` (the content sha256 it replaced, or None).
+    """
+    log = get_run_logger()
+    path = Path(folder)
+    status, reason = ingest_status(path, spec)
+    if status == "current":
+        log.info("dataset %s is up to date: %s", path, reason)
+        return {"dataset": dataset_summary(path), "action": "reused", "reason": reason,
+                "previous_sha256": None}
+    previous = None
+    if status == "stale":
+        try:
+            previous = read_manifest(path)["content_sha256"]
+        except DataError:  # an unreadable manifest: the folder is replaced all the same
+            previous = None
+    with Progress(f"ingest {spec.name or spec.format}") as shown:
+        with shown.span(f"loading {spec.format} data"):
+            data = load_from_spec(spec)
+        with shown.span(f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
+            write_dataset(data, path, overwrite=status == "stale")
+    ref = dataset_summary(path)
+    action = "ingested" if status == "missing" else "re-ingested"
+    log.info("%s %s (%s): content sha256 %s%s", action, path, reason,
+             ref["content_sha256"][:12],
+             f", was {previous[:12]}" if previous and previous != ref["content_sha256"]
+             else "")
+    return {"dataset": ref, "action": action, "reason": reason, "previous_sha256": previous}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from dpgnn_core.data.options import validate_options
 from dpgnn_core.data.splits import make_disjoint
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import sha256_file
+from dpgnn_core.io import sha256_file, sha256_json
 from dpgnn_core.specs import IngestSpec
 
 
@@ -55,7 +56,10 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
     (node classification) additionally removes every inter-split edge (the inductive
     ``-disjoint`` variant). A graph without edges is refused unless ``allow_no_edges=True``;
     then it is loaded and a warning is recorded in ``meta["cleaning"]["warnings"]`` (the
-    manifest's ``cleaning`` record).
+    manifest's ``cleaning`` record). ``meta["ingest"]`` (the manifest's ``ingest`` record)
+    keeps the spec and the sha256 of the raw files as they were before reading them
+    (:func:`ingest_record`), so a later run can tell whether the source has changed since
+    (:func:`ingest_status`).
     """
     opts = validate_options(spec.format, dict(spec.options))
     disjoint = bool(opts.pop("disjoint", False))
@@ -63,6 +67,9 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
     src = Path(spec.source) if spec.source else None
     if src is not None and not src.exists():
         raise DataError("source not found", path=src, field="source")
+    # Hashed before reading: a file that changes while it is read leaves a record that no
+    # longer matches it, so the change is seen (and re-ingested) next time, never missed.
+    record = ingest_record(spec)
     edge_file: Path | None = src
     try:
         if spec.format == "synthetic":
@@ -93,6 +100,7 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
             f"{what} (ingested with --allow-no-edges)"
             + (f": {edge_file}" if edge_file is not None else ""))
         cleaning["allow_no_edges"] = True
+    data.meta["ingest"] = record
     return data
 
 
@@ -110,3 +118,87 @@ def source_fingerprint(spec: IngestSpec) -> dict[str, str]:
             if f.exists():
                 out[str(f)] = sha256_file(f)
     return out
+
+
+def source_sha256(spec: IngestSpec) -> str | None:
+    """sha256 of the raw files ``spec`` reads (its ``source``, and the ``nodes`` table of a
+    csv/parquet spec), every file of a folder included, by path relative to the source:
+    where the source lies does not change it, what it holds does. ``None`` for a spec
+    without a source (the synthetic generator: its options are the whole input)."""
+    if spec.source is None:
+        return None
+    roots = {"source": Path(spec.source)}
+    if "nodes" in spec.options:
+        roots["nodes"] = Path(spec.options["nodes"])
+    files: dict[str, str] = {}
+    for role, root in roots.items():
+        if root.is_dir():
+            for f in sorted(q for q in root.rglob("*") if q.is_file()):
+                files[f"{role}/{f.relative_to(root).as_posix()}"] = sha256_file(f)
+        elif root.is_file():
+            files[role] = sha256_file(root)
+        else:
+            raise DataError("source not found", path=root, field=role)
+    return sha256_json(files)
+
+
+def absolute_spec(spec: IngestSpec) -> IngestSpec:
+    """``spec`` with its raw files' paths (``source``, the ``nodes`` option) made absolute,
+    so that it names the same files from any working directory."""
+    options = dict(spec.options)
+    if isinstance(options.get("nodes"), str):
+        options["nodes"] = str(Path(options["nodes"]).expanduser().resolve())
+    source = str(Path(spec.source).expanduser().resolve()) if spec.source else None
+    return spec.model_copy(update={"source": source, "options": options})
+
+
+def ingest_record(spec: IngestSpec) -> dict[str, Any]:
+    """What a dataset folder's manifest records of how it was ingested (its ``ingest``
+    key): the spec (paths made absolute: :func:`absolute_spec`) and :func:`source_sha256`
+    of the raw files."""
+    return {"spec": absolute_spec(spec).model_dump(mode="json"),
+            "source_sha256": source_sha256(spec)}
+
+
+def _comparable(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec's dump without where its raw files lie (``source`` and the ``nodes`` option):
+    what they hold is compared by :func:`source_sha256`."""
+    options = {k: v for k, v in (spec.get("options") or {}).items() if k != "nodes"}
+    return {**{k: v for k, v in spec.items() if k != "source"}, "options": options}
+
+
+def ingest_status(folder: str | Path, spec: IngestSpec) -> tuple[str, str]:
+    """Whether ``folder`` holds what ingesting ``spec`` would write now.
+
+    Args:
+        folder (str or Path): a dataset folder (it may not exist yet).
+        spec (IngestSpec): the ingest spec naming the raw source.
+
+    Returns:
+        tuple: ``(status, reason)``, ``status`` one of ``"missing"`` (no dataset folder
+        there), ``"current"`` (its manifest records this spec and the source's files are
+        unchanged) and ``"stale"`` (the source's files or the spec differ from the record,
+        or the manifest has no record: written before manifests kept one, or by hand);
+        ``reason`` says which, in words.
+
+    Raises:
+        DataError: the source named by ``spec`` is not there.
+    """
+    manifest_path = Path(folder) / "manifest.json"
+    if not manifest_path.is_file():
+        return "missing", f"no dataset folder at {folder} yet"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        return "stale", "its manifest cannot be read"
+    record = manifest.get("ingest") if isinstance(manifest, dict) else None
+    if not isinstance(record, dict) or "spec" not in record:
+        return "stale", ("its manifest does not record the source it was ingested from "
+                         "(ingested before manifests kept it)")
+    if _comparable(record["spec"]) != _comparable(spec.model_dump(mode="json")):
+        return "stale", "it was ingested with another spec (format, name or options)"
+    now = source_sha256(spec)
+    if record.get("source_sha256") != now:
+        return "stale", (f"the source changed since it was ingested (raw files sha256 "
+                         f"{str(record.get('source_sha256'))[:12]} -> {str(now)[:12]})")
+    return "current", "the source and the spec are those it was ingested from"

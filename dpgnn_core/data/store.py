@@ -10,7 +10,9 @@ One folder per dataset version::
                       directions), optional edge_attr FixedSizeList<float32>[k]
     graphs.parquet    graph_id, label, split (graph classification only)
     manifest.json     schema version, task, counts, dims, split scheme, provenance,
-                      sha256 of every file, and ``content_sha256`` (the dataset's id)
+                      sha256 of every file, and ``content_sha256`` (the dataset's id);
+                      ``ingest``: the ingest spec and the sha256 of its raw files, when
+                      written from one (not part of ``content_sha256``)
 
 The folder is written atomically (temp folder, then rename). The reader checks the
 manifest against the files (checksums, counts, id ranges, dtypes) and raises
@@ -188,6 +190,8 @@ def write_dataset(
             "files": hashes,
             "content_sha256": sha256_json({f: h["sha256"] for f, h in hashes.items()}),
         }
+        if data.meta.get("ingest"):  # the spec and raw files' sha256 (load_from_spec)
+            manifest["ingest"] = data.meta["ingest"]
         write_json_atomic(tmp / MANIFEST, manifest)
     return manifest
 

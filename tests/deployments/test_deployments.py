@@ -1,38 +1,85 @@
-"""The served deployments and prefect.yaml describe the pipeline flow with valid parameters."""
+"""The served deployments and prefect.yaml describe the pipeline and retrain flows with valid
+parameters."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 import yaml
 
 from dpgnn_core.specs import DEMO_INGEST, IngestSpec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+NAMES = {"nightly-gcn", "nightly-mlp", "pipeline-adhoc", "private-retrain"}
+RETRAIN_ENV = ("DPGNN_RETRAIN_DATASET", "DPGNN_RETRAIN_INGEST", "DPGNN_RETRAIN_SPEC",
+               "DPGNN_RETRAIN_CRON")
 
 
-def test_serve_deployments() -> None:
+def _serve_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("serve", ROOT / "deployments" / "serve.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    deps = {d.name: d for d in mod.deployments()}
-    assert set(deps) == {"nightly-gcn", "nightly-mlp", "pipeline-adhoc"}
+    return mod
+
+
+def test_serve_deployments(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in RETRAIN_ENV:
+        monkeypatch.delenv(k, raising=False)
+    deps = {d.name: d for d in _serve_module().deployments()}
+    assert set(deps) == NAMES
     assert deps["nightly-gcn"].schedules and not deps["pipeline-adhoc"].schedules
     for d in deps.values():
         parse_spec(d.parameters["spec"])
         if "ingest_spec" in d.parameters:
             assert IngestSpec(**d.parameters["ingest_spec"]) == DEMO_INGEST
+    # The retrain deployment: daily at 04:00 UTC, one run at a time, a private spec, and by
+    # default the demo graph in a folder of the project.
+    rt = deps["private-retrain"]
+    assert rt.entrypoint is not None and rt.entrypoint.endswith("retrain.py:retrain")
+    (sched,) = rt.schedules
+    assert sched.schedule.cron == "0 4 * * *" and sched.schedule.timezone == "UTC"
+    assert rt.concurrency_limit == 1
+    spec = parse_spec(rt.parameters["spec"])
+    assert spec.method == "dp-mlp" and spec.epsilon == 2  # type: ignore[attr-defined]
+    assert Path(rt.parameters["dataset"]).name == "retrain-demo"
+    assert Path(rt.parameters["dataset"]).is_absolute()
+
+
+def test_serve_retrain_from_environment(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    """DPGNN_RETRAIN_* set the retrain deployment's folder, source, spec and schedule."""
+    source = {"format": "csv", "source": str(tmp_path / "edges.csv"),
+              "options": {"nodes": str(tmp_path / "nodes.csv")}}
+    monkeypatch.setenv("DPGNN_RETRAIN_DATASET", str(tmp_path / "ds"))
+    monkeypatch.setenv("DPGNN_RETRAIN_INGEST", json.dumps(source))
+    monkeypatch.setenv("DPGNN_RETRAIN_SPEC", '{"method": "dp-gcn", "epsilon": 4}')
+    monkeypatch.setenv("DPGNN_RETRAIN_CRON", "30 5 * * 1")
+    rt = _serve_module().retrain_deployment()
+    assert rt.parameters["dataset"] == str((tmp_path / "ds").resolve())
+    assert IngestSpec(**rt.parameters["ingest_spec"]) == IngestSpec(**source)
+    assert parse_spec(rt.parameters["spec"]).method == "dp-gcn"  # type: ignore[attr-defined]
+    assert rt.schedules[0].schedule.cron == "30 5 * * 1"
+    monkeypatch.delenv("DPGNN_RETRAIN_INGEST")  # a folder of your own: used as it is
+    assert "ingest_spec" not in _serve_module().retrain_deployment().parameters
 
 
 def test_prefect_yaml_matches_flow() -> None:
     conf = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     names = {d["name"] for d in conf["deployments"]}
-    assert names == {"nightly-gcn", "nightly-mlp", "pipeline-adhoc"}
+    assert names == NAMES
     for d in conf["deployments"]:
         path, func = d["entrypoint"].split(":")
         assert (ROOT / path).is_file() and f"def {func}(" in (ROOT / path).read_text()
         parse_spec(d["parameters"]["spec"])
         if "ingest_spec" in d["parameters"]:  # the one demo spec, also in YAML
             assert IngestSpec(**d["parameters"]["ingest_spec"]) == DEMO_INGEST
+    rt = next(d for d in conf["deployments"] if d["name"] == "private-retrain")
+    assert rt["schedules"] == [{"cron": "0 4 * * *", "timezone": "UTC"}]
+    assert rt["concurrency_limit"] == 1
+    assert rt["parameters"]["dataset"] == "{{ $DPGNN_RETRAIN_DATASET }}"
+    assert parse_spec(rt["parameters"]["spec"]).epsilon  # type: ignore[attr-defined]

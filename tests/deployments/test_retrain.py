@@ -1,0 +1,215 @@
+"""Integration: the ``private-retrain`` deployment served against a real ``prefect server``,
+triggered with ``prefect deployment run`` until the dataset's privacy budget is spent.
+
+One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpgnn ingest``;
+run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
+that calibrated plan; the source changes and run 2 re-ingests it into the same folder (a
+new version that shares the folder's budget) and trains; run 3 is refused before training:
+its flow run ends Failed with the budget's line, and nothing is recorded or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prefect")]
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOYMENT = "dpgnn-retrain/private-retrain"
+SPEC = {"method": "dp-mlp", "epsilon": 2.0, "steps": 20, "hidden": 16}
+BUDGET_DELTA = 1e-3
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
+    env.update({"DPGNN_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "DO_NOT_TRACK": "1", "DPGNN_PROGRESS": "off"})
+    return env
+
+
+def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    req = urllib.request.Request(f"{url}{path}", method="POST" if body is not None else "GET",
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _write_source(raw: Path, shift: float = 0.0) -> None:
+    """A 240-node labelled graph as CSV; ``shift`` changes one feature value."""
+    rng = np.random.default_rng(0)
+    n, d = 240, 8
+    y = np.arange(n) % 4
+    x = rng.normal(size=(n, d)) + y[:, None]
+    x[0, 0] += shift
+    raw.mkdir(exist_ok=True)
+    (raw / "nodes.csv").write_text(
+        "node_id," + ",".join(f"f{j}" for j in range(d)) + ",label\n"
+        + "".join(f"{i}," + ",".join(f"{v:.6f}" for v in x[i]) + f",{y[i]}\n"
+                  for i in range(n)))
+    src = np.arange(n)
+    (raw / "edges.csv").write_text("src,dst\n" + "".join(
+        f"{a},{b}\n" for a, b in zip(src, (src + 1) % n, strict=True)))
+
+
+def _run_id(out: str) -> str:
+    m = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
+    assert m, out
+    return m.group(1)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
+    """``dpgnn server start`` (a Prefect server in its own session, with its own home),
+    started in the background while the test prepares; stopped (its group only) at the end.
+    The server's scheduler is off, so only triggered runs happen."""
+    env = _clean_env(tmp_path / "home")
+    port = _free_port()
+    start = subprocess.Popen(
+        [BIN / "dpgnn", "server", "start", "--port", str(port)],
+        env={**env, "PREFECT_UI_ENABLED": "false",
+             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{port}/api", env, start
+    finally:
+        if start.poll() is None:
+            start.communicate(timeout=180)
+        subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
+                       timeout=60)
+
+
+def test_retrain_until_the_budget_is_spent(
+        tmp_path: Path, server: tuple[str, dict[str, str], subprocess.Popen[str]]) -> None:
+    from dpgnn_core.budget import BudgetExceeded, BudgetStore
+
+    url, env, start = server
+    home, raw, ds = tmp_path / "home", tmp_path / "raw", tmp_path / "ds"
+    _write_source(raw)
+    source = {"format": "csv", "source": str(raw / "edges.csv"),
+              "options": {"nodes": str(raw / "nodes.csv"), "undirected": True}}
+    subprocess.run([BIN / "dpgnn", "ingest", "-f", "csv", "--source", source["source"],
+                    "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)],
+                   env=env, check=True, capture_output=True, timeout=120)
+    first = json.loads((ds / "manifest.json").read_text())
+    _, err = start.communicate(timeout=180)  # returns once the server is healthy
+    assert start.returncode == 0, err[-2000:]
+
+    api_env = {**env, "PREFECT_API_URL": url}
+    serve_log = tmp_path / "serve.log"
+    with serve_log.open("wb") as log:  # the child keeps its own descriptor
+        serve = subprocess.Popen(
+            [sys.executable, "deployments/serve.py", "private-retrain"], cwd=ROOT,
+            env={**api_env, "DPGNN_RETRAIN_DATASET": str(ds),
+                 "DPGNN_RETRAIN_INGEST": json.dumps(source),
+                 "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+    def run() -> dict[str, Any]:
+        """Trigger the deployment with the CLI; wait for the run's final state."""
+        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=api_env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        run_id, deadline = _run_id(r.stdout), time.time() + 240
+        while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
+            assert serve.poll() is None, serve_log.read_text()[-3000:]
+            assert time.time() < deadline, got["state_name"]
+            time.sleep(0.5)
+        return dict(got)
+
+    try:
+        deadline = time.time() + 120
+        while not _api(url, "/deployments/filter", {"limit": 5}):
+            assert serve.poll() is None, serve_log.read_text()[-3000:]
+            assert time.time() < deadline, "the deployment was not registered"
+            time.sleep(0.5)
+        run1 = run()
+        assert run1["state_type"] == "COMPLETED", run1["state"]
+        store = BudgetStore(home / "budget.sqlite")
+        (record,) = store.summary(store.resolve(first["content_sha256"])).records
+        _write_source(raw, shift=1.0)  # the source changes: the next run re-ingests it
+        with ThreadPoolExecutor(1) as pool:  # composing takes seconds: while run 2 runs
+            composed = pool.submit(_epsilons, record.charge)
+            run2 = run()
+        assert run2["state_type"] == "COMPLETED", run2["state"]
+        # A budget that fits exactly two releases of the plan run 1 was charged for (run 2
+        # trained on the new version, which has as many training nodes: the same plan).
+        unit, eps = composed.result()
+        budget = (eps[1] + eps[2]) / 2
+        subprocess.run([BIN / "dpgnn", "budget", "set", str(ds), "--epsilon", repr(budget),
+                        "--delta", repr(BUDGET_DELTA)], env=env, check=True,
+                       capture_output=True, timeout=60)
+        model = _models(home)[json.loads((ds / "manifest.json").read_text())["content_sha256"]]
+        stamp = (model / "model.pt").stat().st_mtime_ns
+        run3 = run()
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)  # our serve process's group only
+        serve.wait(timeout=60)
+
+    # Run 3 does not fit: Failed, with the budget's line as the state's message.
+    assert run3["state_type"] == "FAILED", run3["state"]
+    expected = BudgetExceeded(f"{first['name']} ({first['content_sha256'][:12]})", unit,
+                              eps[1], eps[0], eps[2], budget, BUDGET_DELTA)
+    assert run3["state"]["message"] == str(expected)
+
+    # The folder holds the new version, which shares the budget of the first.
+    second = json.loads((ds / "manifest.json").read_text())
+    assert second["content_sha256"] != first["content_sha256"]
+    assert second["ingest"]["source_sha256"] != first["ingest"]["source_sha256"]
+    show = subprocess.run([BIN / "dpgnn", "budget", "show", str(ds), "--json"], env=env,
+                          capture_output=True, text=True, check=True, timeout=60)
+    (summary,) = json.loads(show.stdout)["datasets"]
+    assert [v["sha256"] for v in summary["versions"]] == [first["content_sha256"],
+                                                          second["content_sha256"]]
+    # Exactly the two releases that fit: spent, one per version; the refusal left no record.
+    records = summary["records"]
+    assert [(r["status"], r["method"], r["dataset_sha256"]) for r in records] == [
+        ("spent", "dp-mlp", first["content_sha256"]),
+        ("spent", "dp-mlp", second["content_sha256"])]
+    assert summary["spent"][unit]["epsilon"] == pytest.approx(eps[1])
+    assert summary["spent"][unit]["remaining"] == pytest.approx(budget - eps[1])
+
+    # No training for the refused run: one model per version, each the recorded release,
+    # and run 2's model file untouched by run 3.
+    models = _models(home)
+    assert {sha: json.loads((m / "report.json").read_text())["release"]["id"]
+            for sha, m in models.items()} == {r["dataset_sha256"]: r["release_id"]
+                                              for r in records}
+    assert (models[second["content_sha256"]] / "model.pt").stat().st_mtime_ns == stamp
+
+
+def _epsilons(plan: Any) -> tuple[str, list[float]]:
+    """The protected unit of ``plan`` (a recorded release) and the cumulative ε of one, two
+    and three releases of it at the budget's δ."""
+    from dpgnn_core.budget import compose
+
+    (unit,) = compose([plan], BUDGET_DELTA)
+    return unit, [compose([plan] * k, BUDGET_DELTA)[unit].epsilon for k in (1, 2, 3)]
+
+
+def _models(home: Path) -> dict[str, Path]:
+    """The trained model folders of the project, by the sha256 of their dataset."""
+    return {json.loads((m / "manifest.json").read_text())["dataset"]: m
+            for m in (home / "artifacts" / "train").iterdir()}
