@@ -558,7 +558,9 @@ class BudgetStore:
     def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
         """A counted record this task's release belongs to: the same run's whose release is
         not yet written (GAP's stages share one; a retraining of a finished plan in the same
-        run is a new release), or a private selection's that covers ``plan_key``."""
+        run is a new release), or a private selection's of the same flow run (``run_id`` is
+        ``<flow run>:<key>``) that covers ``plan_key``: a later run of a covered
+        configuration is a new release and is charged."""
         with self._tx(write=False) as db:
             r = db.execute("SELECT budget_id FROM datasets WHERE sha256=?",
                            (sha256,)).fetchone()
@@ -567,9 +569,10 @@ class BudgetStore:
             b = self._budget(db, str(r["budget_id"]))
             hit = db.execute(
                 "SELECT id FROM releases WHERE budget_id=? AND epoch=? AND status IN "
-                "('reserved','spent') AND ((run_id=? AND release_id IS NULL) OR covers "
-                "LIKE ?) ORDER BY id LIMIT 1",
-                (b.budget_id, b.epoch, run_id, f'%"{plan_key}"%')).fetchone()
+                "('reserved','spent') AND ((run_id=? AND release_id IS NULL) OR (covers "
+                "LIKE ? AND run_id LIKE ?)) ORDER BY id LIMIT 1",
+                (b.budget_id, b.epoch, run_id, f'%"{plan_key}"%',
+                 run_id.split(":", 1)[0] + ":%")).fetchone()
             return int(hit["id"]) if hit else None
 
     def attach_release(self, record_id: int, release_id: str) -> None:

@@ -252,3 +252,16 @@ def test_unknown_dataset_and_bad_budget_are_refused(tmp_path: Path) -> None:
         s.set_budget(SHA, "toy", None, epsilon=math.inf, delta=DELTA)
     with pytest.raises(Exception, match="budget delta"):
         s.set_budget(SHA, "toy", None, epsilon=1.0, delta=1.0)
+
+
+def test_selection_covers_its_candidates_only_within_its_own_flow_run(tmp_path: Path) -> None:
+    """A later run of a configuration a private selection trained (say, retraining the
+    selected one on a schedule) is a new release: it must not adopt the selection's
+    record (and so skip the budget check)."""
+    s = _store(tmp_path)
+    rid = s.reserve(SHA, "toy", None, Charge(fixed=(1.0, 1e-6, "node", "add_remove")),
+                    method="m (private selection)", run_id="sweeprun:tuning", delta=1e-6,
+                    epsilon=1.0, covers=["K1", "K2"])
+    assert s.find_reservation(SHA, "sweeprun:K1", "K1") == rid
+    assert s.find_reservation(SHA, "retrainrun:K1", "K1") is None
+    assert s.find_reservation(SHA, "sweeprun:K3", "K3") is None
