@@ -3,6 +3,10 @@
 :mod:`.bounds` holds the statistics only (pure functions of counts): the one-run audit of
 Steinke, Nasr & Jagielski (2023) and the classic multi-run audit with Clopper–Pearson
 intervals. Nothing here trains a model or touches a graph.
+
+:mod:`.canaries` (imported directly: it needs torch) inserts node or edge canaries, trains
+through the method registry, scores the canaries and returns the one-run bound:
+``from dpgnn_core.audit.canaries import audit``.
 """
 
 from dpgnn_core.audit.bounds import (

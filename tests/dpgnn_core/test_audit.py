@@ -1,0 +1,129 @@
+"""Canary audits (dpgnn_core.audit.canaries): power (non-private controls give a large ε
+lower bound), soundness (correct noise keeps the bound below the reported ε), and the
+canaries' hygiene (secret bits, excluded canaries absent from the training data)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from dpgnn_core.audit.canaries import (
+    audit,
+    guess,
+    insert_edge_canaries,
+    insert_node_canaries,
+)
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.methods.registry import get
+
+M = 200  # canaries per audit: r = 100 guesses, all correct gives about 3.2 at delta ~ 5e-4
+
+
+@pytest.fixture(scope="module")
+def data():
+    return csbm(num_nodes=300, num_classes=4, feature_dim=16, avg_degree=5, seed=0)
+
+
+def _audit(name, data, **opts):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return audit(name, data, get(name).spec(device="cpu", **opts), m=M)
+
+
+@pytest.mark.parametrize("name,opts", [
+    ("dp-mlp", {"epsilon": None}),
+    ("dp-gcn", {"epsilon": None}),
+    ("drw-gcn", {"epsilon": None}),
+    ("gap-inf", {"epochs": 20}),  # GAP-EDP's code path with no noise
+])
+def test_non_private_control_has_power(data, name, opts):
+    res = _audit(name, data, **opts)
+    assert res.reported_epsilon == float("inf")
+    assert res.r == M // 2
+    assert res.v >= res.r - 2
+    # far above the epsilon = 1 that the private run claims
+    assert res.epsilon_lower > 2.5, res.to_dict()
+
+
+@pytest.mark.parametrize("name,opts", [
+    ("dp-mlp", {"epsilon": 1.0}),
+    ("dp-gcn", {"epsilon": 1.0}),
+    ("gap-edp", {"epsilon": 1.0, "epochs": 20}),
+    ("gap-edp", {"epsilon": 2.0, "epochs": 20}),
+])
+def test_private_run_stays_below_reported_epsilon(data, name, opts):
+    res = _audit(name, data, **opts)
+    assert res.reported_epsilon == pytest.approx(opts["epsilon"], rel=1e-3)
+    assert res.epsilon_lower < res.reported_epsilon, res.to_dict()
+    assert res.threat_model and res.scores.shape == (M,) and res.included.shape == (M,)
+
+
+def test_reproducible_noise_is_refuted(data):
+    """GAP-EDP at epsilon = 1 with --insecure-reproducible-noise: an attacker who reads the
+    seed regenerates PMA's noise and refutes the reported epsilon; with secret noise the
+    same attack is blind."""
+    insecure = _audit_attack(data, True)
+    assert insecure.reported_epsilon == pytest.approx(1.0, rel=1e-3)
+    assert insecure.v == insecure.r
+    assert insecure.epsilon_lower > 2.5 * insecure.reported_epsilon, insecure.to_dict()
+    secret = _audit_attack(data, False)
+    assert secret.epsilon_lower < secret.reported_epsilon, secret.to_dict()
+
+
+def _audit_attack(data, insecure):
+    spec = get("gap-edp").spec(device="cpu", epsilon=1.0, epochs=20,
+                               insecure_reproducible_noise=insecure)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return audit("gap-edp", data, spec, m=M, attack="reproduced-noise")
+
+
+def test_inclusion_bits_do_not_follow_the_seed(data):
+    a = _audit("dp-mlp", data, epsilon=None, seed=3)
+    b = _audit("dp-mlp", data, epsilon=None, seed=3)
+    assert not np.array_equal(a.included, b.included)
+    _, c1 = insert_node_canaries(data, 64)
+    _, c2 = insert_node_canaries(data, 64)
+    assert not np.array_equal(c1.included, c2.included)
+
+
+def test_excluded_node_canaries_are_not_in_the_training_data(data):
+    n, d = data.num_nodes, data.num_features
+    out, can = insert_node_canaries(data, 50, relation="add/remove")
+    inc = can.included
+    assert out.num_nodes == n + int(inc.sum()) and out.num_features == d + 50
+    assert (can.node_ids[~inc] == -1).all()
+    ids = can.node_ids[inc]
+    np.testing.assert_array_equal(out.x[ids], can.features[inc])
+    np.testing.assert_array_equal(out.y[ids], can.labels[inc])
+    assert out.mask("train")[ids].all() and not np.isin(out.edge_index, ids).any()
+    # an excluded canary's own feature column is zero on every node
+    assert not out.x[:, d + np.flatnonzero(~inc)].any()
+    assert out.x[:, d + np.flatnonzero(inc)].any(0).all()
+    np.testing.assert_array_equal(out.x[:n, :d], data.x)
+
+    rep, can = insert_node_canaries(data, 50, relation="replace-one")
+    inc = can.included
+    assert rep.num_nodes == n + 50 and rep.mask("train")[n:].all()
+    assert not rep.x[n:][~inc].any()  # blank records in the excluded slots
+    np.testing.assert_array_equal(rep.x[n:][inc], can.features[inc])
+    assert not rep.x[:, d + np.flatnonzero(~inc)].any()
+
+
+def test_excluded_edge_canaries_are_not_in_the_graph(data):
+    out, can = insert_edge_canaries(data, 40)
+    n = data.num_nodes
+    assert out.num_nodes == n + 80 and (out.split[n:] == 3).all()
+    edges = set(map(tuple, out.edge_index.T.tolist()))
+    for (u, v), inc in zip(can.pairs.tolist(), can.included, strict=True):
+        assert ((u, v) in edges) == bool(inc) and ((v, u) in edges) == bool(inc)
+    assert out.num_edges == data.num_edges + 2 * int(can.included.sum())
+
+
+def test_guess_is_fixed_in_advance():
+    scores = np.array([0.5, 0.1, 0.9, 0.3, 0.7, 0.2])
+    g = guess(scores, 2)
+    np.testing.assert_array_equal(g, [0, 1, -1, 0, -1, 1])
+    assert (guess(scores, 0) == 0).all()
