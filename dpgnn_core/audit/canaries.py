@@ -20,6 +20,9 @@ Two kinds of canary, by what the method protects:
   training nodes and fills an excluded slot with a blank record (all-zero features, the
   same label), so the two datasets of each bit are replace-one neighbours and no excluded
   canary's features reach the training data.
+  GAP-NDP (a node with its edges, add/remove) takes the same isolated canaries, scored
+  by its classifier on the canary's own encoding with zero aggregations (what an isolated
+  node aggregates before the noise).
 * **Edge canaries** (GAP-EDP, and GAP-∞ as its non-private control: one edge). 2m fresh
   nodes in the ``unused`` split (so the encoder and classifier train on the same rows
   whatever the bits), with the features of random real nodes (public at edge level);
@@ -227,6 +230,13 @@ def _canary_logits(family: str, model: torch.nn.Module, x: npt.NDArray[np.float3
     with torch.no_grad():
         if family == "dp-mlp":
             out: torch.Tensor = model(xt)
+        elif family == "gap":  # GAP-NDP: an isolated node aggregates nothing (zero rows)
+            from dpgnn_core.methods.gap import GapClassifier
+
+            assert isinstance(model, GapClassifier)
+            enc_dim = int(model.encoder.lin2.out_features) if model.encoder is not None else 0
+            zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
+            out = model(model.inputs(xt, zeros))
         else:
             out = model.forward_sparse(xt, torch.zeros((2, 0), dtype=torch.int64))  # type: ignore[operator]
     return out
@@ -403,6 +413,8 @@ def audit(method_name: str, data: GraphData, spec: Any, m: int, delta: float | N
 
     method = get(method_name)
     kind, relation = canaries_for(method.family)
+    if method.family == "gap" and getattr(spec, "level", None) == "node":
+        kind, relation = "node", "add/remove"  # GAP-NDP protects a node with its edges
     if not 0.0 < guess_fraction <= 1.0:
         raise DataError("guess_fraction must lie in (0, 1]", field="guess_fraction",
                         value=guess_fraction)

@@ -35,7 +35,7 @@ def _audit(name, data, **opts):
 @pytest.mark.parametrize("name,opts", [
     ("dp-mlp", {"epsilon": None}),
     ("dp-gcn", {"epsilon": None}),
-    ("drw-gcn", {"epsilon": None}),
+    ("drw-gcn", {"epsilon": None, "steps": 60}),
     ("gap-inf", {"epochs": 20}),  # GAP-EDP's code path with no noise
 ])
 def test_non_private_control_has_power(data, name, opts):
@@ -52,6 +52,7 @@ def test_non_private_control_has_power(data, name, opts):
     ("dp-gcn", {"epsilon": 1.0}),
     ("gap-edp", {"epsilon": 1.0, "epochs": 20}),
     ("gap-edp", {"epsilon": 2.0, "epochs": 20}),
+    ("gap-ndp", {"epsilon": 4.0, "steps": 50, "max_degree": 12}),  # node canaries
 ])
 def test_private_run_stays_below_reported_epsilon(data, name, opts):
     res = _audit(name, data, **opts)
