@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.flows.test_servers import _clean_env as _server_env
+from tests.flows.test_servers import _free_port
+
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prefect")]
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,16 +38,10 @@ BUDGET_DELTA = 1e-3
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
-    env.update({"DPGNN_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                "DO_NOT_TRACK": "1", "DPGNN_PROGRESS": "off"})
+    env = _server_env(home)  # the server tests' environment, quieter
+    env.update({"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                "DPGNN_PROGRESS": "off"})
     return env
 
 
