@@ -158,24 +158,24 @@ def _count(name: str, value: Any) -> int:
     return n
 
 
-def _delta(delta: Any) -> float:
+def _unit_interval(name: str, value: Any, *, zero_ok: bool) -> float:
+    """``value`` as a float in [0, 1) (``zero_ok``) or (0, 1), else a one-line error."""
+    interval = "[0, 1)" if zero_ok else "(0, 1)"
     try:
-        d = float(delta)
+        x = float(value)
     except (TypeError, ValueError):
-        raise PrivacyError(f"delta must lie in [0, 1), got {delta!r}") from None
-    if not 0.0 <= d < 1.0:
-        raise PrivacyError(f"delta must lie in [0, 1), got {delta!r}")
-    return d
+        raise PrivacyError(f"{name} must lie in {interval}, got {value!r}") from None
+    if not (0.0 <= x if zero_ok else 0.0 < x) or not x < 1.0:
+        raise PrivacyError(f"{name} must lie in {interval}, got {value!r}")
+    return x
+
+
+def _delta(delta: Any) -> float:
+    return _unit_interval("delta", delta, zero_ok=True)
 
 
 def _beta(beta: Any) -> float:
-    try:
-        b = float(beta)
-    except (TypeError, ValueError):
-        raise PrivacyError(f"beta must lie in (0, 1), got {beta!r}") from None
-    if not 0.0 < b < 1.0:
-        raise PrivacyError(f"beta must lie in (0, 1), got {beta!r}")
-    return b
+    return _unit_interval("beta", beta, zero_ok=False)
 
 
 def _one_run_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
