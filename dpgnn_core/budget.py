@@ -234,7 +234,8 @@ def compose(charges: Sequence[Charge], delta: float) -> dict[str, UnitSpent]:
         mixed = len(rels) > 1
         f_eps = f_delta = 0.0
         for eps, d, rel in fixed.get(unit, []):
-            if mixed and rel == "add_remove":  # group privacy: replace = remove + add
+            if mixed and rel == "add_remove" and math.isfinite(eps):  # group privacy:
+                # replace = remove + add (an infinite charge stays infinite)
                 eps, d = 2.0 * eps, (1.0 + math.exp(eps)) * d
             f_eps, f_delta = f_eps + eps, f_delta + d
         left = delta - f_delta

@@ -19,6 +19,7 @@ private selection are covered by the selection's one reservation of the tuning t
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -66,6 +67,7 @@ class TaskGate:
         # GAP's stage tasks of one flow run share this key; outside a flow, every gate is
         # its own run.
         self.run_key = f"{flow_run_id() or uuid.uuid4().hex}:{self.key}"
+        self.insecure = bool(getattr(spec, "insecure_reproducible_noise", False))
         self.record_id: int | None = None
         self.adopted = False  # the reservation belongs to an earlier stage or a selection
         self.was_released = False
@@ -79,10 +81,16 @@ class TaskGate:
         if found is not None:  # GAP's earlier stage in this run, or a private selection
             self.record_id, self.adopted = found, True
             return
+        charge, eps, note = Charge(ledger), info.get("epsilon"), ""
+        if self.insecure:  # noise recomputable from the stored seed: no bound holds
+            ((unit, rel),) = {(e.level, e.relation) for e in ledger.events}
+            charge, eps = Charge(fixed=(math.inf, 0.0, unit, rel)), math.inf
+            note = ("insecure reproducible noise: the noise can be recomputed from the "
+                    "stored seed, so this release has no finite epsilon")
         self.record_id = self.store.reserve(
-            self.ds["content_sha256"], self.ds["name"], self.ds["path"], Charge(ledger),
+            self.ds["content_sha256"], self.ds["name"], self.ds["path"], charge,
             method=self.method, run_id=self.run_key, delta=info.get("delta"),
-            epsilon=info.get("epsilon"), plan_key=self.key)
+            epsilon=eps, plan_key=self.key, note=note)
 
     def released(self) -> None:
         if self.record_id is not None and not self.was_released:
@@ -120,7 +128,7 @@ class TaskGate:
         self.was_released = True
         self.store.mark_spent(self.record_id, release_id=release.get("id"),
                               ledger=ledger if ledger is not None and ledger.entries else None,
-                              epsilon=(report or {}).get("epsilon"))
+                              epsilon=None if self.insecure else (report or {}).get("epsilon"))
 
     def failed(self, error: BaseException) -> None:
         if self.record_id is not None and not self.was_released and not self.adopted:

@@ -101,3 +101,30 @@ def test_non_private_runs_touch_no_budget() -> None:
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
         method.fit(data, spec, on_step=gate.on_step(None))
     assert store().budget_id(ref["content_sha256"]) is None
+
+
+def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
+    """Noise recomputable from the stored seed: the release has no finite ε, so the
+    odometer records ∞ for its unit, and a budget refuses such a run before training."""
+    import math
+
+    data, ref = _dataset(105)
+    method = get("dp-mlp")
+    spec = method.spec(epsilon=2.0, steps=4, batch_size=32, hidden=8, device="cpu",
+                       insecure_reproducible_noise=True)
+    with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
+        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        gate.finish({**fitted.report, "release": {"id": "ins"}}, fitted.ledger)
+    s = store()
+    summary = s.summary(s.resolve(ref["content_sha256"]))
+    (rec,) = summary.records
+    assert rec.status == "spent" and math.isinf(rec.epsilon or 0.0)
+    assert math.isinf(summary.spent["node"].epsilon)
+
+    data, ref = _dataset(106)  # a budgeted dataset refuses it outright
+    s.set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=100.0, delta=1e-4)
+    steps: list[int] = []
+    with pytest.raises(BudgetExceeded, match="requests ε = inf"), \
+            gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
+        method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
+    assert steps == []
