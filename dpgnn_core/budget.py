@@ -39,7 +39,7 @@ import math
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -517,6 +517,23 @@ class BudgetStore:
             f"({','.join('?' * len(COUNTED))}) ORDER BY id", (budget_id, epoch, *COUNTED))
         return [self._record(r) for r in rows]
 
+    @staticmethod
+    def _insert(db: sqlite3.Connection, budget_id: str, sha256: str, epoch: int,
+                charge: Charge, *, status: str, method: str, run_id: str,
+                release_id: str | None, delta: float | None, epsilon: float | None,
+                note: str, plan_key: str | None = None, covers: Sequence[str] = ()) -> int:
+        """One row of ``releases`` (inside the caller's transaction); returns its id."""
+        cur = db.execute(
+            "INSERT INTO releases(budget_id, dataset_sha256, epoch, created, updated, status, "
+            "method, run_id, release_id, ledger, fixed, delta, epsilon, owner, note, "
+            "plan_key, covers) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (budget_id, sha256, epoch, _now(), _now(), status, method, run_id, release_id,
+             json.dumps(charge.ledger.to_dict()) if charge.ledger is not None else None,
+             json.dumps(list(charge.fixed)) if charge.fixed is not None else None,
+             delta, epsilon, owner(), note, plan_key,
+             json.dumps(list(covers)) if covers else None))
+        return int(cur.lastrowid or 0)
+
     def reserve(self, sha256: str, name: str, path: str | None, charge: Charge, *,
                 method: str, run_id: str, delta: float | None, epsilon: float | None,
                 note: str = "", plan_key: str | None = None,
@@ -544,17 +561,11 @@ class BudgetStore:
                             f"{b.name} ({bid[:12]})", unit,
                             spent[unit].epsilon if unit in spent else 0.0,
                             alone[unit].epsilon, cum, b.epsilon, b.delta)
-            cur = db.execute(
-                "INSERT INTO releases(budget_id, dataset_sha256, epoch, created, updated, "
-                "status, method, run_id, ledger, fixed, delta, epsilon, owner, note, "
-                "plan_key, covers) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (bid, sha256, b.epoch, _now(), _now(), "reserved", method, run_id,
-                 json.dumps(charge.ledger.to_dict()) if charge.ledger is not None else None,
-                 json.dumps(list(charge.fixed)) if charge.fixed is not None else None,
-                 delta, epsilon, owner(), note, plan_key,
-                 json.dumps(list(covers)) if covers else None))
+            rid = self._insert(db, bid, sha256, b.epoch, charge, status="reserved",
+                               method=method, run_id=run_id, release_id=None, delta=delta,
+                               epsilon=epsilon, note=note, plan_key=plan_key, covers=covers)
             self._save_rdp(db)
-            return int(cur.lastrowid or 0)
+            return rid
 
     def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
         """A counted record this task's release belongs to: the same run's whose release is
@@ -646,15 +657,9 @@ class BudgetStore:
         with self._tx() as db:
             bid = self._register(db, sha256, name, path)
             b = self._budget(db, bid)
-            cur = db.execute(
-                "INSERT INTO releases(budget_id, dataset_sha256, epoch, created, updated, "
-                "status, method, run_id, release_id, ledger, fixed, delta, epsilon, owner, "
-                "note) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (bid, sha256, b.epoch, _now(), _now(), status, method, run_id, release_id,
-                 json.dumps(charge.ledger.to_dict()) if charge.ledger is not None else None,
-                 json.dumps(list(charge.fixed)) if charge.fixed is not None else None,
-                 delta, epsilon, owner(), note))
-            return int(cur.lastrowid or 0)
+            return self._insert(db, bid, sha256, b.epoch, charge, status=status,
+                                method=method, run_id=run_id, release_id=release_id,
+                                delta=delta, epsilon=epsilon, note=note)
 
     # --- reading
 
@@ -720,27 +725,12 @@ class BudgetStore:
                     out.setdefault(unit, []).append((r.created, now[unit].epsilon))
         return out
 
-    def spent_after(self, budget_id: str, record_id: int) -> dict[str, float]:
-        """Cumulative ε per unit of the records counted up to ``record_id`` (the
-        odometer reading right after that release), at the summary's δ."""
-        s = self.summary(budget_id)
-        upto = [r for r in s.records if r.status in COUNTED and r.id <= record_id]
-        if not upto or not s.delta:
-            return {}
-        return {u: v.epsilon for u, v in compose([r.charge for r in upto], s.delta).items()}
-
 
 def default_store_path(home: str | Path) -> Path:
     """``<home>/budget.sqlite``."""
     return Path(home) / "budget.sqlite"
 
 
-def ledger_charge(ledger: Ledger | Mapping[str, Any]) -> Charge:
-    """A :class:`Charge` of a ledger (or its dict)."""
-    return Charge(ledger=ledger if isinstance(ledger, Ledger) else Ledger.from_dict(
-        dict(ledger)))
-
-
 __all__ = ["COUNTED", "STATUSES", "UNITS", "Budget", "BudgetExceeded", "BudgetStore",
            "Charge", "Record", "Summary", "UnitSpent", "compose", "default_store_path",
-           "ledger_charge", "owner"]
+           "owner"]
