@@ -58,16 +58,13 @@ import numpy.typing as npt
 import torch
 
 from dpgnn_core.audit.bounds import DEFAULT_BETA, AuditBound, one_run_audit
+from dpgnn_core.audit.defaults import DEFAULT_GUESS_FRACTION, DEFAULT_SCALE
 from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN, GraphData
 from dpgnn_core.errors import DataError
 
 Relation = Literal["add/remove", "replace-one"]
 Kind = Literal["node", "edge", "star"]
 
-#: Default scale of a node canary's own feature column.
-DEFAULT_SCALE = 10.0
-#: Default fraction of the canaries guessed (half of them "in", half "out").
-DEFAULT_GUESS_FRACTION = 0.5
 
 #: The canary kind and the neighbouring relation of each method family.
 FAMILY_CANARIES: dict[str, tuple[Kind, Relation]] = {
