@@ -81,7 +81,7 @@ def test_multi_run_audit_flow(dataset: Path) -> None:
      "guess_fraction"),
     (["dp-mlp", "--epsilon", "1", "--beta", "1"], "--beta 1.0"),
     (["dp-mlp", "--epsilon", "1", "--runs", "2"], "--runs"),
-    (["dp-mlp", "--epsilon", "1", "--hops", "2"], "dp-mlp does not take hops"),
+    (["dp-mlp", "--epsilon", "1", "--set", "hops=2"], "dp-mlp does not take hops"),
 ])
 def test_cli_refuses_before_prefect(dataset: Path, args: list[str], needle: str) -> None:
     from flows.cli import app
