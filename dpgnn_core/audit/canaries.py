@@ -63,7 +63,7 @@ from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN, GraphData
 from dpgnn_core.errors import DataError
 
 Relation = Literal["add/remove", "replace-one"]
-Kind = Literal["node", "edge", "star"]
+Kind = Literal["node", "edge", "star", "node-edges"]
 
 
 #: The canary kind and the neighbouring relation of each method family.
@@ -84,6 +84,9 @@ THREAT_MODELS: dict[str, str] = {
             "first-hop noise regenerated from the seed (valid only against "
             "insecure_reproducible_noise), each canary endpoint's X(1) compared with it "
             "(an endpoint whose row is the normalised noise received no canary message)",
+    "node-edges": "black-box: the final model's cross-entropy of each canary's label on "
+            "its features as an isolated node, plus on each of its leaves fed with the "
+            "canary's message along its out-edge (lower = member)",
     "star": "released aggregations: each hub's private first-hop aggregation X(1) against "
             "its leaves' encoding X(0), weighted by the degree D, plus each leaf's X(1) "
             "against the hub's X(0), with the released encoder (higher = member)",
@@ -255,6 +258,44 @@ def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | 
     return out, Canaries(kind="edge", relation="add/remove", included=included, pairs=pairs)
 
 
+def insert_node_edge_canaries(data: GraphData, m: int, leaves: int = 4, *,
+                              scale: float = DEFAULT_SCALE,
+                              rng: np.random.Generator | None = None,
+                              included: npt.NDArray[np.bool_] | None = None
+                              ) -> tuple[GraphData, Canaries]:
+    """DP-GNN's ``node`` level on a directed graph (replace-one of a node's features, label
+    and out-edge row): m replace-one node canaries (:func:`insert_node_canaries`), each
+    with an out-edge row to ``leaves`` fresh training nodes of its own (all-zero features,
+    the canary's label). An included canary has its Dirac features and its out-edges, so
+    its message reaches its leaves' subgraphs; an excluded slot is the blank record with
+    an empty row. The leaves are training nodes whatever the bits (N is fixed, as
+    replace-one requires).
+
+    Raises:
+        DataError: an undirected graph (DP-GNN refuses ``node`` level there).
+    """
+    if not data.directed:
+        raise DataError("node-with-edges canaries audit DP-GNN's node level, which holds on "
+                        "directed graphs only", field="directed", value=False)
+    if int(leaves) != leaves or leaves < 1:
+        raise DataError("a node-with-edges canary needs at least one leaf", field="leaves",
+                        value=leaves)
+    base, can = insert_node_canaries(data, m, relation="replace-one", scale=scale, rng=rng,
+                                     included=included)
+    n1, width = base.num_nodes, base.num_features
+    lv = (n1 + np.arange(m * leaves, dtype=np.int64)).reshape(m, leaves)
+    src = np.repeat(can.node_ids[can.included], leaves)
+    dst = lv[can.included].reshape(-1)
+    out = replace(base, x=np.concatenate([base.x, np.zeros((m * leaves, width), np.float32)]),
+                  y=np.concatenate([base.y, np.repeat(can.labels, leaves)]),
+                  split=np.concatenate([base.split, np.full(m * leaves, TRAIN, np.int8)]),
+                  edge_index=np.ascontiguousarray(np.concatenate(
+                      [base.edge_index, np.stack([src, dst])], 1), dtype=np.int64),
+                  meta={**base.meta, "audit": {"canaries": "node-edges", "m": m,
+                                               "leaves": int(leaves)}})
+    return out, replace(can, kind="node-edges", leaves=lv)
+
+
 def insert_star_canaries(data: GraphData, m: int, degree: int, *,
                          rng: np.random.Generator | None = None,
                          included: npt.NDArray[np.bool_] | None = None
@@ -362,6 +403,22 @@ def score_edge_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data
     x1 = aggregations[:, 0].cpu()
     s = (x1[u] * x0[v]).sum(1) + (x1[v] * x0[u]).sum(1)
     return np.asarray(-s.double().numpy())
+
+
+def score_node_edge_canaries(model: torch.nn.Module, canaries: Canaries
+                             ) -> npt.NDArray[np.float64]:
+    """Each node-with-edges canary's score: its own cross-entropy as an isolated node
+    (:func:`score_node_canaries`) plus the mean cross-entropy of its label at its leaves,
+    each leaf fed the canary's message along one edge (lower = more likely a member)."""
+    own = score_node_canaries("dp-gnn", model, canaries)
+    m, width = canaries.features.shape
+    x = torch.from_numpy(np.concatenate([canaries.features, np.zeros((m, width), np.float32)]))
+    edge = torch.stack([torch.arange(m), m + torch.arange(m)])  # canary i -> its leaf
+    with torch.no_grad():
+        logits = model.cpu().eval().forward_sparse(x, edge)[m:]  # type: ignore[operator]
+    leaf = torch.nn.functional.cross_entropy(logits, torch.from_numpy(canaries.labels),
+                                             reduction="none")
+    return np.asarray(own + leaf.double().numpy(), dtype=np.float64)
 
 
 def score_star_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data: GraphData,
@@ -531,6 +588,8 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
     if method.family == "gap" and getattr(spec, "level", None) == "node":
         kind, relation = "star", "add/remove"  # GAP-NDP: a node with its edges
         degree = int(spec.max_degree)
+    elif method.family == "dp-gnn" and getattr(spec, "level", None) == "node":
+        kind = "node-edges"  # DP-GNN's row model on directed graphs: features, label, row
     if attack not in ("default", "reproduced-noise"):
         raise DataError("unknown attack", field="attack", value=attack)
     if attack == "reproduced-noise" and kind != "edge":
@@ -553,6 +612,8 @@ def insert_canaries(plan: AuditPlan, data: GraphData, m: int, *,
                                     included=included)
     if plan.kind == "star":
         return insert_star_canaries(data, m, plan.degree, rng=rng, included=included)
+    if plan.kind == "node-edges":
+        return insert_node_edge_canaries(data, m, scale=scale, rng=rng, included=included)
     return insert_edge_canaries(data, m, rng=rng, included=included)
 
 
@@ -565,6 +626,8 @@ def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any
         return score_node_canaries(plan.family, model, canaries)
     if plan.kind == "star":
         return score_star_canaries(model, extra["aggregations"], data, canaries)
+    if plan.kind == "node-edges":
+        return score_node_edge_canaries(model, canaries)
     if plan.attack == "reproduced-noise":
         return score_edge_canaries_reproduced_noise(spec, extra["aggregations"], canaries)
     return score_edge_canaries(model, extra["aggregations"], data, canaries)
@@ -745,7 +808,9 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
 __all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "FAMILY_CANARIES", "THREAT_MODELS",
            "AuditPlan", "AuditResult", "Canaries", "audit", "audit_multi_run",
            "canaries_for", "conclude", "guess", "guesses_per_side", "insert_canaries",
-           "insert_edge_canaries", "insert_node_canaries", "insert_star_canaries",
+           "insert_edge_canaries", "insert_node_canaries", "insert_node_edge_canaries",
+           "insert_star_canaries",
            "multi_run_bits", "multi_run_conclude", "plan_audit", "score_canaries",
            "score_edge_canaries", "score_edge_canaries_reproduced_noise",
-           "score_node_canaries", "score_star_canaries", "secret_generator"]
+           "score_node_canaries", "score_node_edge_canaries", "score_star_canaries",
+           "secret_generator"]

@@ -4,6 +4,7 @@ canaries' hygiene (secret bits, excluded canaries absent from the training data)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from unittest import mock
@@ -20,6 +21,7 @@ from dpgnn_core.audit.canaries import (
     guess,
     insert_edge_canaries,
     insert_node_canaries,
+    insert_node_edge_canaries,
     insert_star_canaries,
     multi_run_conclude,
     plan_audit,
@@ -220,3 +222,33 @@ def test_multi_run_audit_power_and_soundness(data):
     assert ctrl.v >= ctrl.r - 1, ctrl.to_dict()  # the non-private model memorises it
     assert ctrl.epsilon_lower > 0.4, ctrl.to_dict()  # ~0.8 is the most 20 judged runs give
     assert priv.epsilon_lower < priv.reported_epsilon, priv.to_dict()
+
+
+@pytest.fixture(scope="module")
+def directed(data):
+    return dataclasses.replace(data, directed=True)
+
+
+@pytest.mark.parametrize("epsilon", [None, 1.0])
+def test_dp_gnn_node_level_with_edges(directed, epsilon):
+    """DP-GNN at level node (directed graphs): canaries carry their out-edge row; the
+    non-private control is refuted far above 1, the private run stays below its epsilon."""
+    res = _audit("dp-gcn", directed, level="node", epsilon=epsilon)
+    assert res.kind == "node-edges" and res.relation == "replace-one"
+    if epsilon is None:
+        assert res.epsilon_lower > 2.5, res.to_dict()
+    else:
+        assert res.epsilon_lower < res.reported_epsilon, res.to_dict()
+
+
+def test_node_edge_canaries_are_replace_one_with_rows(directed, data):
+    out, can = insert_node_edge_canaries(directed, 30, leaves=3)
+    n = directed.num_nodes
+    assert out.num_nodes == n + 30 + 90 and out.mask("train")[n:].all()  # N is fixed
+    edges = set(map(tuple, out.edge_index[:, directed.num_edges:].T.tolist()))
+    for slot, lv, inc in zip(can.node_ids, can.leaves, can.included, strict=True):
+        assert all(((int(slot), int(v)) in edges) == bool(inc) for v in lv)
+        assert not out.x[lv].any() and (out.y[lv] == out.y[slot]).all()
+        assert out.x[slot].any() == bool(inc)  # the blank record in an excluded slot
+    with pytest.raises(Exception, match="directed"):
+        insert_node_edge_canaries(data, 3)
