@@ -147,7 +147,7 @@ def _log(summary: dict[str, Any], spec: Any, ds: Any, tracking_uri: str | None,
                         if v is not None and math.isfinite(v)}
     params = {"audit": {k: summary[k] for k in ("canaries", "relation", "m", "runs", "delta")},
               "spec": spec.model_dump(mode="json")}
-    name = (f"audit {summary['method']} ε={'∞' if eps is None else f'{eps:g}'} "
+    name = (f"audit {summary['method']} ε={'∞' if eps is None else f'{eps:.3g}'} "
             f"on {ds['name']}")
     try:
         check_tracking_uri(uri)
