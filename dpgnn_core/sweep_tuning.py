@@ -23,7 +23,12 @@ For each private method search and each target ε of a sweep:
    z'_c >= z_c, computed in the plan the same way; the tuning ε is that of the z'_c
    ledgers, exactly what trains, and each candidate's report and ledger are checked
    against it after training (:func:`verify_candidate`).
-4. **Release** only the best candidate on validation accuracy (ties: the earliest draw, a
+4. **Score and release.** Where the method bounds the sensitivity Δ of its count of
+   correct validation predictions (:attr:`~dpgnn_core.methods.registry.Method.score_sensitivity`),
+   every candidate releases that count plus Gaussian noise (:func:`noisy_count`; the
+   event is in every planned ledger, so the tuning ε covers it: :class:`ScorePlan`);
+   otherwise the score is the noise-free validation accuracy, flagged (:data:`SCORE_NOTE`).
+   Only the best candidate on its score is released (ties: the earliest draw, a
    uniformly random order). Its ε is :attr:`TuningPlan.epsilon`, fixed before the draw, so
    the reported number reveals nothing about K or the draws.
 
