@@ -56,10 +56,12 @@ class PrivateSelection:
 
     @classmethod
     def start(cls, sweep_spec: SweepSpec, ds: Any, pts: list[Point],
-              train_task: Any, evaluate_task: Any) -> PrivateSelection:
+              train_task: Any, evaluate_task: Any, context: Any = None
+              ) -> PrivateSelection:
         """Plan every (private method, ε) (before anything trains), draw its candidates
         with a secret generator and submit them: ``train_task`` with ``refresh_cache``
-        (each candidate a fresh training, never a cached one), then ``evaluate_task``."""
+        (each candidate a fresh training, never a cached one), then ``evaluate_task``,
+        both with the flow's run ``context`` (:func:`tasks.config.run_context`)."""
         manifest = read_manifest(ds["path"])
         n_train = int(manifest.get("split_counts", {}).get("train", 0))
         if n_train < 1:
@@ -91,8 +93,8 @@ class PrivateSelection:
             reserve_tuning(ds, plan, [p.spec for _d, p in points_])
             cands = []
             for d, point in points_:
-                tf = fresh.submit(dataset=ds, spec=point.spec)
-                ef = evaluate_task.submit(dataset=ds, model=tf)
+                tf = fresh.submit(dataset=ds, spec=point.spec, context=context)
+                ef = evaluate_task.submit(dataset=ds, model=tf, context=context)
                 cands.append((d, point, tf, ef))
             self.submitted.append((plan, cands))
         return self
