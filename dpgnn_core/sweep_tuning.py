@@ -23,7 +23,12 @@ For each private method search and each target ε of a sweep:
    z'_c >= z_c, computed in the plan the same way; the tuning ε is that of the z'_c
    ledgers, exactly what trains, and each candidate's report and ledger are checked
    against it after training (:func:`verify_candidate`).
-4. **Release** only the best candidate on validation accuracy (ties: the earliest draw, a
+4. **Score and release.** Where the method bounds the sensitivity Δ of its count of
+   correct validation predictions (:attr:`~dpgnn_core.methods.registry.Method.score_sensitivity`),
+   every candidate releases that count plus Gaussian noise (:func:`noisy_count`; the
+   event is in every planned ledger, so the tuning ε covers it: :class:`ScorePlan`);
+   otherwise the score is the noise-free validation accuracy, flagged (:data:`SCORE_NOTE`).
+   Only the best candidate on its score is released (ties: the earliest draw, a
    uniformly random order). Its ε is :attr:`TuningPlan.epsilon`, fixed before the draw, so
    the reported number reveals nothing about K or the draws.
 
@@ -42,19 +47,21 @@ import numpy as np
 
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.calibrate import calibrate_noise
-from dpgnn_core.privacy.events import Ledger, PrivacyError
+from dpgnn_core.privacy.events import GaussianEvent, Ledger, PrivacyError
+from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.tuning import TuningDistribution, TuningRdpAccountant
 
 #: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS) (GAP adds small offsets
 #: to its seed and torch takes seeds below 2^64).
 SEED_BITS = 62
 
-#: What the selection reads without noise: the score of every candidate.
-SCORE_NOTE = ("private selection score: each candidate's validation accuracy, computed "
-              "without noise (reads the validation nodes' labels and, through the model, "
-              "features), is in no candidate's ledger; the tuning bound assumes the score is "
-              "part of each candidate's private output (docs/privacy.md, \"Private selection "
-              "in sweeps\")")
+#: What the selection reads without noise, for a method with no score sensitivity bound.
+SCORE_NOTE = ("private selection score: each candidate's validation accuracy is computed "
+              "without noise and is in no candidate's ledger: this method predicts on the "
+              "full private graph, where one node's features reach the validation "
+              "predictions of every node within r hops, so no sensitivity of the score is "
+              "claimed; the tuning bound assumes the score is part of each candidate's "
+              "private output (docs/privacy.md, \"The selection score's sensitivity\")")
 
 #: What the tuning bound assumes of every candidate, selected or not.
 CANDIDATES_NOTE = ("the tuning bound covers what the candidates' ledgers cover: an "
@@ -109,6 +116,86 @@ def conversion_delta(delta: float, target_epsilon: float,
     return out
 
 
+#: The score event's description (it is in every candidate's ledger).
+SCORE_EVENT = "private selection score: noisy count of correct validation predictions"
+
+
+@dataclass(frozen=True)
+class ScorePlan:
+    """The noisy validation score each candidate releases: the number of validation
+    records its model predicts correctly plus Gaussian noise of std ``noise_multiplier`` ·
+    ``sensitivity``, one Gaussian event at the training ledger's unit and relation.
+
+    Attributes:
+        sensitivity (float): Δ, the score's L2 sensitivity for a fixed model
+            (:attr:`~dpgnn_core.methods.registry.Method.score_sensitivity`).
+        noise_multiplier (float): z_s = σ / Δ.
+        level (str): the unit (the training ledger's).
+        relation (str): the relation (the training ledger's).
+        share (float): the part of the target ε the score alone would spend (RDP, at δ);
+            it fixed z_s.
+    """
+
+    sensitivity: float
+    noise_multiplier: float
+    level: str
+    relation: str
+    share: float
+
+    def event(self) -> GaussianEvent:
+        return GaussianEvent(noise_multiplier=self.noise_multiplier, count=1,
+                             level=self.level, relation=self.relation,  # type: ignore[arg-type]
+                             description=SCORE_EVENT)
+
+    def ledger(self) -> Ledger:
+        return Ledger().add(self.event())
+
+    @property
+    def noise_std(self) -> float:
+        return self.noise_multiplier * self.sensitivity
+
+
+def noisy_count(correct: int, score: ScorePlan, generator: Any | None = None
+                ) -> tuple[float, GaussianEvent]:
+    """Release ``correct`` (the number of validation records predicted correctly) with
+    Gaussian noise of std z_s·Δ: the Gaussian mechanism, whose event is returned with it.
+
+    .. math::
+        \\tilde{c} = c + \\mathcal{N}(0, (z_s \\Delta)^2)
+
+    Args:
+        correct (int): the exact count (private).
+        score (ScorePlan): Δ and z_s.
+        generator (torch.Generator, optional): the noise source; default a fresh secret
+            one (:class:`~dpgnn_core.privacy.randomness.Randomness`, OS entropy, never
+            stored). Pass one only in tests.
+    """
+    import torch
+
+    if int(correct) != correct or correct < 0:
+        raise PrivacyError(f"a count of correct predictions must be a non-negative integer, "
+                           f"got {correct!r}")
+    gen = generator if generator is not None else Randomness.secret().torch_generator(
+        "score")
+    noise = torch.normal(0.0, score.noise_std, size=(1,), generator=gen,
+                         dtype=torch.float64)
+    return float(correct) + float(noise.item()), score.event()
+
+
+def correct_count(accuracy: float, n: int) -> int:
+    """The number of correct predictions behind an accuracy over ``n`` records (exact:
+    accuracy is that count divided by n).
+
+    Raises:
+        PrivacyError: ``accuracy · n`` is not an integer (not an accuracy over n records).
+    """
+    c = round(accuracy * n)
+    if not (0 <= c <= n and abs(accuracy * n - c) < 1e-6):
+        raise PrivacyError(f"validation accuracy {accuracy!r} is not a count over {n} "
+                           "validation records")
+    return int(c)
+
+
 @dataclass(frozen=True)
 class CandidatePlan:
     """One configuration of the search, as every candidate drawn from it trains.
@@ -119,9 +206,11 @@ class CandidatePlan:
         spec (Any): its validated spec at the target ε (the sweep's point; steps T).
         steps (int): T.
         noise_multiplier (float): the noise it trains with (z'_c >= z_c).
-        own_epsilon (float): ε of this configuration alone at z_c (RDP, at the candidate δ):
-            the ``epsilon`` a candidate's spec carries so that its steps resolve to T.
-        ledger (Ledger): the planned ledger (T steps at z_c).
+        own_epsilon (float): ε of this configuration's training alone at z_c (RDP, at the
+            candidate δ): the ``epsilon`` a candidate's spec carries so that its steps
+            resolve to T.
+        ledger (Ledger): the planned ledger of one candidate: T steps at z'_c, then the
+            score's event when the score is private (:class:`ScorePlan`).
     """
 
     config: dict[str, Any]
@@ -149,6 +238,10 @@ class TuningPlan:
         epsilon (float): the tuning ε at ``delta`` (converted at ``delta_conversion``):
             what the released candidate reports; ≤ the target.
         n_train (int): N_train used for the plan.
+        noise_factor (float): u.
+        score (ScorePlan, optional): the noisy score every candidate releases; None when
+            the method's score sensitivity is not bounded (the score is then flagged,
+            :data:`SCORE_NOTE`).
     """
 
     method: str
@@ -160,6 +253,7 @@ class TuningPlan:
     epsilon: float
     n_train: int
     noise_factor: float = field(default=math.nan)
+    score: ScorePlan | None = None
 
     def ledgers(self) -> list[Ledger]:
         """Every configuration's planned ledger (the curves whose maximum is Q's)."""
@@ -177,7 +271,13 @@ class TuningPlan:
                 "configurations": len(self.candidates), "n_train": self.n_train,
                 "noise_multipliers": {c.config_id: c.noise_multiplier
                                       for c in self.candidates},
-                "steps": {c.config_id: c.steps for c in self.candidates}}
+                "steps": {c.config_id: c.steps for c in self.candidates},
+                "score": (None if self.score is None else {
+                    "released": "count of correct validation predictions + Gaussian noise",
+                    "sensitivity": self.score.sensitivity,
+                    "noise_multiplier": self.score.noise_multiplier,
+                    "noise_std": self.score.noise_std, "share": self.score.share,
+                    "level": self.score.level, "relation": self.score.relation})}
 
     def report_line(self) -> str:
         d = self.distribution
@@ -186,7 +286,10 @@ class TuningPlan:
         return (f"selected by private hyperparameter tuning (Papernot & Steinke 2022), "
                 f"tuning epsilon = {self.epsilon:.4g} at delta = {self.delta:.3g}, "
                 f"K ~ {dist} (E[K] = {d.mean():.4g}) over {len(self.candidates)} "
-                "configurations")
+                "configurations, " + (
+                    "on a noise-free validation score (unaccounted)" if self.score is None
+                    else f"on a noisy validation count (noise std {self.score.noise_std:.3g}"
+                         ", in the tuning epsilon)"))
 
 
 def _rdp_ledger(method: Any, spec: Any, n_train: int) -> Any:
@@ -225,9 +328,16 @@ def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
 
 def plan_selection(method_name: str, target_epsilon: float,
                    configurations: Sequence[tuple[dict[str, Any], str, Any]], n_train: int,
-                   distribution: TuningDistribution, *, rtol: float = 1e-4) -> TuningPlan:
+                   distribution: TuningDistribution, *, rtol: float = 1e-4,
+                   score_share: float = 0.2) -> TuningPlan:
     """Calibrate every configuration's noise so that the tuning ε over the pointwise
     maximum of their RDP curves is at most ``target_epsilon``.
+
+    When the method bounds its score's sensitivity Δ
+    (:attr:`~dpgnn_core.methods.registry.Method.score_sensitivity`), every candidate's
+    ledger is its training plus the noisy score (:class:`ScorePlan`): the score's noise
+    z_s is fixed first, so that the score alone spends ``score_share`` · target (RDP, at
+    δ), and the training noise is then calibrated with the score in every curve.
 
     Args:
         method_name (str): a registered private method.
@@ -237,6 +347,8 @@ def plan_selection(method_name: str, target_epsilon: float,
         n_train (int): N_train (public).
         distribution (TuningDistribution): the distribution of K.
         rtol (float, optional): relative width of the common factor's final bracket.
+        score_share (float, optional): the score's share of the target (above).
+            (default: :obj:`0.2`)
 
     Raises:
         PrivacyError: δ differs between configurations, a ledger RDP cannot analyse, an
@@ -269,9 +381,11 @@ def plan_selection(method_name: str, target_epsilon: float,
             ratios[cid] = calibrate_noise(make, target_epsilon, delta, rdp,
                                           rtol=1e-2).noise_multiplier  # a balance only
     r = [ratios[cid] for _c, cid, _s in configurations]
+    score = score_plan(method, makes[0](1.0), target_epsilon, delta, score_share)
+    extra = score.ledger() if score is not None else Ledger()
 
     def bundle(u: float) -> list[Ledger]:
-        return [make(u * rc) for make, rc in zip(makes, r, strict=True)]
+        return [make(u * rc) + extra for make, rc in zip(makes, r, strict=True)]
 
     tuning = TuningRdpAccountant(distribution)
     # TuningRdpAccountant takes a sequence of candidate ledgers (their pointwise maximum)
@@ -290,7 +404,7 @@ def plan_selection(method_name: str, target_epsilon: float,
             raise PrivacyError(f"{cid}: calibrating to its own epsilon {own} gives noise "
                                f"{z} below the planned {u * rc}")
         trained[cid] = (own, z)
-    ledgers = [make(trained[cid][1])
+    ledgers = [make(trained[cid][1]) + extra
                for (_c, cid, _s), make in zip(configurations, makes, strict=True)]
     # The final check: exactly the ledgers (noise, steps) the candidates will train with.
     eps = tuning.epsilon(ledgers, delta_conv)
@@ -304,7 +418,37 @@ def plan_selection(method_name: str, target_epsilon: float,
         for (config, cid, spec), ledger in zip(configurations, ledgers, strict=True))
     return TuningPlan(method=method_name, target_epsilon=float(target_epsilon), delta=delta,
                       delta_conversion=delta_conv, distribution=distribution,
-                      candidates=cands, epsilon=eps, n_train=int(n_train), noise_factor=u)
+                      candidates=cands, epsilon=eps, n_train=int(n_train), noise_factor=u,
+                      score=score)
+
+
+def score_plan(method: Any, training: Ledger, target_epsilon: float, delta: float,
+               share: float) -> ScorePlan | None:
+    """The score's noise: z_s with the score alone at ``share`` · target (RDP, at δ), at
+    the unit and relation of the training ledger ``training``; None when ``method`` claims
+    no score sensitivity.
+
+    Raises:
+        PrivacyError: ``share`` outside (0, 1), or a training ledger mixing units or
+            relations.
+    """
+    sens = getattr(method, "score_sensitivity", None)
+    if sens is None:
+        return None
+    if not 0.0 < share < 1.0:
+        raise PrivacyError(f"score_share must lie in (0, 1), got {share!r}")
+    units = {(e.level, e.relation) for e in training.events}
+    if len(units) != 1:
+        raise PrivacyError(f"{method.name}: a training ledger at one unit and relation is "
+                           f"needed for the score, got {sorted(units)}")
+    ((level, relation),) = units
+
+    def gaussian(z: float) -> Ledger:
+        return ScorePlan(float(sens), z, level, relation, share).ledger()
+
+    z = calibrate_noise(gaussian, share * target_epsilon, delta, RdpAccountant()
+                        ).noise_multiplier
+    return ScorePlan(float(sens), z, level, relation, share)
 
 
 def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
@@ -322,7 +466,8 @@ def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
             continue
         groups.setdefault((p.method, float(p.epsilon)), []).append(
             (dict(p.config), p.config_id, p.spec))
-    return [plan_selection(m, eps, confs, n_train, tuning.distribution(len(confs)))
+    return [plan_selection(m, eps, confs, n_train, tuning.distribution(len(confs)),
+                           score_share=tuning.score_share)
             for (m, eps), confs in groups.items()]
 
 
@@ -379,8 +524,8 @@ def candidate_spec(plan: TuningPlan, d: Draw) -> Any:
 def verify_candidate(plan: TuningPlan, d: Draw, report: Mapping[str, Any],
                      ledger: Ledger) -> None:
     """Check that a trained candidate is the planned one: its noise multiplier is z_c, its
-    steps T, and its ledger's RDP curve is nowhere above the planned one (so the plan's
-    tuning ε covers it).
+    steps T, and its ledger's RDP curve (with the score's event, when the score is private)
+    is nowhere above the planned one (so the plan's tuning ε covers it).
 
     Raises:
         PrivacyError: any difference (nothing of the selection may then be released).
@@ -393,6 +538,8 @@ def verify_candidate(plan: TuningPlan, d: Draw, report: Mapping[str, Any],
                            f"{report.get('steps')} steps, not the planned "
                            f"{c.noise_multiplier} for {c.steps}; nothing is released")
     rdp = RdpAccountant()
+    if plan.score is not None:
+        ledger = ledger + plan.score.ledger()
     got, planned = rdp.rdp(ledger), rdp.rdp(c.ledger)
     if not bool(np.all(got <= planned * (1.0 + 1e-12) + 1e-15)):
         raise PrivacyError(f"{c.config_id}: the candidate's ledger exceeds the planned one; "
@@ -407,8 +554,8 @@ def select(scores: Sequence[float]) -> int:
         PrivacyError: a score is not a number (no validation nodes).
     """
     if any(not math.isfinite(s) for s in scores):
-        raise PrivacyError("private selection needs a validation accuracy for every "
-                           "candidate (the dataset has validation nodes)")
+        raise PrivacyError("private selection needs a validation score for every "
+                           "candidate (the dataset has validation records)")
     best = 0
     for i, s in enumerate(scores):
         if s > scores[best]:

@@ -136,6 +136,11 @@ class TuningSpec(BaseModel):
         gamma (float, optional): γ, geometric or truncated negative binomial.
         mu (float, optional): μ, Poisson only.
         expected_candidates (float, optional): E[K] instead of γ or μ.
+        score_share (float, optional): the part of the target ε the noisy validation score
+            would spend alone (RDP, at the candidates' δ): it sets the score's noise; the
+            training noise is then calibrated so that training and score together meet the
+            target (:func:`dpgnn_core.sweep_tuning.plan_selection`). Only for methods whose
+            score sensitivity is bounded. (default: :obj:`0.2`)
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -144,6 +149,7 @@ class TuningSpec(BaseModel):
     gamma: float | None = None
     mu: float | None = None
     expected_candidates: float | None = None
+    score_share: float = Field(default=0.2, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _check(self) -> TuningSpec:

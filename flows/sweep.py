@@ -7,6 +7,12 @@ artifacts are written (atomically) and intact. The tasks run on a Dask cluster t
 Prefect's ``DaskTaskRunner``: a ``distributed.LocalCluster`` of one single-threaded worker
 per core by default, or an existing cluster given by address (``dask_address``).
 
+Every task gets the flow's run context (:func:`tasks.config.run_context`: its project home
+and code version) and the flow's Prefect result storage, so a worker started elsewhere with
+another environment writes artifacts, cache records and budget records into the sweep's
+home, and a worker running another code version fails its point with one line
+(:func:`tasks.config.in_context`) instead of mixing code versions.
+
 The flow process then writes the results table (Parquet and CSV), the privacy-utility and
 hyperparameter plots, and one MLflow parent run with a nested child run per point.
 """
@@ -32,7 +38,7 @@ from dpgnn_core.sweeps import (
     selection_note,
 )
 from tasks.budget import account_after, odometer
-from tasks.config import code_version, project_dir
+from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
 from tasks.train import train
@@ -104,6 +110,17 @@ def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
             "config": dict(point.config)}
 
 
+def for_workers(task_: Any, refresh: bool = False) -> Any:
+    """``task_`` with its results stored where this process stores them (Prefect's local
+    storage path here, which Prefect resolves to a ``LocalFileSystem`` on the worker; an
+    unsaved block would have to be saved to the server first), not where a worker's
+    environment would put them; recomputed if ``refresh``."""
+    from prefect.settings import get_current_settings
+
+    storage = Path(get_current_settings().results.local_storage_path).resolve()
+    return task_.with_options(result_storage=storage, refresh_cache=refresh or None)
+
+
 def with_dataset_folder(spec: SweepSpec) -> SweepSpec:
     """``spec`` with its ``dataset`` a folder: an ingest table is ingested once into the
     project (:func:`tasks.ingest.ensure_ingested`) and replaced by that folder."""
@@ -135,19 +152,20 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
     sweep_spec = with_dataset_folder(sweep_spec)
     assert isinstance(sweep_spec.dataset, str)
     ds = dataset_summary(sweep_spec.dataset)
-    train_t = train.with_options(refresh_cache=True) if refresh else train
-    eval_t = evaluate.with_options(refresh_cache=True) if refresh else evaluate
+    context: RunContext = run_context()  # every task: this home, this code version
+    train_t, eval_t = for_workers(train, refresh), for_workers(evaluate, refresh)
     tuning = None
     if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
         from flows.sweep_tuning import PrivateSelection
 
-        tuning = PrivateSelection.start(sweep_spec, ds, pts, train, eval_t)
+        tuning = PrivateSelection.start(sweep_spec, ds, pts, for_workers(train), eval_t,
+                                        context)
         pts = [p for p in pts if p.epsilon is None]  # the rest run as usual
     submitted = []
     for p in pts:
-        tf = train_t.submit(dataset=ds, spec=p.spec)
+        tf = train_t.submit(dataset=ds, spec=p.spec, context=context)
         # a future as the model: Dask runs evaluate once train is done
-        submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf)))  # type: ignore[call-overload]
+        submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf, context=context)))
     from prefect.futures import as_completed
 
     from tasks.progress import Progress
@@ -161,10 +179,10 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
         ev: Any = ef.result()
         state = str(tf.state.name)
         if not (_intact(model) and _intact(ev)):  # a cached artifact lost or changed
-            model = train.with_options(refresh_cache=True).submit(dataset=ds,
-                                                                  spec=p.spec).result()
-            ev = evaluate.with_options(refresh_cache=True).submit(dataset=ds,
-                                                                  model=model).result()
+            model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
+                                                    context=context).result()
+            ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
+                                                    context=context).result()
             state = "Rebuilt"
         rows.append(_row(p, model, ev, state))
         report = model.get("report") or {}

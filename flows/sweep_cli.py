@@ -132,7 +132,11 @@ def _print_table(result: dict[str, Any]) -> None:
     for b in sorted(result["best"], key=lambda b: (b["method"], b["epsilon"] or math.inf)):
         conf = ", ".join(f"{k}={v}" for k, v in sorted(b["config"].items())) or "defaults"
         table.add_row(b["method"], "∞" if b["epsilon"] is None else f"{b['epsilon']:g}",
-                      conf, f"{b['val_accuracy_mean']:.3f}",
+                      conf, f"{b['val_accuracy_mean']:.3f}" + ("*" if "val_score" in b
+                                                                 else ""),
                       f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
                       str(b["seeds"]), str(b["candidates"]))
     Console().print(table)
+    if any("val_score" in b for b in result["best"]):
+        typer.echo("* a noisy count of correct validation predictions over the validation "
+                   "records (private selection's score, in the tuning ε)")

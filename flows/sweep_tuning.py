@@ -2,6 +2,11 @@
 release the best candidate per (private method, ε); see :mod:`dpgnn_core.sweep_tuning` and
 docs/privacy.md, "Private selection in sweeps".
 
+The selection compares each candidate's *noisy* count of correct validation predictions
+(:func:`dpgnn_core.sweep_tuning.noisy_count`, its event added to the candidate's ledger) for
+methods that bound that count's sensitivity; for the others (DP-GNN, DRW) it compares the
+noise-free validation accuracy and flags it (``SCORE_NOTE``).
+
 What leaves this module: per (method, ε) the selected candidate's row (its ε the tuning
 ε) and a ``best`` entry naming the mechanism. The other candidates, their number K and
 their scores are returned to the flow only as ``withheld`` (the curator's, in memory): the
@@ -24,7 +29,9 @@ from dpgnn_core.sweep_tuning import (
     Draw,
     TuningPlan,
     candidate_spec,
+    correct_count,
     draw,
+    noisy_count,
     plan_private_selection,
     secret_generator,
     select,
@@ -43,15 +50,18 @@ class PrivateSelection:
     submitted (so everything trains together), finished after."""
 
     plans: list[TuningPlan]
+    n_val: int = 0
     submitted: list[tuple[TuningPlan, list[tuple[Draw, Point, Any, Any]]]] = field(
         default_factory=list)
 
     @classmethod
     def start(cls, sweep_spec: SweepSpec, ds: Any, pts: list[Point],
-              train_task: Any, evaluate_task: Any) -> PrivateSelection:
+              train_task: Any, evaluate_task: Any, context: Any = None
+              ) -> PrivateSelection:
         """Plan every (private method, ε) (before anything trains), draw its candidates
         with a secret generator and submit them: ``train_task`` with ``refresh_cache``
-        (each candidate a fresh training, never a cached one), then ``evaluate_task``."""
+        (each candidate a fresh training, never a cached one), then ``evaluate_task``,
+        both with the flow's run ``context`` (:func:`tasks.config.run_context`)."""
         manifest = read_manifest(ds["path"])
         n_train = int(manifest.get("split_counts", {}).get("train", 0))
         if n_train < 1:
@@ -60,7 +70,11 @@ class PrivateSelection:
             plans = plan_private_selection(sweep_spec, pts, n_train)
         except PrivacyError as e:
             raise SelectionError(str(e)) from e
-        self = cls(plans)
+        n_val = int(manifest.get("split_counts", {}).get("val", 0))
+        if n_val < 1:
+            raise SelectionError(f"{ds['path']}: private selection needs validation records "
+                                 f"(split_counts.val = {n_val})")
+        self = cls(plans, n_val)
         fresh = train_task.with_options(refresh_cache=True)
         for plan in plans:
             rng = secret_generator()  # per selection; never stored, K never logged
@@ -79,8 +93,8 @@ class PrivateSelection:
             reserve_tuning(ds, plan, [p.spec for _d, p in points_])
             cands = []
             for d, point in points_:
-                tf = fresh.submit(dataset=ds, spec=point.spec)
-                ef = evaluate_task.submit(dataset=ds, model=tf)
+                tf = fresh.submit(dataset=ds, spec=point.spec, context=context)
+                ef = evaluate_task.submit(dataset=ds, model=tf, context=context)
                 cands.append((d, point, tf, ef))
             self.submitted.append((plan, cands))
         return self
@@ -115,22 +129,28 @@ class PrivateSelection:
                     verify_candidate(plan, d, report, ledger)
                 except PrivacyError as e:
                     raise SelectionError(str(e)) from e
-                done.append((point, _row(point, model, ev, str(tf.state.name)),
-                             list(ledger.unaccounted)))
+                row = _row(point, model, ev, str(tf.state.name))
+                score = float(row["val_accuracy"])
+                if plan.score is not None:  # the score is a private release of Q
+                    exact = correct_count(score, self.n_val)
+                    score, event = noisy_count(exact, plan.score)
+                    ledger = ledger.add(event)
+                    row = {**row, "val_accuracy": score / self.n_val}
+                done.append((point, row, ledger, score))
             if not done:  # Poisson K = 0: the mechanism releases nothing
                 best.append(_nothing(plan))
                 continue
             try:
-                i = select([float(r["val_accuracy"]) for _p, r, _u in done])
+                i = select([score for *_x, score in done])
             except PrivacyError as e:
                 raise SelectionError(f"{plan.method}: {e}") from e
-            for j, (_p, r, _u) in enumerate(done):
-                if j != i:
-                    withheld.append({**r, "released": False})
-            point, row, flags = done[i]
+            for j, (_p, r, led, _s) in enumerate(done):
+                if j != i:  # the curator's only: with each candidate's ledger
+                    withheld.append({**r, "released": False, "ledger": led.to_dict()})
+            point, row, ledger, score = done[i]
             row = {**row, "epsilon_spent": plan.epsilon, "delta": plan.delta}
             rows.append(row)
-            best.append(_released(plan, row, flags))
+            best.append(_released(plan, row, ledger, score, self.n_val))
         return {"rows": rows, "best": best, "withheld": withheld}
 
 
@@ -167,13 +187,25 @@ def _entry(plan: TuningPlan) -> dict[str, Any]:
             "delta": plan.delta, "report": plan.report_line(), "tuning": plan.describe()}
 
 
-def _released(plan: TuningPlan, row: dict[str, Any], flags: list[str]) -> dict[str, Any]:
-    return {**_entry(plan), "config_id": row["config_id"], "config": row["config"],
-            "seeds": 1, "seed": row["seed"], "noise_multiplier": row["noise_multiplier"],
-            "val_accuracy_mean": row["val_accuracy"], "val_accuracy_std": 0.0,
-            "test_accuracy_mean": row["test_accuracy"], "test_accuracy_std": 0.0,
-            "artifacts_dir": row["artifacts_dir"],
-            "unaccounted": [*flags, SCORE_NOTE, CANDIDATES_NOTE]}
+def _released(plan: TuningPlan, row: dict[str, Any], ledger: Ledger, score: float,
+              n_val: int) -> dict[str, Any]:
+    """The selected candidate's entry. With a private score its validation accuracy is the
+    released noisy count over the (public) number of validation records, its ledger has the
+    score's event, and the score is not flagged."""
+    flags = list(ledger.unaccounted)
+    out = {**_entry(plan), "config_id": row["config_id"], "config": row["config"],
+           "seeds": 1, "seed": row["seed"], "noise_multiplier": row["noise_multiplier"],
+           "val_accuracy_mean": row["val_accuracy"], "val_accuracy_std": 0.0,
+           "test_accuracy_mean": row["test_accuracy"], "test_accuracy_std": 0.0,
+           "artifacts_dir": row["artifacts_dir"], "ledger": ledger.to_dict()}
+    if plan.score is None:
+        return {**out, "unaccounted": [*flags, SCORE_NOTE, CANDIDATES_NOTE]}
+    return {**out, "val_score": {"noisy_correct": score, "n_val": n_val,
+                                 "noise_std": plan.score.noise_std,
+                                 "note": "validation accuracy = a noisy count of correct "
+                                         "predictions / n_val (a private release, in the "
+                                         "tuning epsilon; it may fall outside [0, 1])"},
+            "unaccounted": [*flags, CANDIDATES_NOTE]}
 
 
 def _nothing(plan: TuningPlan) -> dict[str, Any]:

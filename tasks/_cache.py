@@ -28,12 +28,21 @@ def _plain(value: Any) -> Any:
 def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = None
                     ) -> Callable[[Any, dict[str, Any]], str]:
     """A Prefect ``cache_key_fn`` hashing ``name``, the parameters, ``extra(params)``, the
-    project directory and the code version."""
+    project directory and the code version.
+
+    A ``context`` parameter (:class:`tasks.config.RunContext`, given by a flow whose tasks
+    may run on a worker with another environment) supplies the project directory and the
+    code version instead of the worker's own, and is not otherwise part of the key: the
+    same task gets the same key with or without it, wherever the key is computed.
+    """
 
     def key(_ctx: Any, params: dict[str, Any]) -> str:
+        params = dict(params)
+        context = params.pop("context", None)
         # The project directory is part of the key: artifacts live under it.
-        blob = {"task": name, "params": _plain(params), "code": code_version(),
-                "home": str(project_dir()),
+        blob = {"task": name, "params": _plain(params),
+                "code": context["code_version"] if context else code_version(),
+                "home": context["home"] if context else str(project_dir()),
                 "extra": _plain(extra(params)) if extra else None}
         return f"{name}-{sha256_json(blob)}"
 

@@ -13,6 +13,7 @@ from dpgnn_core.data.store import read_dataset
 from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, write_json_atomic
 from tasks._cache import inputs_and_code
+from tasks.config import RunContext, in_context
 from tasks.refs import DatasetRef, EvalRef, Files, ModelRef
 from tasks.train import artifact_dir, files_manifest
 
@@ -32,8 +33,15 @@ def verify_files(folder: str | Path, files: Files) -> None:
 
 @task(name="evaluate", cache_key_fn=inputs_and_code("evaluate"), persist_result=True,
       result_serializer="json")
-def evaluate(dataset: DatasetRef, model: ModelRef) -> EvalRef:
-    """Metrics (accuracy, micro/macro F1, ROC AUC) on train, val and test."""
+def evaluate(dataset: DatasetRef, model: ModelRef, context: RunContext | None = None
+             ) -> EvalRef:
+    """Metrics (accuracy, micro/macro F1, ROC AUC) on train, val and test; ``context`` as
+    for :func:`tasks.train.train`."""
+    with in_context(context):
+        return _evaluate(dataset, model)
+
+
+def _evaluate(dataset: DatasetRef, model: ModelRef) -> EvalRef:
     verify_files(model["path"], model["files"])
     data = read_dataset(dataset["path"], verify=False)
     from dpgnn_core.methods.registry import load_blob

@@ -19,7 +19,7 @@ from dpgnn_core.serialize import torch_save
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
-from tasks.config import code_version, project_dir
+from tasks.config import RunContext, code_version, in_context, project_dir
 from tasks.progress import Progress
 from tasks.refs import DatasetRef, Files, ModelRef
 
@@ -78,16 +78,25 @@ def new_release(out: Path) -> dict[str, Any]:
 
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
-def train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None
-          ) -> ModelRef:
+def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
+          budget_dataset: DatasetRef | None = None) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
     report), and its history holds ε spent (every step with RDP, 20 points with PLD).
 
+    ``context`` (a sweep's, :func:`tasks.config.run_context`): write into that project
+    home and refuse a worker running another code version (:func:`tasks.config.in_context`).
     ``budget_dataset`` is the dataset whose privacy budget the run spends from when it is
     not ``dataset`` itself: an audit trains on a copy of the real data with canaries added,
-    and that is a use of the real data."""
+    and that is a use of the real data.
+    """
+    with in_context(context):
+        return _train(dataset, spec, budget_dataset)
+
+
+def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None
+           ) -> ModelRef:
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)

@@ -87,6 +87,11 @@ class Method:
         task (str): ``node`` or ``graph`` classification.
         private (bool): whether the method trains with a privacy budget.
         protection (str): one line: the protected unit and relation.
+        score_sensitivity (float, optional): the L2 sensitivity, under the method's unit
+            and relation and for a fixed model, of the number of validation records its
+            model predicts correctly (what private selection releases with noise); None
+            where no bound is claimed (docs/privacy.md, "The selection score's
+            sensitivity"). (default: :obj:`None`)
     """
 
     name: str
@@ -101,6 +106,7 @@ class Method:
     _save: Callable[[str, Fitted, Any, GraphData], None]
     _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
+    score_sensitivity: float | None = None
 
     def options(self) -> list[str]:
         """The spec fields a user may set (the fixed ones excluded)."""
@@ -258,7 +264,7 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
 
 def _node_private_family(family: str, spec_type: type[Spec], module: str, train: str,
                          save: str, load: str, evaluate: str, names: dict[str, dict[str, Any]],
-                         protection: str) -> None:
+                         protection: str, score_sensitivity: float | None = None) -> None:
     import importlib
 
     mod = importlib.import_module(f"dpgnn_core.methods.{module}")
@@ -280,7 +286,8 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
                         fixed=MappingProxyType({"method": name, **fixed}), task="node",
                         private=True,
                         protection=protection, _fit=fit, _ledger_for=mod.ledger_for,
-                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_))
+                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_,
+                        score_sensitivity=score_sensitivity))
 
 
 def _register_all() -> None:
@@ -324,9 +331,13 @@ def _register_all() -> None:
         {f"{v}-{c}": {"variant": v, "conv": c} for v in ("drw", "drw-r", "drw-d")
          for c in ("gcn", "sage")},
         "node_feature (features and labels, structure public); replace-one")
+    # DP-GNN and DRW predict on the full private graph: one node's features reach the
+    # predictions of every node within r hops, so no score sensitivity is claimed (None).
+    # DP-MLP predicts a node from its own row only: one row changes the count by <= 1.
     _node_private_family(
         "dp-mlp", DpMlpSpec, "dp_mlp", "train_dp_mlp", "save_dp_mlp", "load_dp_mlp",
-        "evaluate_dp_mlp", {"dp-mlp": {}}, "node (a row: features and label); add/remove")
+        "evaluate_dp_mlp", {"dp-mlp": {}}, "node (a row: features and label); add/remove",
+        score_sensitivity=1.0)
 
     # GAP: the whole chain in one call here; the pipeline runs its cached stages.
     def gap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
@@ -376,7 +387,9 @@ def _register_all() -> None:
                             protection="graph; add/remove" if private else
                             "nothing (non-private)",
                             _fit=cls_fit, _ledger_for=graph_cls.ledger_for, _save=cls_save,
-                            _load=graph_cls.load_graph_classifier, _evaluate=cls_eval))
+                            _load=graph_cls.load_graph_classifier, _evaluate=cls_eval,
+                            # a graph's prediction reads that graph only
+                            score_sensitivity=1.0 if private else None))
 
 
 _register_all()

@@ -8,6 +8,7 @@ start-up, Prefect and the DP calibration, not training.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +269,96 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path) -> None:
     print(f"worker killed {killed_at:.1f} s into the sweep: first run {outcome} after "
           f"{first_s:.1f} s; rerun {rerun_s:.1f} s with "
           f"{len(cached)}/4 points cached")
+
+
+@contextlib.contextmanager
+def _external_worker(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
+    """A Dask scheduler here and one single-threaded ``dask worker`` process with its own
+    environment ``env`` (another DPGNN_HOME, working directory, perhaps another code), as
+    on another host; yields the scheduler's address."""
+    from distributed import Client, LocalCluster
+
+    cwd = tmp_path / "worker-cwd"
+    cwd.mkdir(exist_ok=True)
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        proc = subprocess.Popen([str(BIN / "dask"), "worker", cluster.scheduler_address,
+                                 "--nthreads", "1", "--no-dashboard"], env=env, cwd=cwd,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client.wait_for_workers(1, timeout=120)
+            yield cluster.scheduler_address
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _worker_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a worker with its own project home (nothing of this process's
+    DPGNN_HOME, Prefect home or storage path)."""
+    env = {k: v for k, v in _env().items()
+           if k not in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+    return {**env, "DPGNN_HOME": str(home), **extra}
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Path) -> None:
+    """A worker whose DPGNN_HOME points elsewhere writes the point's artifacts, Prefect's
+    cache records and the budget record into the sweep's --home, nothing into its own."""
+    spec = _spec_file(tmp_path / "sweep.toml", "ext-home", dataset, steps=4, lrs=[1e-2],
+                      epsilons=[4.0], reference=False)
+    home, elsewhere = tmp_path / "home", tmp_path / "worker-home"
+    # the client's Prefect results go under --home (home/cache) by default
+    client_env = {k: v for k, v in _env().items() if k != "PREFECT_LOCAL_STORAGE_PATH"}
+    with _external_worker(tmp_path, _worker_env(elsewhere)) as address:
+        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
+                    "--json"], client_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = _table(json.loads(r.stdout))
+    assert Path(row["artifacts_dir"]).parent.parent == home.resolve() / "artifacts"
+    assert len(_trained(home)) == 1 and _files(home / "cache")
+    from dpgnn_core.budget import BudgetStore, default_store_path
+
+    s = BudgetStore(default_store_path(home.resolve()))
+    records = s.summary(s.resolve(json.loads((dataset / "manifest.json").read_text())[
+        "content_sha256"])).records
+    assert [r.status for r in records] == ["spent"]
+    # the worker's own home: Prefect's settings folders at most, no artifact, cache record
+    # or budget store
+    assert not (elsewhere / "artifacts").exists()
+    assert not (elsewhere / "budget.sqlite").exists()
+    assert _files(elsewhere / "cache") == []
+
+
+def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path: Path
+                                                         ) -> None:
+    """A worker importing another dpgnn source tree (one comment added) fails the point
+    with one error line naming both code versions; nothing is trained."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    other = tmp_path / "other-code"
+    for pkg in ("dpgnn_core", "tasks", "flows"):
+        shutil.copytree(root / pkg, other / pkg,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    with (other / "dpgnn_core" / "__init__.py").open("a") as f:
+        f.write("# another version\n")
+    spec = _spec_file(tmp_path / "sweep.toml", "ext-code", dataset, steps=4, lrs=[1e-2],
+                      epsilons=[4.0], reference=False)
+    home = tmp_path / "home"
+    env = _worker_env(tmp_path / "worker-home", PYTHONPATH=str(other))
+    with _external_worker(tmp_path, env) as address:
+        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
+                    "--json"], _env())
+    assert r.returncode == 1, r.stderr[-3000:]
+    errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, r.stderr[-3000:]
+    assert "code version" in errors[0] and _code_version()[:12] in errors[0], errors[0]
+    assert _trained(home) == {} and _trained(tmp_path / "worker-home") == {}

@@ -15,9 +15,9 @@ import pytest
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.privacy.events import Ledger
+from dpgnn_core.privacy.events import GaussianEvent, Ledger
 from dpgnn_core.privacy.tuning import tuning_epsilon
-from dpgnn_core.sweep_tuning import SCORE_NOTE, draw
+from dpgnn_core.sweep_tuning import SCORE_EVENT, SCORE_NOTE, draw
 from dpgnn_core.sweeps import SweepSpec, TuningSpec
 
 pytestmark = pytest.mark.xdist_group("prefect")
@@ -63,10 +63,22 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     assert row["val_accuracy"] >= max(w["val_accuracy"] for w in withheld)
     (best,) = result["best"]
     tuning = best["tuning"]
-    # Independent recomputation from the trained candidates' own ledgers (both
-    # configurations were drawn): the reported ε is the tuning ε of their pointwise maximum.
-    ledgers = [Ledger.load(Path(r["artifacts_dir"]) / "ledger.json")
-               for r in [row, *withheld]]
+    # Each candidate's ledger is its training (as trained, ledger.json) and its noisy
+    # validation score, one Gaussian event at the training's unit and relation.
+    ledgers = [Ledger.from_dict(r["ledger"]) for r in [best, *withheld]]
+    for r, led in zip([row, *withheld], ledgers, strict=True):
+        trained = Ledger.load(Path(r["artifacts_dir"]) / "ledger.json")
+        assert led.entries[:-1] == trained.entries
+        score = led.events[-1]
+        assert isinstance(score, GaussianEvent) and score.description == SCORE_EVENT
+        assert (score.level, score.relation, score.noise_multiplier) == (
+            "node", "add_remove", tuning["score"]["noise_multiplier"])
+    # The released validation accuracy is the noisy count over n_val, not the exact one.
+    vs = best["val_score"]
+    assert row["val_accuracy"] == best["val_accuracy_mean"] == vs["noisy_correct"] / vs["n_val"]
+    assert vs["noisy_correct"] != round(vs["noisy_correct"])
+    # Independent recomputation from the candidates' ledgers (both configurations were
+    # drawn): the reported ε is the tuning ε of their pointwise maximum, training + score.
     assert {r["config_id"] for r in [row, *withheld]} == set(tuning["noise_multipliers"])
     dist = TuningSpec().distribution(2)
     eps = tuning_epsilon(ledgers, dist, tuning["delta_conversion"])
@@ -75,7 +87,8 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     # each candidate alone is cheaper than the selection
     assert all(tuning_epsilon(x, dist, tuning["delta_conversion"]) < eps for x in ledgers)
     assert "Papernot & Steinke 2022" in best["report"]
-    assert SCORE_NOTE in best["unaccounted"]
+    assert SCORE_NOTE not in best["unaccounted"]  # dp-mlp's score is a private release
+    assert not any("validation accuracy" in u for u in best["unaccounted"])
     assert not any("selected among" in u for u in best["unaccounted"])
     assert row["seed"] != 0  # a secret seed per candidate, not the sweep's
     # what is written and logged: the released row only

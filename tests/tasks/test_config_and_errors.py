@@ -46,3 +46,54 @@ def test_changed_artifact_is_a_dpgnn_error(tmp_path: Path) -> None:
 def test_missing_cuda_is_a_dpgnn_error() -> None:
     with pytest.raises(DeviceError, match="no CUDA device"):
         resolve_device("cuda")
+
+
+def test_run_context_sets_the_home_and_refuses_other_code(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """A task given a flow's context writes into the flow's home whatever the worker's
+    DPGNN_HOME, and refuses a worker whose code version or home differs (one line)."""
+    import pickle
+
+    from tasks.config import HOME_ID, WorkerMismatchError, code_version, home_id, in_context
+
+    flow_home, worker_home = tmp_path / "flow", tmp_path / "worker"
+    monkeypatch.setenv("DPGNN_HOME", str(flow_home))
+    from tasks.config import run_context
+
+    ctx = run_context()
+    assert ctx == {"home": str(flow_home.resolve()), "home_id": home_id(flow_home),
+                   "code_version": code_version()}
+    assert home_id(flow_home) == ctx["home_id"] and len(ctx["home_id"]) == 32
+    monkeypatch.setenv("DPGNN_HOME", str(worker_home))
+    with in_context(ctx):
+        assert project_dir() == flow_home.resolve()
+    assert project_dir() == worker_home.resolve()
+    with in_context(None):
+        assert project_dir() == worker_home.resolve()
+    for bad, words in [({**ctx, "code_version": "f" * 64}, ["code version", "ffffffffffff",
+                                                            code_version()[:12]]),
+                       ({**ctx, "home_id": "0" * 32}, [str(flow_home.resolve()), HOME_ID]),
+                       ({**ctx, "home": str(worker_home)}, [str(worker_home)])]:
+        with pytest.raises(WorkerMismatchError) as e:
+            with in_context(bad):  # type: ignore[arg-type]
+                pytest.fail("the body ran")
+        msg = str(e.value)
+        assert "\n" not in msg and all(w in msg for w in words), msg
+        again = pickle.loads(pickle.dumps(e.value))  # crosses Dask as itself
+        assert type(again) is WorkerMismatchError and str(again) == msg
+
+
+def test_cache_key_takes_home_and_code_from_the_context(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    from tasks._cache import inputs_and_code
+    from tasks.config import code_version
+
+    key = inputs_and_code("train")
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "a"))
+    here = {"home": str(tmp_path / "a"), "home_id": "x", "code_version": code_version()}
+    plain = key(None, {"spec": 1})
+    assert key(None, {"spec": 1, "context": here}) == plain  # same home and code: same key
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "b"))  # a worker's other environment
+    assert key(None, {"spec": 1}) != plain
+    assert key(None, {"spec": 1, "context": here}) == plain
+    assert key(None, {"spec": 1, "context": {**here, "code_version": "0"}}) != plain
