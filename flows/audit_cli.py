@@ -199,9 +199,16 @@ def auditable() -> dict[str, Any]:
     import the registry (torch) to answer ``--help``; a test checks this against the
     registry's families with canaries (:data:`~dpgnn_core.audit.canaries.FAMILY_CANARIES`).
     """
-    from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, method_specs
+    from dpgnn_core.specs import (
+        DpgnnSpec,
+        DpMlpSpec,
+        DrwSpec,
+        GapSpec,
+        GraphClsSpec,
+        method_specs,
+    )
 
-    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec)
+    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec)
     return {name: t for name, t in method_specs().items() if issubclass(t, audited)}
 
 
