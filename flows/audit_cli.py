@@ -153,12 +153,13 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
 
     preflight.check(spec, {**manifest, "path": str(dataset)})
     try:
-        plan_audit(spec.method, spec, attack)
+        plan = plan_audit(spec.method, spec, attack)
     except DpgnnError as e:
         raise DpgnnError(f"dpgnn audit {spec.method}: {e}") from None
-    if manifest.get("task") != "node" and spec.method != "graph-cls":
+    task = "graph" if plan.kind == "graph" else "node"
+    if manifest.get("task") != task:
         raise DpgnnError(f"{dataset}: task = {manifest.get('task')!r}; {spec.method} is "
-                         "audited with canaries on node data")
+                         f"audited with canaries on {task} data")
     if runs is None:
         guesses_per_side(canaries, guess_fraction)
     if not 0.0 < beta < 1.0:
