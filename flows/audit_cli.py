@@ -55,8 +55,8 @@ def _audit_params() -> list[inspect.Parameter]:
             float | None, typer.Option(help="δ the bound is stated at (default: the run's "
                                        "reported δ).")]),
         inspect.Parameter("canary_scale", kw, default=DEFAULT_SCALE, annotation=Annotated[
-            float, typer.Option(help="Node canaries: the value of each canary's own "
-                                "feature column.")]),
+            float, typer.Option(help="Node and graph canaries: the value of each "
+                                "canary's own feature column.")]),
     ]
 
 

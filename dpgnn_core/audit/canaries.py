@@ -118,6 +118,11 @@ class Canaries:
             audited data); node canaries: ``[0, 2]``.
         node_ids (np.ndarray): node canaries: int64 ``[m]``, the canary's node in the
             training data, -1 when it is not a node there (excluded under add/remove).
+
+    Graph canaries (``kind="graph"``) use the same fields for a graph each:
+    ``features`` is the row every node of the canary carries, ``labels`` the graph labels,
+    ``pairs`` the canary graph's local edges, ``node_ids`` its graph id in the training
+    data (see :mod:`~dpgnn_core.audit.graph_canaries`).
     """
 
     kind: Kind
