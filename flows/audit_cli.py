@@ -55,8 +55,8 @@ def _audit_params() -> list[inspect.Parameter]:
             float | None, typer.Option(help="δ the bound is stated at (default: the run's "
                                        "reported δ).")]),
         inspect.Parameter("canary_scale", kw, default=DEFAULT_SCALE, annotation=Annotated[
-            float, typer.Option(help="Node canaries: the value of each canary's own "
-                                "feature column.")]),
+            float, typer.Option(help="Node and graph canaries: the value of each "
+                                "canary's own feature column.")]),
     ]
 
 
@@ -153,12 +153,13 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
 
     preflight.check(spec, {**manifest, "path": str(dataset)})
     try:
-        plan_audit(spec.method, spec, attack)
+        plan = plan_audit(spec.method, spec, attack)
     except DpgnnError as e:
         raise DpgnnError(f"dpgnn audit {spec.method}: {e}") from None
-    if manifest.get("task") != "node" and spec.method != "graph-cls":
+    task = "graph" if plan.kind == "graph" else "node"
+    if manifest.get("task") != task:
         raise DpgnnError(f"{dataset}: task = {manifest.get('task')!r}; {spec.method} is "
-                         "audited with canaries on node data")
+                         f"audited with canaries on {task} data")
     if runs is None:
         guesses_per_side(canaries, guess_fraction)
     if not 0.0 < beta < 1.0:
@@ -199,9 +200,16 @@ def auditable() -> dict[str, Any]:
     import the registry (torch) to answer ``--help``; a test checks this against the
     registry's families with canaries (:data:`~dpgnn_core.audit.canaries.FAMILY_CANARIES`).
     """
-    from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, method_specs
+    from dpgnn_core.specs import (
+        DpgnnSpec,
+        DpMlpSpec,
+        DrwSpec,
+        GapSpec,
+        GraphClsSpec,
+        method_specs,
+    )
 
-    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec)
+    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec)
     return {name: t for name, t in method_specs().items() if issubclass(t, audited)}
 
 

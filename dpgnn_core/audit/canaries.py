@@ -63,7 +63,7 @@ from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN, GraphData
 from dpgnn_core.errors import DataError
 
 Relation = Literal["add/remove", "replace-one"]
-Kind = Literal["node", "edge", "star", "node-edges"]
+Kind = Literal["node", "edge", "star", "node-edges", "graph"]
 
 
 #: The canary kind and the neighbouring relation of each method family.
@@ -72,9 +72,13 @@ FAMILY_CANARIES: dict[str, tuple[Kind, Relation]] = {
     "dp-gnn": ("node", "replace-one"),
     "drw": ("node", "replace-one"),
     "gap": ("edge", "add/remove"),
+    "graph-cls": ("graph", "add/remove"),
 }
 
 THREAT_MODELS: dict[str, str] = {
+    "graph": "black-box: the final model's cross-entropy loss of each canary graph's label "
+             "on the canary graph, logit-scaled (log((1 - p) / p), the same ranking; lower "
+             "= member)",
     "node": "black-box: the final model's cross-entropy loss of each canary's label on its "
             "features as an isolated node (lower = member)",
     "edge": "released aggregations: inner product of each canary endpoint's private "
@@ -114,6 +118,11 @@ class Canaries:
             audited data); node canaries: ``[0, 2]``.
         node_ids (np.ndarray): node canaries: int64 ``[m]``, the canary's node in the
             training data, -1 when it is not a node there (excluded under add/remove).
+
+    Graph canaries (``kind="graph"``) use the same fields for a graph each:
+    ``features`` is the row every node of the canary carries, ``labels`` the graph labels,
+    ``pairs`` the canary graph's local edges, ``node_ids`` its graph id in the training
+    data (see :mod:`~dpgnn_core.audit.graph_canaries`).
     """
 
     kind: Kind
@@ -539,7 +548,7 @@ def canaries_for(family: str) -> tuple[Kind, Relation]:
     """The canary kind and neighbouring relation audited for a method family.
 
     Raises:
-        DataError: a family without canaries yet (baselines, graph classification).
+        DataError: a family without canaries yet (the baselines).
     """
     try:
         return FAMILY_CANARIES[family]
@@ -590,6 +599,10 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
         degree = int(spec.max_degree)
     elif method.family == "dp-gnn" and getattr(spec, "level", None) == "node":
         kind = "node-edges"  # DP-GNN's row model on directed graphs: features, label, row
+    elif kind == "graph":
+        from dpgnn_core.audit.graph_canaries import check_spec
+
+        check_spec(spec)  # instance norm would hide the canaries
     if attack not in ("default", "reproduced-noise"):
         raise DataError("unknown attack", field="attack", value=attack)
     if attack == "reproduced-noise" and kind != "edge":
@@ -612,6 +625,10 @@ def insert_canaries(plan: AuditPlan, data: GraphData, m: int, *,
                                     included=included)
     if plan.kind == "star":
         return insert_star_canaries(data, m, plan.degree, rng=rng, included=included)
+    if plan.kind == "graph":
+        from dpgnn_core.audit.graph_canaries import insert_graph_canaries
+
+        return insert_graph_canaries(data, m, scale=scale, rng=rng, included=included)
     if plan.kind == "node-edges":
         return insert_node_edge_canaries(data, m, scale=scale, rng=rng, included=included)
     return insert_edge_canaries(data, m, rng=rng, included=included)
@@ -628,6 +645,10 @@ def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any
         return score_star_canaries(model, extra["aggregations"], data, canaries)
     if plan.kind == "node-edges":
         return score_node_edge_canaries(model, canaries)
+    if plan.kind == "graph":
+        from dpgnn_core.audit.graph_canaries import score_graph_canaries
+
+        return score_graph_canaries(model, canaries)
     if plan.attack == "reproduced-noise":
         return score_edge_canaries_reproduced_noise(spec, extra["aggregations"], canaries)
     return score_edge_canaries(model, extra["aggregations"], data, canaries)
