@@ -55,6 +55,7 @@ class Format(StrEnum):
     facebook100 = "facebook100"
     tu = "tu"
     ogb = "ogb"
+    dgl = "dgl"
     csv = "csv"
     parquet = "parquet"
     synthetic = "synthetic"
@@ -131,7 +132,8 @@ def ingest(
                                       "files directly inside).")],
     source: Annotated[Path | None, typer.Option(
         help="Raw data: Planetoid folder with ind.<name>.*; Facebook100 .mat file; TU folder "
-        "with NAME_A.txt; OGB dataset folder; csv/parquet edge file (or a folder with edges.* "
+        "with NAME_A.txt; OGB dataset folder; dgl: a file written by dgl.save_graphs (needs the "
+        "dgl extra); csv/parquet edge file (or a folder with edges.* "
         "and nodes.*). Not used by synthetic.")] = None,
     name: Annotated[str | None, typer.Option(help="Dataset name (inferred by default).")] = None,
     nodes: Annotated[Path | None, typer.Option(help="csv/parquet: the node table.")] = None,
@@ -173,7 +175,7 @@ def ingest(
     if seed is not None and fmt not in ("planetoid", "ogb"):
         opts["seed"] = seed
     flags = {"remove_self_loops": remove_self_loops, "dedupe": dedupe_edges}
-    if fmt in ("tu", "csv", "parquet"):
+    if fmt in ("tu", "dgl", "csv", "parquet"):
         opts.update({k: v for k, v in flags.items() if v})
     elif any(flags.values()):
         _err(f"--remove-self-loops/--dedupe-edges do not apply to {fmt} (its recipe fixes "

@@ -187,3 +187,37 @@ class SubgraphGNN(nn.Module):
                 h = self._layer(i, h, self._sparse(h, edge_index))
         out: Tensor = self.decoder(h)
         return out
+
+
+def _pyg_sparse(model: SubgraphGNN, x: Tensor, edge_index: Tensor) -> Tensor:
+    return model.forward_sparse(x, edge_index)
+
+
+def _dgl_sparse(model: SubgraphGNN, x: Tensor, edge_index: Tensor) -> Tensor:
+    from dpgnn_core.models.dgl_backend import forward_dgl  # the optional dgl extra
+
+    return forward_dgl(model, x, edge_index)
+
+
+#: Sparse inference backends (the spec's ``backend``): PyG (:meth:`SubgraphGNN.forward_sparse`,
+#: the default: faster in benchmarks/RESULTS.md) or DGL's layers with the same weights
+#: (:mod:`dpgnn_core.models.dgl_backend`, needs ``pip install 'dpgnn[dgl]'``).
+SPARSE_BACKENDS: dict[str, Callable[[SubgraphGNN, Tensor, Tensor], Tensor]] = {
+    "pyg": _pyg_sparse, "dgl": _dgl_sparse}
+
+
+def sparse_logits(model: SubgraphGNN, x: Tensor, edge_index: Tensor, backend: str = "pyg"
+                  ) -> Tensor:
+    """Logits ``[n, C]`` of every node of a graph on the named backend (see
+    :data:`SPARSE_BACKENDS`).
+
+    Args:
+        model (SubgraphGNN): the trained model.
+        x (torch.Tensor): node features ``[n, d]``.
+        edge_index (torch.Tensor): ``[2, E]`` messages src -> dst.
+        backend (str, optional): ``pyg`` or ``dgl``. (default: :obj:`"pyg"`)
+    """
+    if backend not in SPARSE_BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of "
+                         f"{', '.join(SPARSE_BACKENDS)}")
+    return SPARSE_BACKENDS[backend](model, x, edge_index)
