@@ -245,6 +245,43 @@ def ingest(
                    f"{manifest['num_classes']} classes, splits {manifest['split_counts']}")
 
 
+@app.command("export-dgl")
+def export_dgl(
+    artifacts: Annotated[Path, typer.Argument(
+        help="A GAP run's artifacts folder (`artifacts_dir` of `dpgnn run gap-* --json`).")],
+    out: Annotated[Path, typer.Option(help="DGL graph file to write (dgl.save_graphs).")],
+) -> None:
+    """Write a run's released node data as a DGL graph file (needs the dgl extra).
+
+    GAP's release is its private aggregations X(1..K): the file holds one graph with them as
+    node data (`agg` [n, K, d], `agg_1` ... `agg_K`) and no edges, since the edges are what
+    GAP protects. Other methods release only their weights (model.pt).
+    """
+    import torch
+
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.interop.dgl import save_release_dgl
+    from tasks.evaluate import verify_files
+
+    manifest_path = artifacts / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        agg = manifest.get("aggregations")
+        if not isinstance(agg, dict):
+            _err(f"{artifacts} holds no released node data: only GAP runs release node data "
+                 "(their private aggregations); other methods release their weights "
+                 "(model.pt)")
+            raise typer.Exit(2)
+        verify_files(agg["path"], agg["files"])
+        xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
+        save_release_dgl(out, xs)
+    except (DpgnnError, OSError, ValueError, KeyError) as e:
+        _err(f"cannot export {artifacts}: {e}")
+        raise typer.Exit(1) from e
+    typer.echo(f"wrote {out}: {xs.shape[0]} nodes, X(1..{xs.shape[1]}) of width "
+               f"{xs.shape[2]} as node data 'agg', no edges (GAP's private release)")
+
+
 def _find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     found = []
     cands = [root] + (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
