@@ -235,10 +235,11 @@ class SubgraphSpec(PrivateSpec):
             privacy report. (default: :obj:`False`)
         select_every (int): steps between validation checks. (default: 50)
         backend (str): library of the sparse inference path (evaluation and model
-            selection): ``pyg`` or ``dgl`` (DGL's GraphConv / SAGEConv / GINConv with the
-            trained weights; needs ``pip install 'dpgnn[dgl]'``; not for ``gat``). Training
-            is the same dense path either way. (default: ``pyg``, the faster one in
-            benchmarks/RESULTS.md)
+            selection): ``pyg``, ``dgl`` (DGL's GraphConv / SAGEConv / GINConv with the
+            trained weights; needs ``pip install 'dpgnn[dgl]'``; CPU only; not for ``gat``)
+            or ``auto``: ``dgl`` when it is installed and applies, the faster one
+            (benchmarks/RESULTS.md), else ``pyg``. Training is the same dense path either
+            way, and the two agree to 1e-5. (default: ``auto``)
     """
 
     conv: Literal["gcn", "sage", "gin", "gat"] = "gcn"
@@ -251,14 +252,14 @@ class SubgraphSpec(PrivateSpec):
     clip_percentile: float | None = Field(None, gt=0, le=100)
     select_on_validation: bool = False
     select_every: int = Field(50, ge=1)
-    backend: Literal["pyg", "dgl"] = "pyg"
+    backend: Literal["auto", "pyg", "dgl"] = "auto"
 
     @model_validator(mode="after")
     def _clips(self) -> SubgraphSpec:
         if self.backend == "dgl" and self.conv == "gat":
             raise ValueError("backend 'dgl' runs gcn, sage and gin: DGL has no layer for this "
                              "model's dot-product attention (separate query, key and value "
-                             "projections); use backend 'pyg' for gat")
+                             "projections); use backend 'pyg' or 'auto' for gat")
         if self.layer_clips is not None:
             if self.clipping != "layerwise":
                 raise ValueError("layer_clips needs clipping='layerwise'")

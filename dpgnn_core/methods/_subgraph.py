@@ -178,9 +178,10 @@ def train_on_subgraphs(
 
 
 def evaluate_subgraph_model(model: SubgraphGNN, data: GraphData, device: str = "auto",
-                            backend: str = "pyg") -> dict[str, dict[str, float]]:
-    """Metrics per split from the full graph (sparse path, on ``backend``: ``pyg`` or
-    ``dgl``, the spec's ``backend``). On a ``-disjoint`` dataset the test nodes see only the
+                            backend: str = "auto") -> dict[str, dict[str, float]]:
+    """Metrics per split from the full graph (sparse path, on ``backend``: the spec's
+    ``auto``, ``pyg`` or ``dgl``; :func:`~dpgnn_core.models.subgraph_gnn.resolve_backend`).
+    On a ``-disjoint`` dataset the test nodes see only the
     test graph: inductive evaluation."""
     dev = resolve_device(device)
     model = model.to(dev).eval()

@@ -85,13 +85,18 @@ def check_device(spec: Any) -> None:
 
 
 def check_backend(spec: Any) -> None:
-    """``backend='dgl'`` needs DGL (imported only then).
+    """``backend='dgl'`` needs DGL (imported only then), and the CPU: the extra installs
+    DGL's CPU build.
 
     Raises:
         MissingExtraError: DGL is not installed or does not load; names the install command.
+        DeviceError: ``backend='dgl'`` with ``device='cuda'``.
     """
     if getattr(spec, "backend", "pyg") != "dgl":
         return
+    if getattr(spec, "device", "auto") == "cuda":
+        raise DeviceError("--backend dgl runs on the CPU only (the dgl extra is DGL's CPU "
+                          "build); use --backend auto or pyg with --device cuda")
     from dpgnn_core.interop.dgl import import_dgl
 
     import_dgl()

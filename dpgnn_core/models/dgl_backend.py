@@ -27,10 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from dpgnn_core.interop.dgl import import_dgl
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN
-
-#: Convolutions the DGL backend runs.
-DGL_CONVS = ("gcn", "sage", "gin")
+from dpgnn_core.models.subgraph_gnn import DGL_CONVS, SubgraphGNN
 
 
 class _Apply(nn.Module):
@@ -90,6 +87,9 @@ def dgl_graph(model: SubgraphGNN, edge_index: Tensor, num_nodes: int) -> Any:
 def forward_dgl(model: SubgraphGNN, x: Tensor, edge_index: Tensor) -> Tensor:
     """Logits ``[n, C]`` of every node, as :meth:`SubgraphGNN.forward_sparse`, with DGL's
     layers doing the message passing."""
+    if x.device.type != "cpu":
+        raise ValueError("the dgl extra installs DGL's CPU build: backend 'dgl' runs on the "
+                         "CPU only (use --backend pyg or auto on CUDA)")
     g = dgl_graph(model, edge_index, x.shape[0])
     h = model.act(model.encoder(x))
     for conv in dgl_layers(model):  # GIN's activations are inside its apply_func

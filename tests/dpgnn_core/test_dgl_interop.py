@@ -182,3 +182,21 @@ def test_missing_dgl_names_the_install_command(monkeypatch: pytest.MonkeyPatch,
     from dpgnn_core.methods import preflight
 
     preflight.check_backend(DpgnnSpec(epsilon=1.0))
+
+
+def test_without_dgl_auto_inference_falls_back_to_pyg(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpgnn_core.models import subgraph_gnn
+
+    d = csbm(num_nodes=60, feature_dim=4, num_classes=2, avg_degree=3, seed=0)
+    model = subgraph_gnn.SubgraphGNN("gcn", 4, 2, hidden=8)
+    x, ei = torch.from_numpy(d.x), torch.from_numpy(d.edge_index)
+    monkeypatch.setitem(sys.modules, "dgl", None)
+    subgraph_gnn.dgl_available.cache_clear()
+    try:
+        assert not subgraph_gnn.dgl_available()
+        torch.testing.assert_close(subgraph_gnn.sparse_logits(model, x, ei),  # auto
+                                   model.forward_sparse(x, ei))
+        with pytest.raises(MissingExtraError, match=r"pip install 'dpgnn\[dgl\]'"):
+            subgraph_gnn.sparse_logits(model, x, ei, "dgl")
+    finally:
+        subgraph_gnn.dgl_available.cache_clear()

@@ -57,7 +57,8 @@ def test_backend_is_chosen_by_the_spec_through_the_registry(
         monkeypatch.setitem(subgraph_gnn.SPARSE_BACKENDS, name,
                             lambda *a, _n=name, _f=fn: calls.append(_n) or _f(*a))
     m = get(method)
-    spec = m.spec(epsilon=4.0, steps=5, batch_size=32, hidden=16, device="cpu", **options)
+    spec = m.spec(epsilon=4.0, steps=5, batch_size=32, hidden=16, device="cpu",
+                  backend="pyg", **options)
     fitted = m.fit(GRAPH, spec)
     pyg = m.evaluate(fitted.model, GRAPH, spec)
     dgl_spec = m.spec(epsilon=4.0, steps=5, batch_size=32, hidden=16, device="cpu",
@@ -66,6 +67,8 @@ def test_backend_is_chosen_by_the_spec_through_the_registry(
     assert calls == ["pyg"]
     dgl = m.evaluate(fitted.model, GRAPH, dgl_spec)
     assert calls == ["pyg", "dgl"]
+    m.evaluate(fitted.model, GRAPH, spec.model_copy(update={"backend": "auto"}))
+    assert calls == ["pyg", "dgl", "dgl"]  # auto: DGL, installed here and faster
     for split in ("train", "val", "test"):
         assert dgl[split]["accuracy"] == pytest.approx(pyg[split]["accuracy"], abs=1e-9)
 
@@ -73,3 +76,19 @@ def test_backend_is_chosen_by_the_spec_through_the_registry(
 def test_gat_has_no_dgl_backend() -> None:
     with pytest.raises(ValueError, match="backend 'dgl' runs gcn, sage and gin"):
         DpgnnSpec(conv="gat", epsilon=1.0, backend="dgl")
+
+
+@pytest.mark.parametrize(("conv", "device", "installed", "expected"), [
+    ("gcn", "cpu", True, "dgl"),
+    ("gin", "cpu", True, "dgl"),
+    ("gat", "cpu", True, "pyg"),  # no DGL layer for this attention
+    ("sage", "meta", True, "pyg"),  # not the CPU: the extra is DGL's CPU build
+    ("sage", "cpu", False, "pyg"),  # DGL not installed
+])
+def test_auto_backend(monkeypatch: pytest.MonkeyPatch, conv: str, device: str,
+                      installed: bool, expected: str) -> None:
+    from dpgnn_core.models import subgraph_gnn
+
+    monkeypatch.setattr(subgraph_gnn, "dgl_available", lambda: installed)
+    assert subgraph_gnn.resolve_backend("auto", conv, torch.device(device)) == expected
+    assert subgraph_gnn.resolve_backend("pyg", conv, torch.device(device)) == "pyg"
