@@ -224,7 +224,7 @@ def dgl_available() -> bool:
 
 def resolve_backend(backend: str, conv: str, device: torch.device) -> str:
     """The backend that runs: ``auto`` is ``dgl`` for gcn, sage and gin on the CPU when DGL
-    is installed (about 4x faster than PyG's path on a 2M-edge graph, benchmarks/RESULTS.md;
+    is installed (about 3.5x faster than PyG's path on a 2M-edge graph, benchmarks/RESULTS.md;
     the extra installs DGL's CPU build), else ``pyg``. The two agree to 1e-5 (tested)."""
     if backend not in ("auto", *SPARSE_BACKENDS):
         raise ValueError(f"unknown backend {backend!r}; choose auto, "
