@@ -1,5 +1,6 @@
 # One command each on a fresh clone: `make demo` (the main job) and `make test`.
-# Both create .venv when it is missing and install the project into it.
+# Both create .venv when it is missing and install the project into it (with the optional
+# DGL extra, so the tests exercise the DGL interop and backend).
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -15,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,dgl]'
 	touch $(STAMP)
 
 demo: $(STAMP)

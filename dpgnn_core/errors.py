@@ -65,3 +65,8 @@ class ServerError(DpgnnError, RuntimeError):
 class TrackingError(DpgnnError, RuntimeError):
     """The MLflow tracking URI cannot be reached (an HTTP server that does not answer) or
     written (a SQLite file whose folder is missing or read-only)."""
+
+
+class MissingExtraError(DpgnnError, ImportError):
+    """An optional integration is used but its extra is not installed (or does not load);
+    the message names the install command."""

@@ -20,7 +20,8 @@ from pydantic import (
 
 from dpgnn_core.io import sha256_json
 
-IngestFormat = Literal["planetoid", "facebook100", "tu", "ogb", "csv", "parquet", "synthetic"]
+IngestFormat = Literal["planetoid", "facebook100", "tu", "ogb", "dgl", "csv", "parquet",
+                       "synthetic"]
 Method = Literal["mlp", "gcn", "sage"]
 
 
@@ -44,7 +45,8 @@ class IngestSpec(Spec):
     """What to ingest and how.
 
     Args:
-        format (str): one of ``planetoid, facebook100, tu, ogb, csv, parquet, synthetic``.
+        format (str): one of ``planetoid, facebook100, tu, ogb, dgl, csv, parquet,
+            synthetic``.
         source (str, optional): raw folder or file (not used by ``synthetic``).
         name (str, optional): dataset name; inferred from the files when omitted.
         options (dict, optional): loader keyword arguments (see each loader's docstring).
@@ -232,6 +234,12 @@ class SubgraphSpec(PrivateSpec):
             checked every ``select_every`` steps. Reads validation labels: flagged in the
             privacy report. (default: :obj:`False`)
         select_every (int): steps between validation checks. (default: 50)
+        backend (str): library of the sparse inference path (evaluation and model
+            selection): ``pyg``, ``dgl`` (DGL's GraphConv / SAGEConv / GINConv with the
+            trained weights; needs ``pip install 'dpgnn[dgl]'``; CPU only; not for ``gat``)
+            or ``auto``: ``dgl`` when it is installed and applies, the faster one
+            (benchmarks/RESULTS.md), else ``pyg``. Training is the same dense path either
+            way, and the two agree to 1e-5. (default: ``auto``)
     """
 
     conv: Literal["gcn", "sage", "gin", "gat"] = "gcn"
@@ -244,9 +252,14 @@ class SubgraphSpec(PrivateSpec):
     clip_percentile: float | None = Field(None, gt=0, le=100)
     select_on_validation: bool = False
     select_every: int = Field(50, ge=1)
+    backend: Literal["auto", "pyg", "dgl"] = "auto"
 
     @model_validator(mode="after")
     def _clips(self) -> SubgraphSpec:
+        if self.backend == "dgl" and self.conv == "gat":
+            raise ValueError("backend 'dgl' runs gcn, sage and gin: DGL has no layer for this "
+                             "model's dot-product attention (separate query, key and value "
+                             "projections); use backend 'pyg' or 'auto' for gat")
         if self.layer_clips is not None:
             if self.clipping != "layerwise":
                 raise ValueError("layer_clips needs clipping='layerwise'")

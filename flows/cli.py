@@ -55,6 +55,7 @@ class Format(StrEnum):
     facebook100 = "facebook100"
     tu = "tu"
     ogb = "ogb"
+    dgl = "dgl"
     csv = "csv"
     parquet = "parquet"
     synthetic = "synthetic"
@@ -131,7 +132,8 @@ def ingest(
                                       "files directly inside).")],
     source: Annotated[Path | None, typer.Option(
         help="Raw data: Planetoid folder with ind.<name>.*; Facebook100 .mat file; TU folder "
-        "with NAME_A.txt; OGB dataset folder; csv/parquet edge file (or a folder with edges.* "
+        "with NAME_A.txt; OGB dataset folder; dgl: a file written by dgl.save_graphs (needs the "
+        "dgl extra); csv/parquet edge file (or a folder with edges.* "
         "and nodes.*). Not used by synthetic.")] = None,
     name: Annotated[str | None, typer.Option(help="Dataset name (inferred by default).")] = None,
     nodes: Annotated[Path | None, typer.Option(help="csv/parquet: the node table.")] = None,
@@ -173,7 +175,7 @@ def ingest(
     if seed is not None and fmt not in ("planetoid", "ogb"):
         opts["seed"] = seed
     flags = {"remove_self_loops": remove_self_loops, "dedupe": dedupe_edges}
-    if fmt in ("tu", "csv", "parquet"):
+    if fmt in ("tu", "dgl", "csv", "parquet"):
         opts.update({k: v for k, v in flags.items() if v})
     elif any(flags.values()):
         _err(f"--remove-self-loops/--dedupe-edges do not apply to {fmt} (its recipe fixes "
@@ -241,6 +243,43 @@ def ingest(
                    f"{manifest['num_nodes']} nodes, {manifest['num_edges']} edges, "
                    f"{manifest['num_graphs']} graphs, {manifest['feature_dim']} features, "
                    f"{manifest['num_classes']} classes, splits {manifest['split_counts']}")
+
+
+@app.command("export-dgl")
+def export_dgl(
+    artifacts: Annotated[Path, typer.Argument(
+        help="A GAP run's artifacts folder (`artifacts_dir` of `dpgnn run gap-* --json`).")],
+    out: Annotated[Path, typer.Option(help="DGL graph file to write (dgl.save_graphs).")],
+) -> None:
+    """Write a run's released node data as a DGL graph file (needs the dgl extra).
+
+    GAP's release is its private aggregations X(1..K): the file holds one graph with them as
+    node data (`agg` [n, K, d], `agg_1` ... `agg_K`) and no edges, since the edges are what
+    GAP protects. Other methods release only their weights (model.pt).
+    """
+    import torch
+
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.interop.dgl import save_release_dgl
+    from tasks.evaluate import verify_files
+
+    manifest_path = artifacts / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        agg = manifest.get("aggregations")
+        if not isinstance(agg, dict):
+            _err(f"{artifacts} holds no released node data: only GAP runs release node data "
+                 "(their private aggregations); other methods release their weights "
+                 "(model.pt)")
+            raise typer.Exit(2)
+        verify_files(agg["path"], agg["files"])
+        xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
+        save_release_dgl(out, xs)
+    except (DpgnnError, OSError, ValueError, KeyError) as e:
+        _err(f"cannot export {artifacts}: {e}")
+        raise typer.Exit(1) from e
+    typer.echo(f"wrote {out}: {xs.shape[0]} nodes, X(1..{xs.shape[1]}) of width "
+               f"{xs.shape[2]} as node data 'agg', no edges (GAP's private release)")
 
 
 def _find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -27,6 +27,8 @@ os.environ.pop("PREFECT_API_URL", None)
 # cores: a 10 s Cora baseline test took 200 s in the suite.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# DGL (the optional extra) otherwise writes ~/.dgl/config.json when a test imports it first.
+os.environ.setdefault("DGLBACKEND", "pytorch")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "datasets"

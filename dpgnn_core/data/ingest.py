@@ -9,6 +9,7 @@ from typing import Any
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.loaders import (
+    load_dgl,
     load_facebook100,
     load_ogbg,
     load_planetoid,
@@ -44,7 +45,7 @@ def _tabular_paths(source: Path, options: dict[str, Any]) -> tuple[Path, Path]:
 # Loaders taking (source, name, **options); csv/parquet and synthetic are handled apart.
 _LOADERS: dict[str, Callable[..., GraphData]] = {
     "planetoid": load_planetoid, "facebook100": load_facebook100, "tu": load_tu,
-    "ogb": load_ogbg,
+    "ogb": load_ogbg, "dgl": load_dgl,
 }
 
 

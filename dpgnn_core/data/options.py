@@ -100,6 +100,18 @@ class OgbOptions(_Options):
 Column = Annotated[str, Field(min_length=1)]
 
 
+class DglOptions(_SplitFractions):
+    """:func:`~dpgnn_core.data.loaders.load_dgl`: node data names of the features (list,
+    concatenated), labels and edge features, the key of graph labels."""
+
+    features: Annotated[list[Column], Field(min_length=1)] | None = None
+    label: Column = "label"
+    graph_label: Column = "label"
+    edge_features: Annotated[list[Column], Field(min_length=1)] | None = None
+    remove_self_loops: bool = False
+    dedupe: bool = False
+
+
 class TabularOptions(_SplitFractions):
     """:func:`~dpgnn_core.data.loaders.load_tabular` (plus ``nodes``, the node table)."""
 
@@ -118,7 +130,7 @@ class TabularOptions(_SplitFractions):
 
 LOADER_OPTIONS: dict[str, type[_Options]] = {
     "planetoid": PlanetoidOptions, "facebook100": Facebook100Options, "tu": TuOptions,
-    "ogb": OgbOptions, "csv": TabularOptions, "parquet": TabularOptions,
+    "ogb": OgbOptions, "dgl": DglOptions, "csv": TabularOptions, "parquet": TabularOptions,
 }
 SYNTHETIC_OPTIONS: dict[str, type[_Options]] = {"csbm": CsbmOptions,
                                                 "er_graphs": ErGraphsOptions}

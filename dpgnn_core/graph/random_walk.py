@@ -10,7 +10,12 @@ subgraph's nodes. DRW-D draws a fresh partition every k training steps
 (:func:`drw_partitions`).
 
 The walk is sequential by nature, so it runs as a numba kernel (a per-step Python loop would
-take minutes on 10^5 nodes).
+take minutes on 10^5 nodes). ``dgl.sampling.random_walk`` (the optional DGL extra) is not
+used, though its plain walks are faster (benchmarks/RESULTS.md): it cannot avoid nodes used
+by earlier walks (so its walks are not DRW's disjoint partition), and its only randomness is
+DGL's process-global RNG, whose ``dgl.seed`` takes at most 2^31 - 1: even seeded from a fresh
+``secrets`` draw per call and never stored, that is 2^31 walk sets an adversary who knows
+the (public) graph can enumerate. docs/privacy.md ("Secret randomness") has the reasoning.
 """
 
 from __future__ import annotations

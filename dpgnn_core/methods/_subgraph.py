@@ -23,7 +23,7 @@ from dpgnn_core.methods._private import (
     save_model,
     with_epsilon,
 )
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+from dpgnn_core.models.subgraph_gnn import SubgraphGNN, sparse_logits
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import SubgraphSpec
@@ -159,7 +159,7 @@ def train_on_subgraphs(
 
             def select() -> float:
                 with torch.no_grad():
-                    logits = model.forward_sparse(x_dev, ei_dev).cpu().numpy()
+                    logits = sparse_logits(model, x_dev, ei_dev, spec.backend).cpu().numpy()
                 val = data.mask("val")
                 return float((logits[val].argmax(1) == np.asarray(data.y)[val]).mean())
 
@@ -177,15 +177,18 @@ def train_on_subgraphs(
     return SubgraphResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 
-def evaluate_subgraph_model(model: SubgraphGNN, data: GraphData, device: str = "auto"
-                            ) -> dict[str, dict[str, float]]:
-    """Metrics per split from the full graph (sparse path). On a ``-disjoint`` dataset the
-    test nodes see only the test graph: inductive evaluation."""
+def evaluate_subgraph_model(model: SubgraphGNN, data: GraphData, device: str = "auto",
+                            backend: str = "auto") -> dict[str, dict[str, float]]:
+    """Metrics per split from the full graph (sparse path, on ``backend``: the spec's
+    ``auto``, ``pyg`` or ``dgl``; :func:`~dpgnn_core.models.subgraph_gnn.resolve_backend`).
+    On a ``-disjoint`` dataset the test nodes see only the
+    test graph: inductive evaluation."""
     dev = resolve_device(device)
     model = model.to(dev).eval()
     with torch.no_grad():
-        logits = model.forward_sparse(torch.tensor(data.x, device=dev),
-                                      torch.tensor(data.edge_index, device=dev)).cpu().numpy()
+        logits = sparse_logits(model, torch.tensor(data.x, device=dev),
+                               torch.tensor(data.edge_index, device=dev), backend
+                               ).cpu().numpy()
     return metrics_by_split(data, logits)
 
 

@@ -11,7 +11,8 @@ The checks, in order:
 2. single labels, for every method but the non-private full-batch baselines;
 3. training records exist (nodes, or graphs for graph classification);
 4. a set ``batch_size`` fits in them (unset, it adapts to the data);
-5. the requested device exists;
+5. the requested device exists, and the requested backend's library loads (``backend='dgl'``
+   needs the optional DGL extra: the error names its install command);
 6. the method family's own checks (:data:`FAMILY_CHECKS`, keyed by spec type): DP-GNN's
    level ``node`` needs a directed dataset; GAP-NDP needs every degree within ``D``.
 
@@ -83,6 +84,24 @@ def check_device(spec: Any) -> None:
                           "which takes CUDA when present, or --device cpu)")
 
 
+def check_backend(spec: Any) -> None:
+    """``backend='dgl'`` needs DGL (imported only then), and the CPU: the extra installs
+    DGL's CPU build.
+
+    Raises:
+        MissingExtraError: DGL is not installed or does not load; names the install command.
+        DeviceError: ``backend='dgl'`` with ``device='cuda'``.
+    """
+    if getattr(spec, "backend", "pyg") != "dgl":
+        return
+    if getattr(spec, "device", "auto") == "cuda":
+        raise DeviceError("--backend dgl runs on the CPU only (the dgl extra is DGL's CPU "
+                          "build); use --backend auto or pyg with --device cuda")
+    from dpgnn_core.interop.dgl import import_dgl
+
+    import_dgl()
+
+
 def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
     """Refuse DP-GNN at level ``node`` (a node with its edges) on an undirected dataset:
     there one node's edges change its neighbours' keep probabilities and over-K drops, and
@@ -130,10 +149,12 @@ def check(spec: Any, manifest: Mapping[str, Any]) -> None:
     dataset folder) is named in the errors and lets GAP-NDP read the edge list.
 
     Raises:
-        DataError, DeviceError, PrivacyError: one line naming what is wrong.
+        DataError, DeviceError, PrivacyError, MissingExtraError: one line naming what is
+            wrong.
     """
     check_data(spec, manifest)
     check_device(spec)
+    check_backend(spec)
     family = FAMILY_CHECKS.get(type(spec))
     if family is not None:
         family(spec, manifest)

@@ -264,7 +264,11 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
 
 def _node_private_family(family: str, spec_type: type[Spec], module: str, train: str,
                          save: str, load: str, evaluate: str, names: dict[str, dict[str, Any]],
-                         protection: str, score_sensitivity: float | None = None) -> None:
+                         protection: str, score_sensitivity: float | None = None,
+                         eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {}
+                         ) -> None:
+    """``eval_options(spec)``: keyword arguments of the family's evaluate beside the device
+    (the subgraph families' inference ``backend``)."""
     import importlib
 
     mod = importlib.import_module(f"dpgnn_core.methods.{module}")
@@ -278,7 +282,7 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
 
     def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
                   extra: Mapping[str, Any]) -> Metrics:
-        out: Metrics = getattr(mod, evaluate)(model, data, spec.device)
+        out: Metrics = getattr(mod, evaluate)(model, data, spec.device, **eval_options(spec))
         return out
 
     for name, fixed in names.items():
@@ -325,12 +329,14 @@ def _register_all() -> None:
     _node_private_family(
         "dp-gnn", DpgnnSpec, "dp_gnn", "train_dpgnn", "save_dpgnn", "load_dpgnn",
         "evaluate_dpgnn", {f"dp-{c}": {"conv": c} for c in ("gcn", "sage", "gin", "gat")},
-        "node_feature (default) or node on directed datasets; replace-one")
+        "node_feature (default) or node on directed datasets; replace-one",
+        eval_options=lambda spec: {"backend": spec.backend})
     _node_private_family(
         "drw", DrwSpec, "drw", "train_drw", "save_drw", "load_drw", "evaluate_drw",
         {f"{v}-{c}": {"variant": v, "conv": c} for v in ("drw", "drw-r", "drw-d")
          for c in ("gcn", "sage")},
-        "node_feature (features and labels, structure public); replace-one")
+        "node_feature (features and labels, structure public); replace-one",
+        eval_options=lambda spec: {"backend": spec.backend})
     # DP-GNN and DRW predict on the full private graph: one node's features reach the
     # predictions of every node within r hops, so no score sensitivity is claimed (None).
     # DP-MLP predicts a node from its own row only: one row changes the count by <= 1.

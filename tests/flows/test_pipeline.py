@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -156,6 +157,26 @@ def test_gap_chain_is_cached_accounted_and_logged(pipeline, tmp_path: Path) -> N
     again = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert set(again["cache"].values()) == {"Cached"}
     assert again["test_accuracy"] == out["test_accuracy"]
+    _export_release_as_dgl(out["artifacts_dir"], graph.num_nodes, spec.hops, tmp_path)
+
+
+def _export_release_as_dgl(artifacts: str, num_nodes: int, hops: int, tmp_path: Path) -> None:
+    """`dpgnn export-dgl` writes GAP's release X(1..K) as node data of a graph without
+    edges (the dgl extra; make test installs it)."""
+    dgl = pytest.importorskip("dgl")
+    import torch
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    r = CliRunner().invoke(app, ["export-dgl", artifacts, "--out", str(tmp_path / "r.bin")])
+    assert r.exit_code == 0, r.output
+    (g,), _ = dgl.load_graphs(str(tmp_path / "r.bin"))
+    assert g.num_nodes() == num_nodes and g.num_edges() == 0
+    agg = json.loads((Path(artifacts) / "manifest.json").read_text())["aggregations"]
+    xs = torch.load(Path(agg["path"]) / "aggregations.pt", weights_only=True)
+    assert g.ndata["agg"].shape[1] == hops
+    torch.testing.assert_close(g.ndata["agg"], xs.float())
 
 
 def test_graph_classification_run(pipeline, tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Interoperability with other graph libraries (optional extras, imported lazily)."""
