@@ -61,20 +61,13 @@ def _audit_params() -> list[inspect.Parameter]:
 
 
 def _make_command(name: str, spec_type: Any) -> Any:
-    from flows.run_cli import _RUN_OPTIONS, _signature
+    from flows.run_cli import _signature
 
     def command(**kwargs: Any) -> None:
-        from flows.cli import _err
-        from flows.run_cli import build_spec
+        from flows.run_cli import spec_from_options
 
         audit_kw = {k: kwargs.pop(k) for k in _AUDIT_OPTIONS}
-        run_kw = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
-        try:
-            spec = build_spec(name, kwargs, run_kw.get("config"), run_kw.get("set_"),
-                              bool(run_kw.get("non_private")))
-        except (ValueError, OSError) as e:
-            _err(e)
-            raise typer.Exit(2) from e
+        spec, run_kw = spec_from_options(name, kwargs)
         execute(name, spec, run_kw["dataset"], tracking_uri=run_kw.get("tracking_uri"),
                 experiment=run_kw.get("experiment") or "dpgnn-audits",
                 refresh=bool(run_kw.get("refresh")), as_json=bool(run_kw.get("as_json")),

@@ -170,18 +170,27 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
     return parse_spec({**merged, "method": name})
 
 
+def spec_from_options(name: str, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A command's keyword arguments split into the run's own options (returned) and the
+    method's, built into its validated spec; a bad spec is one ``error:`` line, exit 2."""
+    from flows.cli import _err
+
+    run_kwargs = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
+    try:
+        spec = build_spec(name, kwargs, run_kwargs.get("config"), run_kwargs.get("set_"),
+                          bool(run_kwargs.get("non_private")))
+    except (ValueError, OSError) as e:
+        _err(e)
+        raise typer.Exit(2) from e
+    return spec, run_kwargs
+
+
 def _make_command(name: str, spec_type: Any) -> Any:
     def command(**kwargs: Any) -> None:
-        from flows.cli import _err, _execute
+        from flows.cli import _execute
 
-        run_kwargs = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
+        spec, run_kwargs = spec_from_options(name, kwargs)
         dataset: Path = run_kwargs["dataset"]
-        try:
-            spec = build_spec(name, kwargs, run_kwargs.get("config"), run_kwargs.get("set_"),
-                              bool(run_kwargs.get("non_private")))
-        except (ValueError, OSError) as e:
-            _err(e)
-            raise typer.Exit(2) from e
         _execute(name, spec, dataset, tracking_uri=run_kwargs.get("tracking_uri"),
                  experiment=run_kwargs.get("experiment", "dpgnn"),
                  refresh=bool(run_kwargs.get("refresh")),
