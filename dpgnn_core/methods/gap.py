@@ -85,7 +85,7 @@ from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
-from dpgnn_core.specs import GapSpec
+from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
@@ -365,7 +365,8 @@ class GapResult:
     history: list[dict[str, float]]
 
 
-def prepare_graph(data: GraphData, spec: GapSpec) -> tuple[np.ndarray, dict[str, Any]]:
+def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
+                  ) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already
     have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
     refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
@@ -393,11 +394,14 @@ def is_directed(data: GraphData) -> bool:
     return bool(data.directed)
 
 
-def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bool,
-         z: float, name: str,
-         on_step: Callable[[int, dict[str, float]], None] | None) -> list[dict[str, float]]:
-    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``); the
-    batches and the noise come from :meth:`Randomness.for_spec` (secret by default)."""
+def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
+             private: bool, z: float, name: str,
+             on_step: Callable[[int, dict[str, float]], None] | None
+             ) -> list[dict[str, float]]:
+    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``; one
+    row per training node, clipped to ``spec.clip``, noise std ``z * clip``); the batches
+    and the noise come from :meth:`Randomness.for_spec` (secret by default), streams named
+    after ``name``. GAP's encoder and classifier and ProGAP's stages train with it."""
     randomness = Randomness.for_spec(spec)
     gen = randomness.torch_generator(f"{name}/batches")
     noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
@@ -506,10 +510,15 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
 def _gate(spec: GapSpec, n_train: int, z: float) -> None:
     """Before a stage's private computation: the whole calibrated plan to the budget keeper
     (:mod:`dpgnn_core.privacy.gate`); the stages of one run share one reservation."""
+    gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+
+
+def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
+    """The whole calibrated ``plan`` of a staged run to the budget keeper, before a stage's
+    private computation (a second call in one run reserves nothing more)."""
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    release_gate.before_release(ledger_for(spec, n_train)(z),
-                                {"method": spec.method, "epsilon": spec.epsilon,
-                                 "delta": delta})
+    release_gate.before_release(plan, {"method": spec.method, "epsilon": spec.epsilon,
+                                       "delta": delta})
 
 
 def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
@@ -529,7 +538,7 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     with seeded(spec.seed, device):
         enc = GapEncoder(data.num_features, spec.hidden, spec.encoder_dim,
                          data.num_classes).to(device)
-        hist = _fit(enc, x[train], y[train], spec, spec.level == "node",
+        hist = fit_rows(enc, x[train], y[train], spec, spec.level == "node",
                     z * spec.budget_split[0], "encoder", on_step)
     events = Ledger()
     if spec.level == "node":
@@ -588,7 +597,7 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
                             spec.combine).to(device)
         xs = with_own_encoding(enc, torch.tensor(data.x, device=device),
                                aggregations.to(device), spec.hops)
-        hist = _fit(clf, xs[train.to(device)], y[train.to(device)], spec,
+        hist = fit_rows(clf, xs[train.to(device)], y[train.to(device)], spec,
                     spec.level == "node", z * spec.budget_split[2], "classifier", on_step)
     events = Ledger()
     if spec.level == "node":

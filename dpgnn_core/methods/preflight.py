@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import DpgnnSpec, GapSpec, GraphClsSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, GapSpec, GraphClsSpec, ProgapSpec, TrainSpec
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
@@ -100,8 +100,8 @@ def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
             "neighbours. Use level 'node_feature' (features and labels, structure public)")
 
 
-def gap_degree(spec: GapSpec, manifest: Mapping[str, Any]) -> None:
-    """GAP-NDP's degree bound, from the dataset's edge list (read without the rest of the
+def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
+    """GAP-NDP's (and ProGAP-NDP's) degree bound, from the dataset's edge list (read without the rest of the
     dataset): the refusal training would make, before anything starts.
 
     Raises:
@@ -122,6 +122,7 @@ def gap_degree(spec: GapSpec, manifest: Mapping[str, Any]) -> None:
 FAMILY_CHECKS: dict[type, Callable[[Any, Mapping[str, Any]], None]] = {
     DpgnnSpec: dpgnn_level,
     GapSpec: gap_degree,
+    ProgapSpec: gap_degree,
 }
 
 

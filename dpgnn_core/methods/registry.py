@@ -39,6 +39,7 @@ from dpgnn_core.specs import (
     DrwSpec,
     GapSpec,
     GraphClsSpec,
+    ProgapSpec,
     Spec,
     TrainSpec,
 )
@@ -79,8 +80,8 @@ class Method:
 
     Attributes:
         name (str): the CLI name, e.g. ``dp-gcn``.
-        family (str): ``baseline``, ``dp-gnn``, ``drw``, ``dp-mlp``, ``gap`` or
-            ``graph-cls``.
+        family (str): ``baseline``, ``dp-gnn``, ``drw``, ``dp-mlp``, ``gap``, ``progap``
+            or ``graph-cls``.
         spec_type (type): the spec class; its fields are the method's options.
         fixed (Mapping): spec fields implied by the name (``{"conv": "gcn"}`` for
             ``dp-gcn``); giving another value is an error.
@@ -284,7 +285,7 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
 
 
 def _register_all() -> None:
-    from dpgnn_core.methods import baseline, gap, graph_cls
+    from dpgnn_core.methods import baseline, gap, graph_cls, progap
 
     # Non-private node baselines (full batch): an empty ledger, ε = inf.
     def base_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
@@ -353,6 +354,32 @@ def _register_all() -> None:
                         private=level != "none", protection=desc, _fit=gap_fit,
                         _ledger_for=gap.ledger_for, _save=gap_save, _load=gap.load_gap,
                         _evaluate=gap_eval))
+
+    # ProGAP: the whole chain in one call here; the pipeline runs its cached stages.
+    def progap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
+        r = progap.train_progap(data, spec, on_step)  # its report has the ε-by-step curve
+        return Fitted(r.model, r.ledger, r.report, r.history,
+                      {"aggregations": r.aggregations})
+
+    def progap_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
+        progap.save_progap(path, fitted.model, spec, data.num_features, data.num_classes)  # type: ignore[arg-type]
+
+    def progap_eval(model: torch.nn.Module, data: GraphData, spec: Any,
+                    extra: Mapping[str, Any]) -> Metrics:
+        if "aggregations" not in extra:
+            raise UnknownMethodError("ProGAP evaluates from its private aggregations: pass "
+                                     "extra={'aggregations': ...}")
+        return progap.evaluate_progap(model, extra["aggregations"], data, spec.device)  # type: ignore[arg-type]
+
+    for name, level, desc in (("progap-edp", "edge", "edge; add/remove"),
+                              ("progap-ndp", "node", "node with its edges, every degree <= D; "
+                               "add/remove"),
+                              ("progap-inf", "none", "nothing (non-private)")):
+        register(Method(name=name, family="progap", spec_type=ProgapSpec,
+                        fixed=MappingProxyType({"method": name, "level": level}), task="node",
+                        private=level != "none", protection=desc, _fit=progap_fit,
+                        _ledger_for=progap.ledger_for, _save=progap_save,
+                        _load=progap.load_progap, _evaluate=progap_eval))
 
     def cls_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = graph_cls.train_graph_classifier(data, spec, on_step)
