@@ -327,7 +327,7 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
     if aggs.shape[1] < k:
         raise DataError(f"stage {k} needs {k} aggregations, got {aggs.shape[1]}",
                         field="aggregations", value=list(aggs.shape))
-    if node:
+    if spec.level != "none":  # a run over its budget is refused before any stage trains
         gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
     if on_step is not None and spec.level != "none":
         eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
@@ -428,7 +428,7 @@ class ProgapStages(Protocol):
     def graph(self) -> Any: ...
     def train(self, k: int, previous: Any, aggregation: Any, z: float) -> Any: ...
     def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any: ...
-    def finish(self, calibration: Any, z: float, last: Any) -> Any: ...
+    def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any: ...
 
 
 def orchestrate(stages: ProgapStages) -> Any:
@@ -446,7 +446,7 @@ def orchestrate(stages: ProgapStages) -> Any:
         aggregation = stages.aggregate(k, graph, trained, z)
         trained = stages.train(k, trained, aggregation, z)
         k += 1
-    return stages.finish(calibration, z, trained)
+    return stages.finish(calibration, z, graph, trained)
 
 
 def stages_of(calibration: Any) -> int:
@@ -514,7 +514,7 @@ class _InMemory:
                                previous.aggregations)
 
     def finish(self, calibration: tuple[Ledger, float, dict[str, Any]], z: float,
-               last: _Trained) -> ProgapResult:
+               graph: np.ndarray, last: _Trained) -> ProgapResult:
         planned, _, report = calibration
         report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
                                      last.events, int(self.data.mask("train").sum()), z,
