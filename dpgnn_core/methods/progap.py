@@ -65,6 +65,7 @@ from dpgnn_core.methods.gap import (
     DEGREE_CHECK_NOTE,
     MAX_NOISE,
     aggregation_matrix,
+    clip_rows,
     fit_rows,
     gate_plan,
     is_directed,
@@ -344,6 +345,26 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
         rate = spec.with_batch_size(n_train).batch / n_train
         events = _part(stage_events(spec, rate, z, k), "poisson_gaussian")
     return model.eval(), hist, events
+
+
+def stage_sum(model: ProgapModel, x: Tensor, aggregations: Tensor, edge_index: Tensor, k: int,
+              row_clip: float | None = None) -> Tensor:
+    r"""Stage k's aggregation before its noise, what the sensitivity bounds:
+
+    .. math::
+        \mathrm{clip}_c\big(A^\top \mathrm{normalise}(h_{k-1})\big), \qquad
+        h_{k-1} = g_{k-1}(X^{(k-1)})
+
+    Node u's row of :math:`h_{k-1}` reads only u's own row of the earlier releases (its
+    features at k = 1) through the frozen, released stage k - 1: removing node v changes
+    no other node's embedding, only the sums that v's edges enter (docs/privacy.md).
+    :func:`aggregate_stage` adds the noise to exactly this (through GAP's
+    :func:`~dpgnn_core.methods.gap.pma`)."""
+    with torch.no_grad():
+        h = model.eval().embeddings(x, aggregations, k - 1)[-1]
+        adj_t = aggregation_matrix(edge_index, x.shape[0])
+        out: Tensor = clip_rows(torch.sparse.mm(adj_t, row_normalise(h)), row_clip)
+    return out
 
 
 def aggregate_stage(data: GraphData, edge_index: np.ndarray, spec: ProgapSpec, z: float,

@@ -112,14 +112,16 @@ def test_registry_matches_the_spec_table() -> None:
         assert m.spec_type is method_specs()[name]
         assert m.private == (name not in NON_PRIVATE_METHODS)
         spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
-                           **({"max_degree": 5} if name == "gap-ndp" else {})})
+                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp")
+                              else {})})
         assert method_for(spec) is m and spec.method == name
 
 
 def test_registry_names_and_errors() -> None:
     assert {"mlp", "gcn", "sage", "dp-gcn", "dp-sage", "dp-gin", "dp-gat", "drw-gcn",
             "drw-r-sage", "drw-d-gcn", "dp-mlp", "gap-edp", "gap-ndp", "gap-inf",
-            "graph-gcn", "dp-graph-gat"} <= set(METHODS)
+            "progap-edp", "progap-ndp", "progap-inf", "graph-gcn", "dp-graph-gat"} \
+        <= set(METHODS)
     with pytest.raises(UnknownMethodError, match="unknown method 'dp-foo'"):
         get("dp-foo")
     # A spec given to another method's contract is refused.
