@@ -101,8 +101,8 @@ def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
 
 
 def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
-    """GAP-NDP's (and ProGAP-NDP's) degree bound, from the dataset's edge list (read without the rest of the
-    dataset): the refusal training would make, before anything starts.
+    """GAP-NDP's (and ProGAP-NDP's) degree bound, from the dataset's edge list (read
+    without the rest of the dataset): the refusal training would make, before anything starts.
 
     Raises:
         DataError: a degree above ``max_degree`` (naming the observed maximum).

@@ -168,7 +168,8 @@ class ProgapModel(nn.Module):
                             f"{aggregations.shape[1]}", field="aggregations",
                             value=list(aggregations.shape))
         hs = self.embeddings(x, aggregations, k)
-        out: Tensor = self.stages[k].head(row_normalise(torch.cat(hs, 1)))
+        last: ProgapStage = self.stages[k]  # type: ignore[assignment]
+        out: Tensor = last.head(row_normalise(torch.cat(hs, 1)))
         return out
 
 
