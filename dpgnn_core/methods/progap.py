@@ -41,6 +41,7 @@ target (ε, δ); every release and every DP-Adam stage is its own event in the l
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import ProgapSpec
+from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
@@ -526,8 +528,13 @@ class _InMemory:
         if aggregation is not None:
             aggs = torch.cat([aggs, aggregation[0][:, None]], 1)
             events = events + aggregation[1]
-        model, hist, trained = fit_stage(self.data, self.spec, z, k, state.model, aggs,
-                                         self.on_step)
+        # Stage 0 may resume from a checkpoint of a killed run; a later stage may not: a
+        # rerun recomputed its aggregations with fresh noise, and weights trained on the old
+        # ones would carry a release the ledger does not count (the staged tasks key their
+        # checkpoints on the stored release instead).
+        with suspended() if k > 0 else contextlib.nullcontext():
+            model, hist, trained = fit_stage(self.data, self.spec, z, k, state.model, aggs,
+                                             self.on_step)
         return _Trained(model, aggs, [*state.histories, hist], events + trained)
 
     def aggregate(self, k: int, graph: np.ndarray, previous: _Trained, z: float

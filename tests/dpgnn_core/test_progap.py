@@ -5,6 +5,7 @@ its one noise scale, frozen earlier stages, learning, bad input refused."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +149,23 @@ def test_finish_run_refuses_events_that_differ_from_the_plan() -> None:
     short = type(planned)(planned.entries[:1])
     with pytest.raises(PrivacyError, match="differ from the calibrated plan"):
         progap.finish_run(spec, report, planned, short, 100, z, [[], [], []])
+
+
+def test_one_task_run_resumes_no_stage_trained_on_a_recomputed_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a checkpointing block (the one-task path), only stage 0 saves checkpoints:
+    a rerun draws the aggregations afresh, so stage k >= 1 must not resume old weights."""
+    from dpgnn_core.training import checkpoint
+
+    spec = ProgapSpec(level="edge", epsilon=4.0, stages=2, **FAST)
+    seen: list[object] = []
+    original = progap.fit_stage
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(checkpoint.current())
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(progap, "fit_stage", spy)
+    with checkpoint.checkpointing(tmp_path / "ckpt", 0.0) as ckpt:
+        progap.train_progap(SMALL, spec)
+    assert seen[0] is ckpt and seen[1:] == [None, None]
