@@ -53,12 +53,11 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
 
 
 @dataclass
-class _GapTasks:
-    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
-    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+class _StagedTasks:
+    """A staged family's cached tasks of one run: each step records its cache state."""
 
     ds: DatasetRef
-    spec: GapSpec
+    spec: Any
     refresh: bool
     states: dict[str, str]
 
@@ -67,13 +66,18 @@ class _GapTasks:
                                       **kwargs)
         return out
 
+    def noise_scale(self, calibration: Any) -> float:
+        return float(calibration["z"])
+
+
+class _GapTasks(_StagedTasks):
+    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
+    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+
     def calibrate(self) -> Any:
         from tasks.gap import gap_calibrate
 
         return self._step("calibrate", gap_calibrate)
-
-    def noise_scale(self, calibration: Any) -> float:
-        return float(calibration["z"])
 
     def graph(self) -> Any:
         from tasks.gap import gap_graph
@@ -107,29 +111,15 @@ def _gap_chain(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, s
     return model, model["report"]
 
 
-@dataclass
-class _ProgapTasks:
+class _ProgapTasks(_StagedTasks):
     """ProGAP's stages as cached tasks (:class:`dpgnn_core.methods.progap.ProgapStages`):
     the core's :func:`~dpgnn_core.methods.progap.orchestrate` wires them. A stage's value is
     the list of stage and aggregation references so far."""
-
-    ds: DatasetRef
-    spec: ProgapSpec
-    refresh: bool
-    states: dict[str, str]
-
-    def _step(self, name: str, task_fn: Any, **kwargs: Any) -> Any:
-        out, self.states[name] = _run(task_fn, self.refresh, dataset=self.ds, spec=self.spec,
-                                      **kwargs)
-        return out
 
     def calibrate(self) -> Any:
         from tasks.progap import progap_calibrate
 
         return self._step("calibrate", progap_calibrate)
-
-    def noise_scale(self, calibration: Any) -> float:
-        return float(calibration["z"])
 
     def graph(self) -> Any:
         from tasks.progap import progap_graph

@@ -55,8 +55,14 @@ def gap_calibrate(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
     input before anything trains)."""
     from dpgnn_core.methods import gap
 
+    return calibration_result(dataset, lambda data: gap.calibrate_gap(data, spec))
+
+
+def calibration_result(dataset: DatasetRef, calibrate: Any) -> dict[str, Any]:
+    """A staged family's calibration as JSON: z, the planned ledger, the report and the
+    number of training nodes (``calibrate(data)``: the core's, on the spec)."""
     data = load_keyed_dataset(dataset)
-    planned, z, report = gap.calibrate_gap(data, spec)
+    planned, z, report = calibrate(data)
     return {"z": z, "planned": planned.to_dict(), "report": report,
             "num_train": int(data.mask("train").sum())}
 

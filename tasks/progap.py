@@ -23,7 +23,7 @@ from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
 from tasks.evaluate import verify_files
-from tasks.gap import finish_artifact, graph_artifact
+from tasks.gap import calibration_result, finish_artifact, graph_artifact
 from tasks.progress import Progress
 from tasks.refs import DatasetRef
 from tasks.train import (
@@ -47,10 +47,7 @@ def progap_calibrate(dataset: DatasetRef, spec: ProgapSpec) -> dict[str, Any]:
     input before anything trains)."""
     from dpgnn_core.methods import progap
 
-    data = load_keyed_dataset(dataset)
-    planned, z, report = progap.calibrate_progap(data, spec)
-    return {"z": z, "planned": planned.to_dict(), "report": report,
-            "num_train": int(data.mask("train").sum())}
+    return calibration_result(dataset, lambda data: progap.calibrate_progap(data, spec))
 
 
 @task(name="progap_graph", cache_key_fn=inputs_and_code("progap_graph"),

@@ -441,52 +441,76 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
         "method": "gap-" + {"edge": "edp", "node": "ndp", "none": "inf"}[spec.level],
         "private": private, "level": spec.level, "delta": delta, "hops": spec.hops,
         "steps": spec.steps, "unaccounted": [], "budget_split": list(spec.budget_split)}
+    z = solve_composition(spec, make, delta, report,
+                          f"GAP-{spec.level} composition (encoder, {spec.hops} PMA hops, "
+                          "classifier)")
+    delta_pma = sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
+    report.update({"pma_sensitivity": delta_pma,
+                   "pma_noise_std": z * spec.budget_split[1] * delta_pma})
+    report.update(release_report(data, spec, "the encoder's and classifier's parameters",
+                                 "its encoding X(0)", "PMA ran"))
     if private:
-        assert spec.epsilon is not None
-        try:
-            cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
-                                  max_noise=MAX_NOISE)
-        except PrivacyError as e:
-            raise PrivacyError(f"GAP-{spec.level} composition (encoder, {spec.hops} PMA hops, "
-                               f"classifier): {e}") from e
-        z = cal.noise_multiplier
-        report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                       "noise_multiplier": z, "accountant": spec.accountant})
-    else:
-        z = 0.0
+        report.update(guarantee_scope(make(z)))
+        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
+        report["unaccounted"] = list(make(z).unaccounted)
+    return (make(z) if private else Ledger()), z, report
+
+
+def solve_composition(spec: GapSpec | ProgapSpec, make: Callable[[float], Ledger],
+                      delta: float, report: dict[str, Any], what: str) -> float:
+    """The common noise scale z of a staged composition (GAP, ProGAP) calibrated to
+    ``spec.epsilon`` at ``delta`` (0 for a non-private level), with the budget fields added
+    to ``report``.
+
+    Raises:
+        PrivacyError: no noise up to :data:`MAX_NOISE` reaches the target (``what`` names
+            the composition).
+    """
+    if spec.level == "none":
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
+        return 0.0
+    assert spec.epsilon is not None
+    try:
+        cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
+                              max_noise=MAX_NOISE)
+    except PrivacyError as e:
+        raise PrivacyError(f"{what}: {e}") from e
+    report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
+                   "noise_multiplier": cal.noise_multiplier, "accountant": spec.accountant})
+    return cal.noise_multiplier
+
+
+def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
+                   own_input: str, aggregation: str) -> dict[str, Any]:
+    """What a GAP-style report says about its release: directedness, row clipping, the
+    randomness, what is protected at the spec's level and how inference spends nothing.
+    ``parameters`` names the private modules, ``own_input`` what of node v's own data its
+    prediction reads un-noised, ``aggregation`` the aggregations (for the inductive case)."""
     directed = is_directed(data)
-    delta_pma = sensitivity(spec.level, spec.max_degree, directed, spec.row_clip)
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
     unit = "one directed edge" if directed else "one undirected edge (both directions)"
-    report.update({
-        "pma_sensitivity": delta_pma, "pma_noise_std": z * spec.budget_split[1] * delta_pma,
+    return {
         "row_clip": spec.row_clip, "directed": directed,
         **Randomness.for_spec(spec).describe(),
         "protects": {
             "edge": f"aggregations X(1..K), parameters and predictions against adding or "
                     f"removing {unit} (graph flagged {'directed' if directed else 'undirected'}"
                     "); node features and labels are not protected",
-            "node": "the encoder's and classifier's parameters and the released aggregations "
+            "node": f"{parameters} and the released aggregations "
                     "X(1..K) against adding or removing one node with its edges, on graphs "
                     f"whose every {'in + out degree' if directed else 'degree'} is <= "
                     f"{spec.max_degree} (a graph beyond it is refused, which reveals that "
                     "bit). Predictions: node v's prediction also reads v's own features "
-                    "through its encoding X(0), which is not noised; the predictions of all "
+                    f"through {own_input}, which is not noised; the predictions of all "
                     "nodes other than v are post-processing of the private outputs and "
                     "their own data, so they are protected against v (a joint-DP-style, "
                     "per-node statement), v's own prediction is not",
             "none": "nothing"}[spec.level],
         "inference": (
-            "inductive: PMA ran once on the whole disjoint graph, i.e. separately on the "
-            "training and test graphs (parallel composition): no extra budget" if inductive
-            else "transductive: test nodes reuse the cached private aggregations (no extra "
-            "budget)")})
-    if private:
-        report.update(guarantee_scope(make(z)))
-        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
-        report["unaccounted"] = list(make(z).unaccounted)
-    return (make(z) if private else Ledger()), z, report
+            f"inductive: {aggregation} once on the whole disjoint graph, i.e. separately on "
+            "the training and test graphs (parallel composition): no extra budget"
+            if inductive else "transductive: test nodes reuse the cached private "
+            "aggregations (no extra budget)")}
 
 
 def module_steps(spec: GapSpec) -> int:
@@ -666,16 +690,14 @@ def orchestrate(stages: GapStages) -> Any:
 
 
 @dataclass
-class _InMemory:
-    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+class InMemoryStages:
+    """What the in-memory stages of GAP and ProGAP share: the data, the spec, the progress
+    callback, the calibrated noise scale and the graph (with what was checked on it)."""
 
     data: GraphData
-    spec: GapSpec
+    spec: Any
     on_step: Callable[[int, dict[str, float]], None] | None
     graph_info: dict[str, Any] | None = None
-
-    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
-        return calibrate_gap(self.data, self.spec)
 
     def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
         return calibration[1]
@@ -683,6 +705,13 @@ class _InMemory:
     def graph(self) -> np.ndarray:
         ei, self.graph_info = prepare_graph(self.data, self.spec)
         return ei
+
+
+class _InMemory(InMemoryStages):
+    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+
+    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
+        return calibrate_gap(self.data, self.spec)
 
     def encoder(self, z: float) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
         return fit_encoder(self.data, self.spec, z, self.on_step)

@@ -64,23 +64,23 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods.gap import (
     DEGREE_CHECK_NOTE,
-    MAX_NOISE,
+    InMemoryStages,
     aggregation_matrix,
     clip_rows,
     fit_rows,
     gate_plan,
     is_directed,
     pma,
-    prepare_graph,
+    release_report,
     row_normalise,
     sensitivity,
+    solve_composition,
 )
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
     PoissonGaussianEvent,
     PrivacyError,
-    calibrate_noise,
     make_accountant,
 )
 from dpgnn_core.privacy import gate as release_gate
@@ -248,48 +248,13 @@ def calibrate_progap(data: GraphData, spec: ProgapSpec) -> tuple[Ledger, float, 
     report: dict[str, Any] = {
         "method": spec.method, "private": private, "level": spec.level, "delta": delta,
         "stages": spec.stages, "steps": spec.steps, "unaccounted": []}
-    if private:
-        assert spec.epsilon is not None
-        try:
-            cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
-                                  max_noise=MAX_NOISE)
-        except PrivacyError as e:
-            trained = f", {spec.stages + 1} DP-Adam stages" if spec.level == "node" else ""
-            raise PrivacyError(f"ProGAP-{spec.level} composition ({spec.stages} "
-                               f"aggregations{trained}): {e}") from e
-        z = cal.noise_multiplier
-        report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                       "noise_multiplier": z, "accountant": spec.accountant})
-    else:
-        z = 0.0
-        report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
-    directed = is_directed(data)
-    delta_agg = sensitivity(spec.level, spec.max_degree, directed, spec.row_clip)
-    inductive = bool(data.meta.get("split", {}).get("inductive", False))
-    unit = "one directed edge" if directed else "one undirected edge (both directions)"
-    report.update({
-        "aggregation_sensitivity": delta_agg, "aggregation_noise_std": z * delta_agg,
-        "row_clip": spec.row_clip, "directed": directed,
-        **Randomness.for_spec(spec).describe(),
-        "protects": {
-            "edge": f"aggregations X(1..K), parameters and predictions against adding or "
-                    f"removing {unit} (graph flagged {'directed' if directed else 'undirected'}"
-                    "); node features and labels are not protected",
-            "node": "every stage's parameters and the released aggregations X(1..K) against "
-                    "adding or removing one node with its edges, on graphs whose every "
-                    f"{'in + out degree' if directed else 'degree'} is <= {spec.max_degree} "
-                    "(a graph beyond it is refused, which reveals that bit). Predictions: "
-                    "node v's prediction also reads v's own features through stage 0, which "
-                    "is not noised; the predictions of all nodes other than v are "
-                    "post-processing of the private outputs and their own data, so they are "
-                    "protected against v (a joint-DP-style, per-node statement), v's own "
-                    "prediction is not",
-            "none": "nothing"}[spec.level],
-        "inference": (
-            "inductive: each aggregation ran once on the whole disjoint graph, i.e. "
-            "separately on the training and test graphs (parallel composition): no extra "
-            "budget" if inductive else "transductive: test nodes reuse the cached private "
-            "aggregations (no extra budget)")})
+    trained = f", {spec.stages + 1} DP-Adam stages" if spec.level == "node" else ""
+    z = solve_composition(spec, make, delta, report, f"ProGAP-{spec.level} composition "
+                          f"({spec.stages} aggregations{trained})")
+    delta_agg = sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
+    report.update({"aggregation_sensitivity": delta_agg, "aggregation_noise_std": z * delta_agg})
+    report.update(release_report(data, spec, "every stage's parameters", "stage 0",
+                                 "each aggregation ran"))
     if private:
         report.update(guarantee_scope(make(z)))
         report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
@@ -501,24 +466,11 @@ class _Trained:
     events: Ledger
 
 
-@dataclass
-class _InMemory:
+class _InMemory(InMemoryStages):
     """:class:`ProgapStages` on in-memory data: what :func:`train_progap` runs."""
-
-    data: GraphData
-    spec: ProgapSpec
-    on_step: OnStep | None
-    graph_info: dict[str, Any] | None = None
 
     def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
         return calibrate_progap(self.data, self.spec)
-
-    def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
-        return calibration[1]
-
-    def graph(self) -> np.ndarray:
-        ei, self.graph_info = prepare_graph(self.data, self.spec)
-        return ei
 
     def train(self, k: int, previous: _Trained | None, aggregation: tuple[Tensor, Ledger] | None,
               z: float) -> _Trained:
