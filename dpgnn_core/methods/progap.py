@@ -63,7 +63,6 @@ from dpgnn_core.methods._private import (
     with_epsilon,
 )
 from dpgnn_core.methods.gap import (
-    DEGREE_CHECK_NOTE,
     InMemoryStages,
     aggregation_matrix,
     clip_rows,
@@ -91,6 +90,12 @@ from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
+
+#: The ledger's note on ProGAP-NDP's data-dependent degree check (GAP-NDP's check).
+DEGREE_CHECK_NOTE = (
+    "ProGAP-NDP degree check (GAP-NDP's): the run proceeds only if every degree is within "
+    "max_degree D and refuses otherwise, so whether it ran reveals whether the private "
+    "graph's maximum degree is <= D (one bit, not accounted)")
 
 # --- modules ---------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import torch
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods import progap
-from dpgnn_core.methods.gap import DEGREE_CHECK_NOTE, row_normalise, sensitivity
+from dpgnn_core.methods.gap import row_normalise, sensitivity
 from dpgnn_core.privacy import PrivacyError, make_accountant
 from dpgnn_core.specs import ProgapSpec
 from tests.dpgnn_core.test_gap import _random_bounded, _removed, _star
@@ -97,7 +97,7 @@ def test_ledger_one_event_per_release_one_noise_scale(level: str) -> None:
         assert kinds == ["gaussian"] * 3
     else:
         assert kinds == ["poisson_gaussian"] + ["gaussian", "poisson_gaussian"] * 3
-        assert DEGREE_CHECK_NOTE in r.ledger.unaccounted
+        assert progap.DEGREE_CHECK_NOTE in r.ledger.unaccounted
     z = r.report["noise_multiplier"]
     assert {e.noise_multiplier for e in r.ledger.events} == {z}
     eps = make_accountant(spec.accountant).epsilon(r.ledger, r.report["delta"])
