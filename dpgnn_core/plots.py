@@ -181,3 +181,37 @@ def budget_over_time(series: Mapping[str, Sequence[tuple[str, float]]],
     ax.legend(fontsize=8, loc="best")
     fig.autofmt_xdate()
     return _save(plt, fig, path)
+
+
+def audit_scores(scores: Any, included: Any, guesses: Any, path: str | Path,
+                 title: str = "") -> Path:
+    """An audit's score histograms: the canaries that were in and those that were out
+    (revealed after the guess), with the guess cut-offs as vertical lines (scores at or
+    below the left line were guessed "in", at or above the right one "out"). Returns
+    ``path``."""
+    import numpy as np
+
+    plt = _pyplot()
+    s = np.asarray(scores, dtype=float)
+    inc = np.asarray(included, dtype=bool)
+    g = np.asarray(guesses)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    finite = s[np.isfinite(s)]
+    bins = np.histogram_bin_edges(finite, bins=min(40, max(5, finite.size // 5))) \
+        if finite.size else 10
+    ax.hist(s[inc], bins=bins, alpha=0.6, color="tab:red",
+            label=f"canary in ({int(inc.sum())})")
+    ax.hist(s[~inc], bins=bins, alpha=0.6, color="tab:blue",
+            label=f"canary out ({int((~inc).sum())})")
+    if (g == 1).any():
+        ax.axvline(float(s[g == 1].max()), color="k", ls="--", lw=1,
+                   label='guessed "in" at or left of this')
+    if (g == -1).any():
+        ax.axvline(float(s[g == -1].min()), color="k", ls=":", lw=1.2,
+                   label='guessed "out" at or right of this')
+    ax.set_xlabel("attack score (lower = more likely a member)")
+    ax.set_ylabel("canaries" if s.size > 1 else "runs")
+    ax.set_title(title or "audit: canary scores")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return _save(plt, fig, path)

@@ -397,6 +397,15 @@ def _run_app() -> typer.Typer:
 app.add_typer(_run_app(), name="run")
 
 
+def _audit_app() -> typer.Typer:
+    from flows.audit_cli import audit_app
+
+    return audit_app
+
+
+app.add_typer(_audit_app(), name="audit")
+
+
 def _sweep_command() -> Any:
     from flows.sweep_cli import sweep_command
 

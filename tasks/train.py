@@ -78,11 +78,16 @@ def new_release(out: Path) -> dict[str, Any]:
 
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
-def train(dataset: DatasetRef, spec: Any) -> ModelRef:
+def train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None
+          ) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
-    report), and its history holds ε spent (every step with RDP, 20 points with PLD)."""
+    report), and its history holds ε spent (every step with RDP, 20 points with PLD).
+
+    ``budget_dataset`` is the dataset whose privacy budget the run spends from when it is
+    not ``dataset`` itself: an audit trains on a copy of the real data with canaries added,
+    and that is a use of the real data."""
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)
@@ -92,7 +97,7 @@ def train(dataset: DatasetRef, spec: Any) -> ModelRef:
     folder = checkpoint_dir("train", dataset["content_sha256"], spec)
     # The budget gate: the core reserves its calibrated plan against the dataset's budget
     # before any private computation (or refuses); the first step makes it spent.
-    with gate_for(dataset, method.name, spec) as gate, \
+    with gate_for(budget_dataset or dataset, method.name, spec) as gate, \
             progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))

@@ -93,10 +93,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special, stats
 
+from dpgnn_core.audit.defaults import DEFAULT_BETA as DEFAULT_BETA
 from dpgnn_core.errors import PrivacyError
-
-#: Default β (the bound holds at confidence 1 − β).
-DEFAULT_BETA = 0.05
 
 #: Width of the final bisection bracket on ε in :func:`one_run_epsilon_lower_bound`.
 EPSILON_TOLERANCE = 1e-9

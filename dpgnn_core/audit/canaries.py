@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -57,16 +58,13 @@ import numpy.typing as npt
 import torch
 
 from dpgnn_core.audit.bounds import DEFAULT_BETA, AuditBound, one_run_audit
+from dpgnn_core.audit.defaults import DEFAULT_GUESS_FRACTION, DEFAULT_SCALE
 from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN, GraphData
 from dpgnn_core.errors import DataError
 
 Relation = Literal["add/remove", "replace-one"]
-Kind = Literal["node", "edge"]
+Kind = Literal["node", "edge", "star", "node-edges"]
 
-#: Default scale of a node canary's own feature column.
-DEFAULT_SCALE = 10.0
-#: Default fraction of the canaries guessed (half of them "in", half "out").
-DEFAULT_GUESS_FRACTION = 0.5
 
 #: The canary kind and the neighbouring relation of each method family.
 FAMILY_CANARIES: dict[str, tuple[Kind, Relation]] = {
@@ -86,6 +84,12 @@ THREAT_MODELS: dict[str, str] = {
             "first-hop noise regenerated from the seed (valid only against "
             "insecure_reproducible_noise), each canary endpoint's X(1) compared with it "
             "(an endpoint whose row is the normalised noise received no canary message)",
+    "node-edges": "black-box: the final model's cross-entropy of each canary's label on "
+            "its features as an isolated node, plus on each of its leaves fed with the "
+            "canary's message along its out-edge (lower = member)",
+    "star": "released aggregations: each hub's private first-hop aggregation X(1) against "
+            "its leaves' encoding X(0), weighted by the degree D, plus each leaf's X(1) "
+            "against the hub's X(0), with the released encoder (higher = member)",
 }
 
 
@@ -120,14 +124,43 @@ class Canaries:
     labels: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     pairs: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     node_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    leaves: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
     @property
     def m(self) -> int:
         return int(self.included.shape[0])
 
+    def save(self, path: str | Path) -> None:
+        """Write the record to ``path`` (``.npz``), atomically: it is the auditor's, kept
+        beside the audited dataset so the score step can read the bits after guessing."""
+        from dpgnn_core.io import atomic_file
 
-def _draw_bits(m: int, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
-    return np.asarray(rng.random(m) < 0.5)
+        arrays = {f.name: np.asarray(getattr(self, f.name)) for f in fields(self)}
+        with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Canaries:
+        """Read a record written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        return cls(kind=str(arrays.pop("kind")), relation=str(arrays.pop("relation")),  # type: ignore[arg-type]
+                   **arrays)
+
+
+def _draw_bits(m: int, rng: np.random.Generator,
+               included: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.bool_]:
+    """Each canary in with probability 1/2, or the caller's bits (a multi-run audit builds
+    the same canary once in and once out). The draw is made either way, so the rest of the
+    canary (labels, copied nodes) is the same for both."""
+    bits = np.asarray(rng.random(m) < 0.5)
+    if included is None:
+        return bits
+    forced = np.asarray(included, dtype=bool)
+    if forced.shape != (m,):
+        raise DataError("included must hold one bit per canary", field="included",
+                        value=list(forced.shape))
+    return forced
 
 
 def _check_node_data(data: GraphData, m: int) -> None:
@@ -140,7 +173,8 @@ def _check_node_data(data: GraphData, m: int) -> None:
 
 def insert_node_canaries(data: GraphData, m: int, *, relation: Relation = "add/remove",
                          scale: float = DEFAULT_SCALE,
-                         rng: np.random.Generator | None = None
+                         rng: np.random.Generator | None = None,
+                         included: npt.NDArray[np.bool_] | None = None
                          ) -> tuple[GraphData, Canaries]:
     """Add m node canaries (see the module docstring): m extra feature columns, one per
     canary, and the included canaries as isolated training nodes.
@@ -155,13 +189,15 @@ def insert_node_canaries(data: GraphData, m: int, *, relation: Relation = "add/r
             (default: :obj:`10.0`)
         rng (np.random.Generator, optional): source of the bits and labels; a fresh
             CSPRNG-seeded one by default (:func:`secret_generator`). (default: :obj:`None`)
+        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones
+            (the multi-run audit). (default: :obj:`None`)
 
     Returns:
         (GraphData, Canaries): the training data and the auditor's record.
     """
     _check_node_data(data, m)
     rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng)
+    included = _draw_bits(m, rng, included)
     labels = rng.integers(0, data.num_classes, size=m, dtype=np.int64)
     n, d = data.num_nodes, data.num_features
     features = np.zeros((m, d + m), dtype=np.float32)
@@ -186,7 +222,8 @@ def insert_node_canaries(data: GraphData, m: int, *, relation: Relation = "add/r
                          features=features, labels=labels, node_ids=node_ids)
 
 
-def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | None = None
+def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | None = None,
+                         included: npt.NDArray[np.bool_] | None = None
                          ) -> tuple[GraphData, Canaries]:
     """Add m edge canaries (see the module docstring): 2m fresh ``unused`` nodes with the
     features and labels of random real nodes, and the included pairs' undirected edges.
@@ -196,13 +233,15 @@ def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | 
         m (int): canaries.
         rng (np.random.Generator, optional): source of the bits and the copied nodes; a
             fresh CSPRNG-seeded one by default. (default: :obj:`None`)
+        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones.
+            (default: :obj:`None`)
 
     Returns:
         (GraphData, Canaries): the training data and the auditor's record.
     """
     _check_node_data(data, m)
     rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng)
+    included = _draw_bits(m, rng, included)
     n = data.num_nodes
     src = rng.integers(0, n, size=2 * m)
     pairs = (n + np.arange(2 * m, dtype=np.int64)).reshape(m, 2)
@@ -217,6 +256,101 @@ def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | 
                       np.concatenate([data.edge_index, new_edges], 1), dtype=np.int64),
                   meta={**data.meta, "audit": {"canaries": "edge", "m": m}})
     return out, Canaries(kind="edge", relation="add/remove", included=included, pairs=pairs)
+
+
+def insert_node_edge_canaries(data: GraphData, m: int, leaves: int = 4, *,
+                              scale: float = DEFAULT_SCALE,
+                              rng: np.random.Generator | None = None,
+                              included: npt.NDArray[np.bool_] | None = None
+                              ) -> tuple[GraphData, Canaries]:
+    """DP-GNN's ``node`` level on a directed graph (replace-one of a node's features, label
+    and out-edge row): m replace-one node canaries (:func:`insert_node_canaries`), each
+    with an out-edge row to ``leaves`` fresh training nodes of its own (all-zero features,
+    the canary's label). An included canary has its Dirac features and its out-edges, so
+    its message reaches its leaves' subgraphs; an excluded slot is the blank record with
+    an empty row. The leaves are training nodes whatever the bits (N is fixed, as
+    replace-one requires).
+
+    Raises:
+        DataError: an undirected graph (DP-GNN refuses ``node`` level there).
+    """
+    if not data.directed:
+        raise DataError("node-with-edges canaries audit DP-GNN's node level, which holds on "
+                        "directed graphs only", field="directed", value=False)
+    if int(leaves) != leaves or leaves < 1:
+        raise DataError("a node-with-edges canary needs at least one leaf", field="leaves",
+                        value=leaves)
+    base, can = insert_node_canaries(data, m, relation="replace-one", scale=scale, rng=rng,
+                                     included=included)
+    n1, width = base.num_nodes, base.num_features
+    lv = (n1 + np.arange(m * leaves, dtype=np.int64)).reshape(m, leaves)
+    src = np.repeat(can.node_ids[can.included], leaves)
+    dst = lv[can.included].reshape(-1)
+    out = replace(base, x=np.concatenate([base.x, np.zeros((m * leaves, width), np.float32)]),
+                  y=np.concatenate([base.y, np.repeat(can.labels, leaves)]),
+                  split=np.concatenate([base.split, np.full(m * leaves, TRAIN, np.int8)]),
+                  edge_index=np.ascontiguousarray(np.concatenate(
+                      [base.edge_index, np.stack([src, dst])], 1), dtype=np.int64),
+                  meta={**base.meta, "audit": {"canaries": "node-edges", "m": m,
+                                               "leaves": int(leaves)}})
+    return out, replace(can, kind="node-edges", leaves=lv)
+
+
+def insert_star_canaries(data: GraphData, m: int, degree: int, *,
+                         rng: np.random.Generator | None = None,
+                         included: npt.NDArray[np.bool_] | None = None
+                         ) -> tuple[GraphData, Canaries]:
+    """Add m *node-with-edges* canaries (GAP-NDP's unit: a node with its edges): canary i
+    is a hub node h_i joined by undirected edges to ``degree`` leaves, included with
+    probability 1/2. Every leaf of a hub copies the features and label of one random real
+    node, so their encodings are aligned: the hub's first aggregation is then ``degree``
+    times one unit row, the largest own-row change a node of degree D can make (the D² term
+    of :func:`~dpgnn_core.methods.gap.sensitivity`), and each leaf's aggregation is the
+    hub's encoding (the D term). Hubs and leaves are fresh nodes in the ``unused`` split,
+    so the encoder and classifier train on the same rows whatever the bits.
+
+    An excluded hub stays a node, isolated (no edges): PMA's derivation compares a node
+    with its edges to the node made isolated (its aggregation row then 0 + noise), and an
+    isolated ``unused`` node reaches nothing else of the release, so its row is
+    data-independent noise appended to the release of the graph without the hub.
+
+    Args:
+        data (GraphData): single-label node data.
+        m (int): canaries.
+        degree (int): D, each hub's degree (at most the method's degree bound).
+        rng (np.random.Generator, optional): source of the bits and the copied nodes; a
+            fresh CSPRNG-seeded one by default. (default: :obj:`None`)
+        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones.
+            (default: :obj:`None`)
+
+    Returns:
+        (GraphData, Canaries): the training data and the auditor's record (``node_ids``:
+        the hubs, ``leaves``: ``[m, degree]``).
+    """
+    _check_node_data(data, m)
+    if int(degree) != degree or degree < 1:
+        raise DataError("a star canary needs a degree >= 1", field="degree", value=degree)
+    rng = rng if rng is not None else secret_generator()
+    included = _draw_bits(m, rng, included)
+    n, d = data.num_nodes, int(degree)
+    hub_src = rng.integers(0, n, size=m)
+    leaf_src = rng.integers(0, n, size=m)
+    hubs = n + np.arange(m, dtype=np.int64)
+    leaves = (n + m + np.arange(m * d, dtype=np.int64)).reshape(m, d)
+    src = np.concatenate([hub_src, np.repeat(leaf_src, d)])
+    h = np.repeat(hubs[included], d)
+    lv = leaves[included].reshape(-1)
+    new_edges = np.stack([np.concatenate([h, lv]), np.concatenate([lv, h])])
+    unused = SPLIT_NAMES.index("unused")
+    y = np.asarray(data.y, np.int64)
+    out = replace(data, x=np.concatenate([data.x, data.x[src]]).astype(np.float32),
+                  y=np.concatenate([y, y[src]]),
+                  split=np.concatenate([data.split, np.full(src.shape[0], unused, np.int8)]),
+                  edge_index=np.ascontiguousarray(
+                      np.concatenate([data.edge_index, new_edges], 1), dtype=np.int64),
+                  meta={**data.meta, "audit": {"canaries": "star", "m": m, "degree": d}})
+    return out, Canaries(kind="star", relation="add/remove", included=included,
+                         node_ids=hubs, leaves=leaves)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -269,6 +403,45 @@ def score_edge_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data
     x1 = aggregations[:, 0].cpu()
     s = (x1[u] * x0[v]).sum(1) + (x1[v] * x0[u]).sum(1)
     return np.asarray(-s.double().numpy())
+
+
+def score_node_edge_canaries(model: torch.nn.Module, canaries: Canaries
+                             ) -> npt.NDArray[np.float64]:
+    """Each node-with-edges canary's score: its own cross-entropy as an isolated node
+    (:func:`score_node_canaries`) plus the mean cross-entropy of its label at its leaves,
+    each leaf fed the canary's message along one edge (lower = more likely a member)."""
+    own = score_node_canaries("dp-gnn", model, canaries)
+    m, width = canaries.features.shape
+    x = torch.from_numpy(np.concatenate([canaries.features, np.zeros((m, width), np.float32)]))
+    edge = torch.stack([torch.arange(m), m + torch.arange(m)])  # canary i -> its leaf
+    with torch.no_grad():
+        logits = model.cpu().eval().forward_sparse(x, edge)[m:]  # type: ignore[operator]
+    leaf = torch.nn.functional.cross_entropy(logits, torch.from_numpy(canaries.labels),
+                                             reduction="none")
+    return np.asarray(own + leaf.double().numpy(), dtype=np.float64)
+
+
+def score_star_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data: GraphData,
+                        canaries: Canaries) -> npt.NDArray[np.float64]:
+    """Each star canary's score from the release: minus
+    ``D · <X1[h], X0[leaf]> + sum over leaves l of <X1[l], X0[h]>``, X(1) the released
+    first-hop aggregations, X(0) the normalised encodings from the released encoder (the
+    hub's row carries D aligned messages, each leaf's one; lower = more likely a member).
+    """
+    from dpgnn_core.methods.gap import row_normalise
+
+    encoder = getattr(model, "encoder", None)
+    if encoder is None:
+        raise DataError("star canaries are scored with the released encoder",
+                        field="encoder", value=None)
+    hubs, leaves = canaries.node_ids, canaries.leaves
+    d = leaves.shape[1]
+    with torch.no_grad():
+        x0 = row_normalise(encoder.cpu().eval().encode(torch.from_numpy(data.x)))
+    x1 = aggregations[:, 0].cpu()
+    own = d * (x1[hubs] * x0[leaves[:, 0]]).sum(1)
+    theirs = (x1[torch.from_numpy(leaves)] * x0[hubs].unsqueeze(1)).sum((1, 2))
+    return np.asarray(-(own + theirs).double().numpy())
 
 
 def score_edge_canaries_reproduced_noise(spec: Any, aggregations: torch.Tensor,
@@ -375,6 +548,122 @@ def canaries_for(family: str) -> tuple[Kind, Relation]:
                         value=family) from None
 
 
+@dataclass(frozen=True)
+class AuditPlan:
+    """What an audit of one spec inserts and how it attacks, decided before any data is
+    read (:func:`plan_audit`).
+
+    Attributes:
+        method (str): the registered method.
+        family (str): its family.
+        kind (str): canary kind (``node``, ``edge``, ``star``).
+        relation (str): the neighbouring relation the canaries realise.
+        attack (str): ``default`` or ``reproduced-noise``.
+        threat_model (str): what the attacker sees and how it scores.
+        degree (int): star canaries' degree D (0 for other kinds).
+    """
+
+    method: str
+    family: str
+    kind: Kind
+    relation: Relation
+    attack: str
+    threat_model: str
+    degree: int = 0
+
+
+def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPlan:
+    """The canaries and attack for ``spec``: the method family's unit (node canaries for
+    DP-MLP, DP-GNN and DRW; edge canaries for GAP-EDP and GAP-∞), and for GAP-NDP, which
+    protects a node *with its edges*, star canaries of degree D = ``max_degree``.
+
+    Raises:
+        DataError: a method without canaries, or an attack that does not apply.
+    """
+    from dpgnn_core.methods.registry import get
+
+    method = get(method_name)
+    kind, relation = canaries_for(method.family)
+    degree = 0
+    if method.family == "gap" and getattr(spec, "level", None) == "node":
+        kind, relation = "star", "add/remove"  # GAP-NDP: a node with its edges
+        degree = int(spec.max_degree)
+    elif method.family == "dp-gnn" and getattr(spec, "level", None) == "node":
+        kind = "node-edges"  # DP-GNN's row model on directed graphs: features, label, row
+    if attack not in ("default", "reproduced-noise"):
+        raise DataError("unknown attack", field="attack", value=attack)
+    if attack == "reproduced-noise" and kind != "edge":
+        raise DataError("the reproduced-noise attack is implemented for GAP-EDP only",
+                        field="attack", value=attack)
+    threat = THREAT_MODELS[kind if attack == "default" else f"{kind}-{attack}"]
+    return AuditPlan(method=method_name, family=method.family, kind=kind,
+                     relation=relation, attack=attack, threat_model=threat, degree=degree)
+
+
+def insert_canaries(plan: AuditPlan, data: GraphData, m: int, *,
+                    scale: float = DEFAULT_SCALE, rng: np.random.Generator | None = None,
+                    included: npt.NDArray[np.bool_] | None = None
+                    ) -> tuple[GraphData, Canaries]:
+    """Insert the plan's m canaries into ``data`` (each in with probability 1/2, or the
+    given bits); see :func:`insert_node_canaries`, :func:`insert_edge_canaries` and
+    :func:`insert_star_canaries`."""
+    if plan.kind == "node":
+        return insert_node_canaries(data, m, relation=plan.relation, scale=scale, rng=rng,
+                                    included=included)
+    if plan.kind == "star":
+        return insert_star_canaries(data, m, plan.degree, rng=rng, included=included)
+    if plan.kind == "node-edges":
+        return insert_node_edge_canaries(data, m, scale=scale, rng=rng, included=included)
+    return insert_edge_canaries(data, m, rng=rng, included=included)
+
+
+def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any],
+                   data: GraphData, canaries: Canaries, spec: Any
+                   ) -> npt.NDArray[np.float64]:
+    """Every canary's score under the plan's attack (lower = guessed "in"), from the
+    fitted model and what it released (``extra["aggregations"]`` for GAP)."""
+    if plan.kind == "node":
+        return score_node_canaries(plan.family, model, canaries)
+    if plan.kind == "star":
+        return score_star_canaries(model, extra["aggregations"], data, canaries)
+    if plan.kind == "node-edges":
+        return score_node_edge_canaries(model, canaries)
+    if plan.attack == "reproduced-noise":
+        return score_edge_canaries_reproduced_noise(spec, extra["aggregations"], canaries)
+    return score_edge_canaries(model, extra["aggregations"], data, canaries)
+
+
+def guesses_per_side(m: int, guess_fraction: float = DEFAULT_GUESS_FRACTION) -> int:
+    """k = round(guess_fraction · m / 2): the guesses made on each side, fixed before any
+    score is seen."""
+    if not 0.0 < guess_fraction <= 1.0:
+        raise DataError("guess_fraction must lie in (0, 1]", field="guess_fraction",
+                        value=guess_fraction)
+    return round(guess_fraction * m / 2)
+
+
+def conclude(plan: AuditPlan, scores: npt.NDArray[np.float64], canaries: Canaries,
+             report: Any, *, guess_fraction: float = DEFAULT_GUESS_FRACTION,
+             delta: float | None = None, beta: float = DEFAULT_BETA) -> AuditResult:
+    """Guess (the k lowest scores "in", the k highest "out"), then reveal the bits, count
+    the correct guesses and bound ε (:func:`~dpgnn_core.audit.bounds.one_run_audit`) at
+    ``delta`` (the run's reported δ by default)."""
+    m = canaries.m
+    guesses = guess(scores, guesses_per_side(m, guess_fraction))
+    made = guesses != 0
+    truth = np.where(canaries.included, 1, -1)
+    v = int((guesses[made] == truth[made]).sum())
+    r = int(made.sum())
+    d = float(delta) if delta is not None else float(report.get("delta") or 0.0)
+    bound = one_run_audit(m, r, v, d, beta)
+    eps = report.get("epsilon")
+    return AuditResult(method=plan.method, bound=bound,
+                       reported_epsilon=math.inf if eps is None else float(eps), delta=d,
+                       threat_model=plan.threat_model, kind=plan.kind,
+                       relation=plan.relation, m=m, r=r, v=v, scores=scores,
+                       included=canaries.included, guesses=guesses, report=report)
+
+
 def audit(method_name: str, data: GraphData, spec: Any, m: int, delta: float | None = None,
           beta: float = DEFAULT_BETA, rng: np.random.Generator | None = None, *,
           guess_fraction: float = DEFAULT_GUESS_FRACTION, scale: float = DEFAULT_SCALE,
@@ -383,12 +672,14 @@ def audit(method_name: str, data: GraphData, spec: Any, m: int, delta: float | N
     with probability 1/2), train ``spec`` through the registry, score every canary, guess
     the k lowest scores "in" and the k highest "out" (k fixed in advance from
     ``guess_fraction``), and bound ε from the correct guesses
-    (:func:`~dpgnn_core.audit.bounds.one_run_audit`).
+    (:func:`~dpgnn_core.audit.bounds.one_run_audit`). The ``dpgnn audit`` flow runs the
+    same steps (:func:`plan_audit`, :func:`insert_canaries`, the registry's fit,
+    :func:`score_canaries`, :func:`conclude`) as cached tasks.
 
     Args:
         method_name (str): a registered name (``dp-mlp``, ``dp-gcn``, ``drw-gcn``,
-            ``gap-edp``, and the non-private controls ``gap-inf`` or a spec with
-            ``epsilon=None``).
+            ``gap-edp``, ``gap-ndp``, and the non-private controls ``gap-inf`` or a spec
+            with ``epsilon=None``).
         data (GraphData): the base dataset.
         spec: the method's spec (batch size left unset adapts to the data with canaries).
         m (int): canaries.
@@ -400,8 +691,8 @@ def audit(method_name: str, data: GraphData, spec: Any, m: int, delta: float | N
         guess_fraction (float, optional): fraction of canaries guessed, half "in" and half
             "out". (default: :obj:`0.5`)
         scale (float, optional): node canaries' feature value. (default: :obj:`10.0`)
-        attack (str, optional): ``"default"`` (:data:`THREAT_MODELS` ``node`` / ``edge``)
-            or, for GAP, ``"reproduced-noise"``: the attacker regenerates PMA's noise from
+        attack (str, optional): ``"default"`` (:data:`THREAT_MODELS` of the kind) or, for
+            GAP-EDP, ``"reproduced-noise"``: the attacker regenerates PMA's noise from
             the spec's seed (:func:`score_edge_canaries_reproduced_noise`), the control
             that shows ``insecure_reproducible_noise`` voids the guarantee.
             (default: ``"default"``)
@@ -411,49 +702,115 @@ def audit(method_name: str, data: GraphData, spec: Any, m: int, delta: float | N
     """
     from dpgnn_core.methods.registry import get
 
-    method = get(method_name)
-    kind, relation = canaries_for(method.family)
-    if method.family == "gap" and getattr(spec, "level", None) == "node":
-        kind, relation = "node", "add/remove"  # GAP-NDP protects a node with its edges
-    if not 0.0 < guess_fraction <= 1.0:
-        raise DataError("guess_fraction must lie in (0, 1]", field="guess_fraction",
-                        value=guess_fraction)
-    k = round(guess_fraction * m / 2)
-    if attack == "reproduced-noise" and kind != "edge":
-        raise DataError("the reproduced-noise attack is implemented for GAP only",
-                        field="attack", value=attack)
-    if kind == "node":
-        train_data, can = insert_node_canaries(data, m, relation=relation, scale=scale,
-                                               rng=rng)
-    else:
-        train_data, can = insert_edge_canaries(data, m, rng=rng)
-    fitted = method.fit(train_data, spec)
-    if kind == "node":
-        scores = score_node_canaries(method.family, fitted.model, can)
-    elif attack == "reproduced-noise":
-        scores = score_edge_canaries_reproduced_noise(spec, fitted.extra["aggregations"], can)
-    else:
-        scores = score_edge_canaries(fitted.model, fitted.extra["aggregations"], train_data,
-                                     can)
-    guesses = guess(scores, k)
-    made = guesses != 0
-    truth = np.where(can.included, 1, -1)
-    v = int((guesses[made] == truth[made]).sum())
-    r = int(made.sum())
-    report = fitted.report
+    plan = plan_audit(method_name, spec, attack)
+    guesses_per_side(m, guess_fraction)  # refuse a bad fraction before training
+    train_data, can = insert_canaries(plan, data, m, scale=scale, rng=rng)
+    fitted = get(method_name).fit(train_data, spec)
+    scores = score_canaries(plan, fitted.model, fitted.extra, train_data, can, spec)
+    return conclude(plan, scores, can, fitted.report, guess_fraction=guess_fraction,
+                    delta=delta, beta=beta)
+
+
+# --------------------------------------------------------------------------- multi-run
+
+
+def multi_run_bits(runs: int, rng: np.random.Generator | None = None
+                   ) -> npt.NDArray[np.bool_]:
+    """The canary's bit in each of ``runs`` trainings (in with probability 1/2), from a
+    CSPRNG-seeded generator by default.
+
+    Raises:
+        DataError: fewer than 4 runs (two halves of at least two runs each).
+    """
+    if int(runs) != runs or runs < 4:
+        raise DataError("a multi-run audit needs at least 4 runs", field="runs", value=runs)
+    rng = rng if rng is not None else secret_generator()
+    return np.asarray(rng.random(int(runs)) < 0.5)
+
+
+def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
+                       included: npt.NDArray[np.bool_], report: Any, *,
+                       delta: float | None = None, beta: float = DEFAULT_BETA
+                       ) -> AuditResult:
+    """The classic multi-run audit from one canary's score in each run.
+
+    The test must be fixed before the outcomes it is judged on: the first half of the runs
+    (by index) chooses the threshold t, the one among their scores whose test "in iff
+    score <= t" has the largest empirical ε on that half; the second half is judged with
+    it: TP, FN, FP, TN there give the Clopper–Pearson bound
+    (:func:`~dpgnn_core.audit.bounds.multi_run_audit`). The runs are independent
+    trainings (fresh secret noise, each its own initialisation seed), so the second half's
+    counts are independent Bernoulli trials given t.
+    """
+    from dpgnn_core.audit.bounds import multi_run_audit
+
+    runs = scores.shape[0]
+    half = runs // 2
+    s1, b1 = scores[:half], included[:half]
+    best_t, best = float(np.median(s1)), -math.inf
+    for t in np.unique(s1):
+        pin = s1 <= t
+        tpr = (pin & b1).sum() / max(int(b1.sum()), 1)
+        fpr = (pin & ~b1).sum() / max(int((~b1).sum()), 1)
+        # empirical epsilon of the test, with +1/2 smoothing so 0 and 1 stay finite
+        e = max(math.log((tpr + 0.5 / runs) / (fpr + 0.5 / runs)),
+                math.log((1 - fpr + 0.5 / runs) / (1 - tpr + 0.5 / runs)))
+        if e > best:
+            best, best_t = e, float(t)
+    s2, b2 = scores[half:], included[half:]
+    pin = s2 <= best_t
+    tp, fn = int((pin & b2).sum()), int((~pin & b2).sum())
+    fp, tn = int((pin & ~b2).sum()), int((~pin & ~b2).sum())
     d = float(delta) if delta is not None else float(report.get("delta") or 0.0)
-    bound = one_run_audit(m, r, v, d, beta)
+    bound = multi_run_audit(tp, fn, fp, tn, d, beta)
     eps = report.get("epsilon")
-    threat = THREAT_MODELS[kind if attack == "default" else f"{kind}-{attack}"]
-    return AuditResult(method=method_name, bound=bound,
+    guesses = np.where(scores <= best_t, 1, -1).astype(np.int8)
+    guesses[:half] = 0  # the first half chose the test; only the second half is judged
+    return AuditResult(method=plan.method, bound=bound,
                        reported_epsilon=math.inf if eps is None else float(eps), delta=d,
-                       threat_model=threat, kind=kind, relation=relation, m=m,
-                       r=r, v=v, scores=scores, included=can.included, guesses=guesses,
-                       report=report)
+                       threat_model=plan.threat_model, kind=plan.kind,
+                       relation=plan.relation, m=1, r=runs - half, v=tp + tn,
+                       scores=scores, included=included, guesses=guesses, report=report)
+
+
+def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
+                    delta: float | None = None, beta: float = DEFAULT_BETA,
+                    rng: np.random.Generator | None = None, *, scale: float = DEFAULT_SCALE,
+                    attack: Literal["default", "reproduced-noise"] = "default"
+                    ) -> AuditResult:
+    """The classic multi-run audit of one canary (for small settings: ``runs`` trainings):
+    the canary is the same in every run (one draw), in or out by a secret coin per run;
+    run r trains with initialisation seed ``spec.seed + r`` and fresh secret noise. See
+    :func:`multi_run_conclude` for the test. The ``dpgnn audit --runs R`` flow runs the
+    same steps as cached tasks.
+
+    Returns:
+        AuditResult: ``bound.method == "multi-run"``, m = 1, r = judged runs, v = correct.
+    """
+    from dpgnn_core.methods.registry import get
+
+    plan = plan_audit(method_name, spec, attack)
+    bits = multi_run_bits(runs, rng)
+    seed = secrets.randbits(128) if rng is None else int(rng.integers(2**62))
+    pair = {b: insert_canaries(plan, data, 1, scale=scale, rng=np.random.default_rng(seed),
+                               included=np.array([b])) for b in (True, False)}
+    method = get(method_name)
+    scores = np.zeros(runs)
+    report: Any = {}
+    for r, b in enumerate(bits):
+        train_data, can = pair[bool(b)]
+        fitted = method.fit(train_data, spec.model_copy(update={"seed": spec.seed + r}))
+        scores[r] = score_canaries(plan, fitted.model, fitted.extra, train_data, can, spec)[0]
+        report = fitted.report
+    return multi_run_conclude(plan, scores, bits, report, delta=delta, beta=beta)
 
 
 __all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "FAMILY_CANARIES", "THREAT_MODELS",
-           "AuditResult", "Canaries", "audit", "canaries_for", "guess",
-           "insert_edge_canaries", "insert_node_canaries", "score_edge_canaries",
-           "score_edge_canaries_reproduced_noise", "score_node_canaries",
+           "AuditPlan", "AuditResult", "Canaries", "audit", "audit_multi_run",
+           "canaries_for", "conclude", "guess", "guesses_per_side", "insert_canaries",
+           "insert_edge_canaries", "insert_node_canaries", "insert_node_edge_canaries",
+           "insert_star_canaries",
+           "multi_run_bits", "multi_run_conclude", "plan_audit", "score_canaries",
+           "score_edge_canaries", "score_edge_canaries_reproduced_noise",
+           "score_node_canaries", "score_node_edge_canaries", "score_star_canaries",
            "secret_generator"]

@@ -4,16 +4,27 @@ canaries' hygiene (secret bits, excluded canaries absent from the training data)
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
 
+import dpgnn_core.methods.gap as gap
+from dpgnn_core.audit.bounds import multi_run_audit
 from dpgnn_core.audit.canaries import (
+    Canaries,
     audit,
+    audit_multi_run,
     guess,
     insert_edge_canaries,
     insert_node_canaries,
+    insert_node_edge_canaries,
+    insert_star_canaries,
+    multi_run_conclude,
+    plan_audit,
 )
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.registry import get
@@ -52,7 +63,7 @@ def test_non_private_control_has_power(data, name, opts):
     ("dp-gcn", {"epsilon": 1.0}),
     ("gap-edp", {"epsilon": 1.0, "epochs": 20}),
     ("gap-edp", {"epsilon": 2.0, "epochs": 20}),
-    ("gap-ndp", {"epsilon": 4.0, "steps": 50, "max_degree": 12}),  # node canaries
+    ("gap-ndp", {"epsilon": 4.0, "steps": 50, "max_degree": 12}),  # star canaries
 ])
 def test_private_run_stays_below_reported_epsilon(data, name, opts):
     res = _audit(name, data, **opts)
@@ -128,3 +139,116 @@ def test_guess_is_fixed_in_advance():
     g = guess(scores, 2)
     np.testing.assert_array_equal(g, [0, 1, -1, 0, -1, 1])
     assert (guess(scores, 0) == 0).all()
+
+
+def test_excluded_star_canaries_are_isolated(data):
+    out, can = insert_star_canaries(data, 30, 5)
+    n = data.num_nodes
+    assert out.num_nodes == n + 30 * 6 and (out.split[n:] == 3).all()
+    assert can.leaves.shape == (30, 5) and can.kind == "star"
+    deg = np.bincount(out.edge_index[0], minlength=out.num_nodes)
+    for hub, leaves, inc in zip(can.node_ids, can.leaves, can.included, strict=True):
+        assert deg[hub] == (5 if inc else 0)
+        assert (deg[leaves] == (1 if inc else 0)).all()
+        # the leaves of one hub are aligned (the same features): D times one unit row
+        assert (out.x[leaves] == out.x[leaves[0]]).all()
+    np.testing.assert_array_equal(out.edge_index[:, :data.num_edges], data.edge_index)
+
+
+@pytest.fixture(scope="module")
+def star_graph():
+    return csbm(num_nodes=300, num_classes=4, feature_dim=16, avg_degree=5, seed=0)
+
+
+def _old_sensitivity(real):
+    """GAP's Lemma 2 as published: sqrt(D) at node level, which misses the removed node's
+    own row (norm up to D)."""
+    def sens(level, max_degree, directed, row_clip=None):
+        if level == "node":
+            return math.sqrt(max_degree)
+        return real(level, max_degree, directed, row_clip)
+    return sens
+
+
+def test_old_gap_ndp_sensitivity_is_refuted_by_star_canaries(star_graph):
+    """A hub with D = 256 aligned leaves: PMA's noise calibrated with GAP's published
+    sqrt(D) leaves the hub's own row (norm D) 16 times above the noise the accounting
+    assumed; the audit's lower bound exceeds the epsilon that accounting reports. With the
+    corrected sqrt(D^2 + D) the same audit stays below the reported epsilon."""
+    spec = get("gap-ndp").spec(device="cpu", epsilon=1.0, steps=50, max_degree=256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with mock.patch.object(gap, "sensitivity", _old_sensitivity(gap.sensitivity)):
+            wrong = audit("gap-ndp", star_graph, spec, m=M)
+        right = audit("gap-ndp", star_graph, spec, m=M)
+    assert wrong.kind == "star" and wrong.reported_epsilon == pytest.approx(1.0, rel=1e-3)
+    assert wrong.epsilon_lower > 1.5 * wrong.reported_epsilon, wrong.to_dict()
+    assert right.epsilon_lower < right.reported_epsilon, right.to_dict()
+
+
+def test_canaries_round_trip(tmp_path, data):
+    _, can = insert_star_canaries(data, 7, 3)
+    can.save(tmp_path / "c.npz")
+    back = Canaries.load(tmp_path / "c.npz")
+    assert back.kind == "star" and back.relation == "add/remove"
+    for f in ("included", "node_ids", "leaves", "pairs", "features", "labels"):
+        np.testing.assert_array_equal(getattr(back, f), getattr(can, f))
+
+
+def test_multi_run_conclude_judges_only_the_second_half():
+    plan = plan_audit("dp-mlp", get("dp-mlp").spec(epsilon=None))
+    bits = np.array([True, False] * 20)
+    scores = np.where(bits, 0.0, 1.0)  # a perfect test
+    res = multi_run_conclude(plan, scores, bits, {"epsilon": None, "delta": 1e-5})
+    assert res.bound.counts == {"tp": 10, "fn": 0, "fp": 0, "tn": 10}
+    assert res.epsilon_lower == pytest.approx(
+        multi_run_audit(10, 0, 0, 10, 1e-5).epsilon_lower)
+    assert (res.guesses[:20] == 0).all() and res.r == 20 and res.v == 20
+    # the threshold comes from the first half: flipping the second half's bits turns
+    # every judged guess wrong instead of choosing a new threshold
+    flipped = np.concatenate([bits[:20], ~bits[20:]])
+    bad = multi_run_conclude(plan, scores, flipped, {"epsilon": None, "delta": 1e-5})
+    assert bad.v == 0 and bad.epsilon_lower == 0.0
+
+
+def test_multi_run_audit_power_and_soundness(data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ctrl = audit_multi_run("dp-mlp", data, get("dp-mlp").spec(epsilon=None, steps=30),
+                               runs=40)
+        priv = audit_multi_run("dp-mlp", data, get("dp-mlp").spec(epsilon=1.0, steps=15),
+                               runs=40)
+    assert ctrl.bound.method == "multi-run" and ctrl.m == 1 and ctrl.r == 20
+    assert ctrl.v >= ctrl.r - 1, ctrl.to_dict()  # the non-private model memorises it
+    assert ctrl.epsilon_lower > 0.4, ctrl.to_dict()  # ~0.8 is the most 20 judged runs give
+    assert priv.epsilon_lower < priv.reported_epsilon, priv.to_dict()
+
+
+@pytest.fixture(scope="module")
+def directed(data):
+    return dataclasses.replace(data, directed=True)
+
+
+@pytest.mark.parametrize("epsilon", [None, 1.0])
+def test_dp_gnn_node_level_with_edges(directed, epsilon):
+    """DP-GNN at level node (directed graphs): canaries carry their out-edge row; the
+    non-private control is refuted far above 1, the private run stays below its epsilon."""
+    res = _audit("dp-gcn", directed, level="node", epsilon=epsilon)
+    assert res.kind == "node-edges" and res.relation == "replace-one"
+    if epsilon is None:
+        assert res.epsilon_lower > 2.5, res.to_dict()
+    else:
+        assert res.epsilon_lower < res.reported_epsilon, res.to_dict()
+
+
+def test_node_edge_canaries_are_replace_one_with_rows(directed, data):
+    out, can = insert_node_edge_canaries(directed, 30, leaves=3)
+    n = directed.num_nodes
+    assert out.num_nodes == n + 30 + 90 and out.mask("train")[n:].all()  # N is fixed
+    edges = set(map(tuple, out.edge_index[:, directed.num_edges:].T.tolist()))
+    for slot, lv, inc in zip(can.node_ids, can.leaves, can.included, strict=True):
+        assert all(((int(slot), int(v)) in edges) == bool(inc) for v in lv)
+        assert not out.x[lv].any() and (out.y[lv] == out.y[slot]).all()
+        assert out.x[slot].any() == bool(inc)  # the blank record in an excluded slot
+    with pytest.raises(Exception, match="directed"):
+        insert_node_edge_canaries(data, 3)

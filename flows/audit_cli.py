@@ -1,0 +1,214 @@
+"""``dpgnn audit METHOD``: an empirical privacy audit, one command per auditable method.
+
+A method's options are those of ``dpgnn run METHOD`` (the same spec, built the same way);
+the audit's own options are the canaries (``--canaries``), the multi-run variant
+(``--runs``), the attack, the guess fraction and the bound's confidence and δ. Everything
+the spec and the dataset's manifest can refuse is refused before Prefect starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+audit_app = typer.Typer(
+    help="Empirical privacy audit: insert canaries, train, attack, and lower-bound ε with "
+    "the one-run audit of Steinke, Nasr & Jagielski (2023) or a classic multi-run audit; "
+    "the bound is compared with the reported ε. `dpgnn audit METHOD --help` lists the "
+    "method's options.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+#: Options of the audit itself (beside the run options of ``dpgnn run``).
+_AUDIT_OPTIONS = ("canaries", "runs", "attack", "guess_fraction", "beta", "bound_delta",
+                  "canary_scale")
+
+
+def _audit_params() -> list[inspect.Parameter]:
+    from dpgnn_core.audit.defaults import DEFAULT_BETA, DEFAULT_GUESS_FRACTION, DEFAULT_SCALE
+
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("canaries", kw, default=200, annotation=Annotated[int, typer.Option(
+            min=2, help="One-run audit: m canaries, each in the training data with "
+            "probability 1/2.")]),
+        inspect.Parameter("runs", kw, default=None, annotation=Annotated[int | None,
+            typer.Option(min=4, help="A classic multi-run audit instead: one canary over "
+                         "this many trainings (small settings only; each run trains).")]),
+        inspect.Parameter("attack", kw, default="default", annotation=Annotated[str,
+            typer.Option(help="default, or reproduced-noise (GAP-EDP: regenerate PMA's "
+                         "noise from the stored seed; the control for "
+                         "--insecure-reproducible-noise).")]),
+        inspect.Parameter("guess_fraction", kw, default=DEFAULT_GUESS_FRACTION,
+                          annotation=Annotated[float, typer.Option(
+                              help="One-run: fraction of canaries guessed (half 'in', half "
+                              "'out'), fixed before any score is seen.")]),
+        inspect.Parameter("beta", kw, default=DEFAULT_BETA, annotation=Annotated[float,
+            typer.Option(help="1 - confidence of the lower bound.")]),
+        inspect.Parameter("bound_delta", kw, default=None, annotation=Annotated[
+            float | None, typer.Option(help="δ the bound is stated at (default: the run's "
+                                       "reported δ).")]),
+        inspect.Parameter("canary_scale", kw, default=DEFAULT_SCALE, annotation=Annotated[
+            float, typer.Option(help="Node canaries: the value of each canary's own "
+                                "feature column.")]),
+    ]
+
+
+def _make_command(name: str, spec_type: Any) -> Any:
+    from flows.run_cli import _RUN_OPTIONS, _signature
+
+    def command(**kwargs: Any) -> None:
+        from flows.cli import _err
+        from flows.run_cli import build_spec
+
+        audit_kw = {k: kwargs.pop(k) for k in _AUDIT_OPTIONS}
+        run_kw = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
+        try:
+            spec = build_spec(name, kwargs, run_kw.get("config"), run_kw.get("set_"),
+                              bool(run_kw.get("non_private")))
+        except (ValueError, OSError) as e:
+            _err(e)
+            raise typer.Exit(2) from e
+        execute(name, spec, run_kw["dataset"], tracking_uri=run_kw.get("tracking_uri"),
+                experiment=run_kw.get("experiment") or "dpgnn-audits",
+                refresh=bool(run_kw.get("refresh")), as_json=bool(run_kw.get("as_json")),
+                **audit_kw)
+
+    base = _signature(name, spec_type)
+    params = [p.replace(default="dpgnn-audits") if p.name == "experiment" else p
+              for p in base.parameters.values() if p.name != "explain_graphs"]
+    sig = inspect.Signature(params + _audit_params())
+    command.__signature__ = sig  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    command.__name__ = f"audit_{name.replace('-', '_')}"
+    command.__doc__ = (f"Audit {name}: canaries, one training (or --runs trainings), an "
+                       "attack, and a lower bound on ε compared with the reported ε.")
+    return command
+
+
+def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
+            experiment: str, refresh: bool, as_json: bool, canaries: int, runs: int | None,
+            attack: str, guess_fraction: float, beta: float, bound_delta: float | None,
+            canary_scale: float) -> None:
+    """Check everything the spec and the manifest can refuse, then run the audit flow and
+    print its summary (one JSON object with ``--json``)."""
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.home import project_dir
+    from flows import clilog
+    from flows.cli import _err, _stdout_to_stderr, _use_server_if_running
+
+    try:
+        manifest_path = dataset / "manifest.json"
+        if not manifest_path.is_file():
+            raise DpgnnError(f"{dataset} is not a dataset folder (no manifest.json); create "
+                             "one with `dpgnn ingest`")
+        _preflight(spec, dataset, json.loads(manifest_path.read_text()), canaries=canaries,
+                   runs=runs, attack=attack, guess_fraction=guess_fraction, beta=beta,
+                   bound_delta=bound_delta)
+        clilog.check_home(project_dir())
+        if tracking_uri:
+            from tasks.tracking import check_tracking_uri
+
+            check_tracking_uri(tracking_uri)
+    except (DpgnnError, OSError, ValueError) as e:
+        _err(" ".join(str(e).split()))
+        raise typer.Exit(2) from e
+    _use_server_if_running()
+    from flows.audit import audit
+    from tasks.progress import status
+
+    with clilog.captured(project_dir()) as log:
+        try:
+            with status(f"auditing {name} on {dataset} (Prefect flow)…"), \
+                    _stdout_to_stderr():
+                summary: dict[str, Any] = audit(
+                    spec=spec, dataset=str(dataset.resolve()), canaries=canaries, runs=runs,
+                    attack=attack, guess_fraction=guess_fraction, beta=beta,
+                    delta=bound_delta, scale=canary_scale, tracking_uri=tracking_uri,
+                    experiment=experiment, refresh=refresh)
+        except DpgnnError as e:
+            _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
+            raise typer.Exit(1) from e
+    if as_json:
+        print(json.dumps(summary, default=str, allow_nan=False))
+        return
+    _print(summary)
+
+
+def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: int,
+               runs: int | None, attack: str, guess_fraction: float, beta: float,
+               bound_delta: float | None) -> None:
+    """What the audit refuses before Prefect starts: the method's own preflight (on the
+    manifest of the real dataset), a method without canaries, an attack that does not
+    apply, and bad audit options, each naming the option and value."""
+    from dpgnn_core.audit.canaries import guesses_per_side, plan_audit
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.methods import preflight
+
+    preflight.check(spec, {**manifest, "path": str(dataset)})
+    try:
+        plan_audit(spec.method, spec, attack)
+    except DpgnnError as e:
+        raise DpgnnError(f"dpgnn audit {spec.method}: {e}") from None
+    if manifest.get("task") != "node" and spec.method != "graph-cls":
+        raise DpgnnError(f"{dataset}: task = {manifest.get('task')!r}; {spec.method} is "
+                         "audited with canaries on node data")
+    if runs is None:
+        guesses_per_side(canaries, guess_fraction)
+    if not 0.0 < beta < 1.0:
+        raise DpgnnError(f"--beta {beta!r}: must lie in (0, 1)")
+    if bound_delta is not None and not 0.0 <= bound_delta < 1.0:
+        raise DpgnnError(f"--bound-delta {bound_delta!r}: must lie in [0, 1)")
+
+
+def _print(summary: dict[str, Any]) -> None:
+    eps = summary["reported_epsilon"]
+    reported = "∞ (not private)" if eps is None else f"{eps:.4g}"
+    lines = [
+        f"audit     {summary['method']} on {summary['dataset']} ({summary['audit']}, "
+        f"{summary['m']} canar{'y' if summary['m'] == 1 else 'ies'} of kind "
+        f"{summary['canaries']}, {summary['relation']})",
+        f"reported  ε = {reported}, δ = {summary['delta']:.3g}",
+        f"audited   ε ≥ {summary['epsilon_lower']:.4g} at {summary['confidence']:.0%} "
+        f"confidence ({summary['correct']} of {summary['guesses']} guesses correct)",
+        ("verdict   REFUTED: the lower bound exceeds the reported ε" if summary["refuted"]
+         else "verdict   not refuted (a bound below the reported ε proves nothing more)"),
+        f"threat    {summary['threat_model']}",
+        f"histogram {summary['histogram']}",
+        f"details   {summary['audit_json']}  ({summary['seconds']:.0f} s)",
+    ]
+    for line in lines:
+        typer.echo(line)
+    if summary.get("mlflow_run_id"):
+        typer.echo(f"MLflow    run {summary['mlflow_run_id']} "
+                   f"({summary['mlflow_tracking_uri']})")
+    if summary.get("mlflow_error"):
+        typer.secho(f"warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
+    if eps is not None and not math.isfinite(eps):
+        typer.echo("note      the run reports no finite ε")
+
+
+def auditable() -> dict[str, Any]:
+    """The methods ``dpgnn audit`` has a command for, by spec type, so that the CLI does not
+    import the registry (torch) to answer ``--help``; a test checks this against the
+    registry's families with canaries (:data:`~dpgnn_core.audit.canaries.FAMILY_CANARIES`).
+    """
+    from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GapSpec, method_specs
+
+    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec)
+    return {name: t for name, t in method_specs().items() if issubclass(t, audited)}
+
+
+def _register_commands() -> None:
+    for name, spec_type in auditable().items():
+        audit_app.command(name=name, short_help=f"audit {name}")(
+            _make_command(name, spec_type))
+
+
+_register_commands()

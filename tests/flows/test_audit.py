@@ -1,0 +1,100 @@
+"""`dpgnn audit`: the flow's cached steps, its charge to the real dataset's budget, the
+multi-run variant, the MLflow run, and the CLI's refusals before Prefect starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("audit") / "ds"
+    write_dataset(csbm(num_nodes=200, num_classes=4, feature_dim=8, avg_degree=4, seed=71),
+                  folder)
+    return folder
+
+
+def test_audit_flow_steps_cache_budget_and_mlflow(dataset: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.audit import audit
+    from tasks.budget import store
+
+    spec = DpMlpSpec(epsilon=2.0, steps=20, device="cpu")
+    first = audit(spec=spec, dataset=str(dataset), canaries=60)
+    assert first["cache"] == {"canaries": "Completed", "train": "Completed",
+                              "score": "Completed"}
+    assert first["reported_epsilon"] == pytest.approx(2.0, rel=1e-3)
+    assert first["epsilon_lower"] < first["reported_epsilon"] and not first["refuted"]
+    assert first["m"] == 60 and first["guesses"] == 30 and first["audit"] == "one-run"
+    saved = json.loads(Path(first["audit_json"]).read_text())
+    assert len(saved["scores"]) == 60 and len(saved["included"]) == 60
+    assert sum(g != 0 for g in saved["guesses"]) == 30
+    assert Path(first["histogram"]).read_bytes()[:4] == b"\x89PNG"
+    # the audit trained on the real data plus canaries: charged to the real dataset
+    sha = json.loads((dataset / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    records = s.summary(s.resolve(sha)).records
+    assert [r.status for r in records] == ["spent"] and records[0].method == "dp-mlp"
+    run = MlflowClient(first["mlflow_tracking_uri"]).get_run(first["mlflow_run_id"])
+    assert float(run.data.tags["dpgnn.audit.epsilon_lower"]) == pytest.approx(
+        first["epsilon_lower"], abs=1e-5)
+    assert run.data.tags["mlflow.note.content"].startswith("Empirical privacy audit of dp-mlp")
+    assert run.data.metrics["audit_epsilon_lower"] == pytest.approx(first["epsilon_lower"])
+    arts = {a.path for a in MlflowClient(first["mlflow_tracking_uri"]).list_artifacts(
+        first["mlflow_run_id"])}
+    assert {"audit.json", "scores.png"} <= arts
+
+    again = audit(spec=spec, dataset=str(dataset), canaries=60)
+    assert set(again["cache"].values()) == {"Cached"}
+    assert again["epsilon_lower"] == first["epsilon_lower"]
+    assert len(s.summary(s.resolve(sha)).records) == 1  # a cached audit spends nothing
+
+
+def test_multi_run_audit_flow(dataset: Path) -> None:
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.audit import audit
+
+    spec = DpMlpSpec(epsilon=None, steps=20, device="cpu", seed=5)
+    res = audit(spec=spec, dataset=str(dataset), runs=8)
+    assert res["audit"] == "multi-run" and res["m"] == 1 and res["guesses"] == 4
+    assert len(res["models"]) == 8 and len(set(res["models"])) == 8  # eight trainings
+    assert sum(res["counts"].values()) == 4
+    saved = json.loads(Path(res["audit_json"]).read_text())
+    assert saved["guesses"][:4] == [0, 0, 0, 0]  # the first half chose the threshold
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["gap-ndp", "--epsilon", "1", "--max-degree", "30", "--attack", "reproduced-noise"],
+     "reproduced-noise attack is implemented for GAP-EDP only"),
+    (["dp-mlp", "--epsilon", "1", "--canaries", "10", "--guess-fraction", "1.5"],
+     "guess_fraction"),
+    (["dp-mlp", "--epsilon", "1", "--beta", "1"], "--beta 1.0"),
+    (["dp-mlp", "--epsilon", "1", "--runs", "2"], "--runs"),
+    (["dp-mlp", "--epsilon", "1", "--set", "hops=2"], "dp-mlp does not take hops"),
+])
+def test_cli_refuses_before_prefect(dataset: Path, args: list[str], needle: str) -> None:
+    from flows.cli import app
+
+    r = CliRunner().invoke(app, ["audit", args[0], "--dataset", str(dataset), *args[1:]])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+    assert "Prefect flow" not in r.output
+
+
+def test_cli_commands_match_the_registry() -> None:
+    from dpgnn_core.audit.canaries import FAMILY_CANARIES
+    from dpgnn_core.methods.registry import METHODS
+    from flows.audit_cli import auditable
+
+    assert set(auditable()) == {n for n, m in METHODS.items() if m.family in FAMILY_CANARIES}
