@@ -301,8 +301,9 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
     if aggs.shape[1] < k:
         raise DataError(f"stage {k} needs {k} aggregations, got {aggs.shape[1]}",
                         field="aggregations", value=list(aggs.shape))
-    if spec.level != "none":  # a run over its budget is refused before any stage trains
-        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+    if node:  # the plan to the budget keeper before the first private step (as GAP's
+        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)  # encoder; at edge level
+        # a stage reads no edge: the first aggregation is the first private computation)
     if on_step is not None and spec.level != "none":
         eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
         on_step = with_epsilon(on_step, [eps] * stage_steps(spec))
