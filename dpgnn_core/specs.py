@@ -463,6 +463,66 @@ class GapSpec(PrivateSpec):
         return self
 
 
+class ProgapSpec(PrivateSpec):
+    """ProGAP (Sajadmanesh and Gatica-Perez, WSDM 2024): progressive training in stages.
+    Stage 0 trains an MLP on node features; stage k = 1..K aggregates the (row-normalised)
+    embeddings of stage k - 1 with the Gaussian mechanism, once, and trains a new base
+    layer and head on them with the earlier stages frozen; the last stage predicts.
+
+    Args:
+        level (str): ``edge`` (ProGAP-EDP), ``node`` (ProGAP-NDP) or ``none`` (ProGAP-∞,
+            no privacy). (default: ``edge``)
+        stages (int): private aggregation stages K >= 1 (the paper's depth; K + 1 trained
+            modules). (default: 2)
+        max_degree (int, optional): degree bound D, required at node level: every degree
+            must already be within D (undirected degree, or in + out degree on a graph
+            flagged directed); a graph beyond it is refused, no edge is dropped.
+        row_clip (float, optional): clip every aggregated row to this L2 norm c before the
+            noise (as GAP's ``row_clip``). (default: :obj:`None`)
+        hidden (int): width of every stage's embedding. (default: 16)
+        base_layers (int): layers of each stage's base MLP (Linear + SELU). (default: 1)
+        epochs (int): full-batch Adam epochs per stage (EDP, ∞). (default: 100)
+        batch_size (int): expected rows per DP-Adam step (NDP; Poisson rate m / N).
+            (default: min(256, N / 4))
+        steps (int): DP-Adam steps per stage (NDP). (default: 500)
+        lr (float): learning rate. (default: 1e-2)
+        epsilon (float, optional): target ε (needed unless ``level='none'``).
+
+    The other fields are :class:`PrivateSpec`'s.
+    """
+
+    implied: ClassVar[tuple[str, ...]] = ("level",)
+    method: Literal["progap-edp", "progap-ndp", "progap-inf"]
+    level: Literal["edge", "node", "none"] = "edge"
+    stages: int = Field(2, ge=1, le=10)
+    max_degree: int | None = Field(None, ge=1)
+    row_clip: float | None = Field(None, gt=0)
+    hidden: int = Field(16, ge=1)
+    base_layers: int = Field(1, ge=1, le=4)
+    epochs: int = Field(100, ge=1)
+    lr: float = Field(1e-2, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        return _link(data, lambda d: PROGAP_NAMES[d.get("level", "edge")],
+                     lambda m: {"level": {v: k for k, v in PROGAP_NAMES.items()}[m]})
+
+    @model_validator(mode="after")
+    def _progap(self) -> ProgapSpec:
+        if self.level == "node" and self.max_degree is None:
+            raise ValueError("node-level ProGAP needs a degree bound max_degree "
+                             "(--max-degree)")
+        if self.level == "none" and self.epsilon is not None:
+            raise ValueError("level 'none' (ProGAP-inf) is not private: drop epsilon")
+        if self.level != "none" and self.epsilon is None:
+            raise ValueError(f"ProGAP at {self.level} level needs a target epsilon")
+        if self.noise_multiplier is not None:
+            raise ValueError("ProGAP calibrates one noise scale to the budget; set steps, "
+                             "not noise_multiplier")
+        return self
+
+
 class GraphClsSpec(PrivateSpec):
     """Private graph classification (Mueller et al.): one graph is one record; DP-SGD /
     DP-Adam over Poisson-sampled graphs with per-graph clipping.
@@ -529,6 +589,7 @@ class GraphClsSpec(PrivateSpec):
 
 
 GAP_NAMES = {"edge": "gap-edp", "node": "gap-ndp", "none": "gap-inf"}
+PROGAP_NAMES = {"edge": "progap-edp", "node": "progap-ndp", "none": "progap-inf"}
 
 
 def _link(data: Any, name_of: Any, fields_of: Any) -> Any:
@@ -551,8 +612,8 @@ def _link(data: Any, name_of: Any, fields_of: Any) -> Any:
 
 #: Every method's spec, told apart by ``method`` (its registered name): one spec object,
 #: from Python, a TOML/YAML/JSON file or CLI options, selects the method.
-AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | GraphClsSpec,
-                    Field(discriminator="method")]
+AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | ProgapSpec
+                    | GraphClsSpec, Field(discriminator="method")]
 _ANY = TypeAdapter(AnySpec)
 
 
@@ -577,15 +638,15 @@ DEMO_METHODS = ("gcn", "mlp")
 
 
 #: Methods that train without a privacy budget (the registry's ``private=False``).
-NON_PRIVATE_METHODS = frozenset({"mlp", "gcn", "sage", "gap-inf", "graph-gcn", "graph-sage",
-                                 "graph-gat"})
+NON_PRIVATE_METHODS = frozenset({"mlp", "gcn", "sage", "gap-inf", "progap-inf", "graph-gcn",
+                                 "graph-sage", "graph-gat"})
 
 
 def method_specs() -> dict[str, type[Spec]]:
     """Every registered name and its spec class, read from the specs' ``method`` fields
     (light: no torch), for the CLI's per-method commands."""
     out: dict[str, type[Spec]] = {}
-    for cls in (TrainSpec, DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec):
+    for cls in (TrainSpec, DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, ProgapSpec, GraphClsSpec):
         for name in get_args(cls.model_fields["method"].annotation):
             out[name] = cls
     return out

@@ -312,10 +312,10 @@ def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
             ``noise_multiplier``), a configured ``noise_multiplier``, a PLD ``accountant``
             or ``insecure_reproducible_noise``.
     """
-    if method.startswith("gap"):
+    if method.startswith(("gap", "progap")):
         raise PrivacyError(f"{method}: private selection trains each candidate at a "
-                           "calibrated noise multiplier; GAP calibrates its own composition "
-                           "and takes none; use selection = \"flagged\" for GAP")
+                           "calibrated noise multiplier; GAP and ProGAP calibrate their own "
+                           "composition and take none; use selection = \"flagged\" for them")
     if config.get("noise_multiplier") is not None:
         raise PrivacyError(f"{method}: private selection calibrates the noise; give steps, "
                            "not noise_multiplier")

@@ -14,7 +14,7 @@ import tasks  # noqa: F401
 from prefect import flow, get_run_logger
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec
+from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec, ProgapSpec
 from tasks.budget import account_after, budget_tags
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
@@ -53,12 +53,11 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
 
 
 @dataclass
-class _GapTasks:
-    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
-    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+class _StagedTasks:
+    """A staged family's cached tasks of one run: each step records its cache state."""
 
     ds: DatasetRef
-    spec: GapSpec
+    spec: Any
     refresh: bool
     states: dict[str, str]
 
@@ -67,13 +66,18 @@ class _GapTasks:
                                       **kwargs)
         return out
 
+    def noise_scale(self, calibration: Any) -> float:
+        return float(calibration["z"])
+
+
+class _GapTasks(_StagedTasks):
+    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
+    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+
     def calibrate(self) -> Any:
         from tasks.gap import gap_calibrate
 
         return self._step("calibrate", gap_calibrate)
-
-    def noise_scale(self, calibration: Any) -> float:
-        return float(calibration["z"])
 
     def graph(self) -> Any:
         from tasks.gap import gap_graph
@@ -105,6 +109,59 @@ def _gap_chain(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, s
 
     model = orchestrate(_GapTasks(ds, spec, refresh, states))
     return model, model["report"]
+
+
+class _ProgapTasks(_StagedTasks):
+    """ProGAP's stages as cached tasks (:class:`dpgnn_core.methods.progap.ProgapStages`):
+    the core's :func:`~dpgnn_core.methods.progap.orchestrate` wires them. A stage's value is
+    the list of stage and aggregation references so far."""
+
+    def calibrate(self) -> Any:
+        from tasks.progap import progap_calibrate
+
+        return self._step("calibrate", progap_calibrate)
+
+    def graph(self) -> Any:
+        from tasks.progap import progap_graph
+
+        return self._step("graph", progap_graph)
+
+    def train(self, k: int, previous: Any, aggregation: Any, z: float) -> Any:
+        from tasks.progap import progap_stage
+
+        stages, aggs = previous or ([], [])
+        aggs = [*aggs, aggregation] if aggregation is not None else aggs
+        ref = self._step(f"stage{k}", progap_stage, z=z, stage=k,
+                         previous=stages[-1] if stages else None, aggregations=aggs)
+        return [*stages, ref], aggs
+
+    def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any:
+        from tasks.progap import progap_aggregate
+
+        stages, aggs = previous
+        return self._step(f"aggregate{k}", progap_aggregate, graph=graph, z=z, stage=k,
+                          previous=stages[-1], aggregations=aggs)
+
+    def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any:
+        from tasks.progap import progap_finish
+
+        stages, aggs = last
+        return self._step("train", progap_finish, z=z, calibration=calibration,
+                          graph=graph, stages=stages, aggregations=aggs)
+
+
+def _progap_chain(ds: DatasetRef, spec: ProgapSpec, refresh: bool, states: dict[str, str]
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ProGAP's cached stages, wired by the core's one orchestration; the last step
+    composes the stages' privacy events into the run's ledger."""
+    from dpgnn_core.methods.progap import orchestrate
+
+    model = orchestrate(_ProgapTasks(ds, spec, refresh, states))
+    return model, model["report"]
+
+
+#: Families that run as several cached stage tasks (the others: one ``train`` task).
+STAGED_CHAINS: dict[type, Any] = {GapSpec: _gap_chain, ProgapSpec: _progap_chain}
 
 
 def release_status(report: dict[str, Any], state: str) -> str:
@@ -356,8 +413,9 @@ def pipeline(
         ds = dataset_summary(dataset)
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
-    if isinstance(spec, GapSpec):  # family "gap": its cached stages (calibrate, graph,
-        model, report = _gap_chain(ds, spec, refresh, states)  # encoder, PMA, classifier)
+    chain = STAGED_CHAINS.get(type(spec))
+    if chain is not None:  # GAP, ProGAP: their cached stages (calibrate, graph, modules,
+        model, report = chain(ds, spec, refresh, states)  # aggregations, composition)
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = model.get("report") or {"private": False, "epsilon": None}
@@ -407,6 +465,8 @@ def pipeline(
                                                privacy=privacy, explained=bool(explained)),
                                   budget),
                   **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
+                  **({"dpgnn.stages": str(spec.stages)} if isinstance(spec, ProgapSpec)
+                     else {}),
                   "dpgnn.dataset_sha256": ds["content_sha256"],
                   **budget_tags(budget)},
             tracking_uri=tracking_uri,

@@ -16,7 +16,7 @@ from prefect import task
 from dpgnn_core.io import atomic_dir, write_json_atomic
 from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.serialize import torch_save
-from dpgnn_core.specs import GapSpec
+from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
@@ -36,8 +36,10 @@ from tasks.train import (
 )
 
 
-def _finish(out: Path, kind: str, names: list[str], spec: GapSpec, dataset: DatasetRef,
-            extra: dict[str, Any]) -> dict[str, Any]:
+def finish_artifact(out: Path, kind: str, names: list[str], spec: GapSpec | ProgapSpec,
+                    dataset: DatasetRef, extra: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of a stage's artifact folder (kind, spec, dataset, code version, the
+    sha256 of every file), written atomically; returned."""
     files = files_manifest(out, names)
     manifest = {"kind": kind, "spec": spec.model_dump(mode="json"),
                 "dataset": dataset["content_sha256"], "code_version": code_version(),
@@ -53,8 +55,14 @@ def gap_calibrate(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
     input before anything trains)."""
     from dpgnn_core.methods import gap
 
+    return calibration_result(dataset, lambda data: gap.calibrate_gap(data, spec))
+
+
+def calibration_result(dataset: DatasetRef, calibrate: Any) -> dict[str, Any]:
+    """A staged family's calibration as JSON: z, the planned ledger, the report and the
+    number of training nodes (``calibrate(data)``: the core's, on the spec)."""
     data = load_keyed_dataset(dataset)
-    planned, z, report = gap.calibrate_gap(data, spec)
+    planned, z, report = calibrate(data)
     return {"z": z, "planned": planned.to_dict(), "report": report,
             "num_train": int(data.mask("train").sum())}
 
@@ -64,15 +72,22 @@ def gap_calibrate(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
 def gap_graph(dataset: DatasetRef, spec: GapSpec) -> dict[str, Any]:
     """The edges PMA aggregates over: all of them; at node level the graph is refused when a
     degree exceeds ``max_degree`` (no edge is sampled, so nothing here depends on a seed)."""
+    return graph_artifact(dataset, spec, "gap_graph")
+
+
+def graph_artifact(dataset: DatasetRef, spec: GapSpec | ProgapSpec, kind: str
+                   ) -> dict[str, Any]:
+    """The edges GAP's PMA or ProGAP's aggregations run over
+    (:func:`~dpgnn_core.methods.gap.prepare_graph`), written as ``edge_index.npy``."""
     from dpgnn_core.methods import gap
 
     data = load_keyed_dataset(dataset)
     ei, info = gap.prepare_graph(data, spec)
     key = {"level": spec.level, "max_degree": spec.max_degree}
-    out = artifact_dir("gap_graph", dataset["content_sha256"], key)
+    out = artifact_dir(kind, dataset["content_sha256"], key)
     with atomic_dir(out, overwrite=True) as tmp:
         np.save(tmp / "edge_index.npy", ei)
-        m = _finish(tmp, "gap_graph", ["edge_index.npy"], spec, dataset, {"graph": info})
+        m = finish_artifact(tmp, kind, ["edge_index.npy"], spec, dataset, {"graph": info})
     return {"path": str(out), "files": m["files"], "graph": info}
 
 
@@ -93,7 +108,7 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
         torch_save({k: v.cpu() for k, v in enc.state_dict().items()}, tmp / "encoder.pt",
                    target=out / "encoder.pt")
         write_json_atomic(tmp / "history.json", hist)
-        m = _finish(tmp, "gap_encoder", ["encoder.pt", "history.json"], spec, dataset,
+        m = finish_artifact(tmp, "gap_encoder", ["encoder.pt", "history.json"], spec, dataset,
                     {"events": events.to_dict(), **resume_note(ckpt.resumed_from)})
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
@@ -134,7 +149,7 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
                        encoder["files"], spec, z)
     with atomic_dir(out, overwrite=True) as tmp:
         torch_save(xs, tmp / "aggregations.pt", target=out / "aggregations.pt")
-        m = _finish(tmp, "gap_aggregate", ["aggregations.pt"], spec, dataset,
+        m = finish_artifact(tmp, "gap_aggregate", ["aggregations.pt"], spec, dataset,
                     {"events": events.to_dict(), "shape": list(xs.shape),
                      "release": "X(1..K): the private aggregations; X(0) is not stored"})
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
@@ -180,8 +195,9 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
         ledger.save(tmp / "ledger.json")
         write_json_atomic(tmp / "report.json", report)
         write_json_atomic(tmp / "history.json", history)
-        m = _finish(tmp, "gap", ["model.pt", "ledger.json", "report.json", "history.json"],
-                    spec, dataset, {"aggregations": aggregations, "private": report["private"]})
+        m = finish_artifact(tmp, "gap", ["model.pt", "ledger.json", "report.json",
+                                         "history.json"], spec, dataset,
+                            {"aggregations": aggregations, "private": report["private"]})
     gate.finish(report, ledger)  # names the run's release on its reservation
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),

@@ -85,7 +85,7 @@ from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
-from dpgnn_core.specs import GapSpec
+from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
@@ -365,7 +365,8 @@ class GapResult:
     history: list[dict[str, float]]
 
 
-def prepare_graph(data: GraphData, spec: GapSpec) -> tuple[np.ndarray, dict[str, Any]]:
+def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
+                  ) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already
     have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
     refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
@@ -393,11 +394,14 @@ def is_directed(data: GraphData) -> bool:
     return bool(data.directed)
 
 
-def _fit(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec, private: bool,
-         z: float, name: str,
-         on_step: Callable[[int, dict[str, float]], None] | None) -> list[dict[str, float]]:
-    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``); the
-    batches and the noise come from :meth:`Randomness.for_spec` (secret by default)."""
+def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
+             private: bool, z: float, name: str,
+             on_step: Callable[[int, dict[str, float]], None] | None
+             ) -> list[dict[str, float]]:
+    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``; one
+    row per training node, clipped to ``spec.clip``, noise std ``z * clip``); the batches
+    and the noise come from :meth:`Randomness.for_spec` (secret by default), streams named
+    after ``name``. GAP's encoder and classifier and ProGAP's stages train with it."""
     randomness = Randomness.for_spec(spec)
     gen = randomness.torch_generator(f"{name}/batches")
     noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
@@ -437,52 +441,76 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
         "method": "gap-" + {"edge": "edp", "node": "ndp", "none": "inf"}[spec.level],
         "private": private, "level": spec.level, "delta": delta, "hops": spec.hops,
         "steps": spec.steps, "unaccounted": [], "budget_split": list(spec.budget_split)}
+    z = solve_composition(spec, make, delta, report,
+                          f"GAP-{spec.level} composition (encoder, {spec.hops} PMA hops, "
+                          "classifier)")
+    delta_pma = sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
+    report.update({"pma_sensitivity": delta_pma,
+                   "pma_noise_std": z * spec.budget_split[1] * delta_pma})
+    report.update(release_report(data, spec, "the encoder's and classifier's parameters",
+                                 "its encoding X(0)", "PMA ran"))
     if private:
-        assert spec.epsilon is not None
-        try:
-            cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
-                                  max_noise=MAX_NOISE)
-        except PrivacyError as e:
-            raise PrivacyError(f"GAP-{spec.level} composition (encoder, {spec.hops} PMA hops, "
-                               f"classifier): {e}") from e
-        z = cal.noise_multiplier
-        report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                       "noise_multiplier": z, "accountant": spec.accountant})
-    else:
-        z = 0.0
+        report.update(guarantee_scope(make(z)))
+        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
+        report["unaccounted"] = list(make(z).unaccounted)
+    return (make(z) if private else Ledger()), z, report
+
+
+def solve_composition(spec: GapSpec | ProgapSpec, make: Callable[[float], Ledger],
+                      delta: float, report: dict[str, Any], what: str) -> float:
+    """The common noise scale z of a staged composition (GAP, ProGAP) calibrated to
+    ``spec.epsilon`` at ``delta`` (0 for a non-private level), with the budget fields added
+    to ``report``.
+
+    Raises:
+        PrivacyError: no noise up to :data:`MAX_NOISE` reaches the target (``what`` names
+            the composition).
+    """
+    if spec.level == "none":
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
+        return 0.0
+    assert spec.epsilon is not None
+    try:
+        cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
+                              max_noise=MAX_NOISE)
+    except PrivacyError as e:
+        raise PrivacyError(f"{what}: {e}") from e
+    report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
+                   "noise_multiplier": cal.noise_multiplier, "accountant": spec.accountant})
+    return cal.noise_multiplier
+
+
+def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
+                   own_input: str, aggregation: str) -> dict[str, Any]:
+    """What a GAP-style report says about its release: directedness, row clipping, the
+    randomness, what is protected at the spec's level and how inference spends nothing.
+    ``parameters`` names the private modules, ``own_input`` what of node v's own data its
+    prediction reads un-noised, ``aggregation`` the aggregations (for the inductive case)."""
     directed = is_directed(data)
-    delta_pma = sensitivity(spec.level, spec.max_degree, directed, spec.row_clip)
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
     unit = "one directed edge" if directed else "one undirected edge (both directions)"
-    report.update({
-        "pma_sensitivity": delta_pma, "pma_noise_std": z * spec.budget_split[1] * delta_pma,
+    return {
         "row_clip": spec.row_clip, "directed": directed,
         **Randomness.for_spec(spec).describe(),
         "protects": {
             "edge": f"aggregations X(1..K), parameters and predictions against adding or "
                     f"removing {unit} (graph flagged {'directed' if directed else 'undirected'}"
                     "); node features and labels are not protected",
-            "node": "the encoder's and classifier's parameters and the released aggregations "
+            "node": f"{parameters} and the released aggregations "
                     "X(1..K) against adding or removing one node with its edges, on graphs "
                     f"whose every {'in + out degree' if directed else 'degree'} is <= "
                     f"{spec.max_degree} (a graph beyond it is refused, which reveals that "
                     "bit). Predictions: node v's prediction also reads v's own features "
-                    "through its encoding X(0), which is not noised; the predictions of all "
+                    f"through {own_input}, which is not noised; the predictions of all "
                     "nodes other than v are post-processing of the private outputs and "
                     "their own data, so they are protected against v (a joint-DP-style, "
                     "per-node statement), v's own prediction is not",
             "none": "nothing"}[spec.level],
         "inference": (
-            "inductive: PMA ran once on the whole disjoint graph, i.e. separately on the "
-            "training and test graphs (parallel composition): no extra budget" if inductive
-            else "transductive: test nodes reuse the cached private aggregations (no extra "
-            "budget)")})
-    if private:
-        report.update(guarantee_scope(make(z)))
-        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
-        report["unaccounted"] = list(make(z).unaccounted)
-    return (make(z) if private else Ledger()), z, report
+            f"inductive: {aggregation} once on the whole disjoint graph, i.e. separately on "
+            "the training and test graphs (parallel composition): no extra budget"
+            if inductive else "transductive: test nodes reuse the cached private "
+            "aggregations (no extra budget)")}
 
 
 def module_steps(spec: GapSpec) -> int:
@@ -506,10 +534,15 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
 def _gate(spec: GapSpec, n_train: int, z: float) -> None:
     """Before a stage's private computation: the whole calibrated plan to the budget keeper
     (:mod:`dpgnn_core.privacy.gate`); the stages of one run share one reservation."""
+    gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+
+
+def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
+    """The whole calibrated ``plan`` of a staged run to the budget keeper, before a stage's
+    private computation (a second call in one run reserves nothing more)."""
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    release_gate.before_release(ledger_for(spec, n_train)(z),
-                                {"method": spec.method, "epsilon": spec.epsilon,
-                                 "delta": delta})
+    release_gate.before_release(plan, {"method": spec.method, "epsilon": spec.epsilon,
+                                       "delta": delta})
 
 
 def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
@@ -529,7 +562,7 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     with seeded(spec.seed, device):
         enc = GapEncoder(data.num_features, spec.hidden, spec.encoder_dim,
                          data.num_classes).to(device)
-        hist = _fit(enc, x[train], y[train], spec, spec.level == "node",
+        hist = fit_rows(enc, x[train], y[train], spec, spec.level == "node",
                     z * spec.budget_split[0], "encoder", on_step)
     events = Ledger()
     if spec.level == "node":
@@ -588,7 +621,7 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
                             spec.combine).to(device)
         xs = with_own_encoding(enc, torch.tensor(data.x, device=device),
                                aggregations.to(device), spec.hops)
-        hist = _fit(clf, xs[train.to(device)], y[train.to(device)], spec,
+        hist = fit_rows(clf, xs[train.to(device)], y[train.to(device)], spec,
                     spec.level == "node", z * spec.budget_split[2], "classifier", on_step)
     events = Ledger()
     if spec.level == "node":
@@ -657,16 +690,14 @@ def orchestrate(stages: GapStages) -> Any:
 
 
 @dataclass
-class _InMemory:
-    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+class InMemoryStages:
+    """What the in-memory stages of GAP and ProGAP share: the data, the spec, the progress
+    callback, the calibrated noise scale and the graph (with what was checked on it)."""
 
     data: GraphData
-    spec: GapSpec
+    spec: Any
     on_step: Callable[[int, dict[str, float]], None] | None
     graph_info: dict[str, Any] | None = None
-
-    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
-        return calibrate_gap(self.data, self.spec)
 
     def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
         return calibration[1]
@@ -674,6 +705,13 @@ class _InMemory:
     def graph(self) -> np.ndarray:
         ei, self.graph_info = prepare_graph(self.data, self.spec)
         return ei
+
+
+class _InMemory(InMemoryStages):
+    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+
+    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
+        return calibrate_gap(self.data, self.spec)
 
     def encoder(self, z: float) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
         return fit_encoder(self.data, self.spec, z, self.on_step)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import DpgnnSpec, GapSpec, GraphClsSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, GapSpec, GraphClsSpec, ProgapSpec, TrainSpec
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
@@ -119,9 +119,9 @@ def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
             "neighbours. Use level 'node_feature' (features and labels, structure public)")
 
 
-def gap_degree(spec: GapSpec, manifest: Mapping[str, Any]) -> None:
-    """GAP-NDP's degree bound, from the dataset's edge list (read without the rest of the
-    dataset): the refusal training would make, before anything starts.
+def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
+    """GAP-NDP's (and ProGAP-NDP's) degree bound, from the dataset's edge list (read
+    without the rest of the dataset): the refusal training would make, before anything starts.
 
     Raises:
         DataError: a degree above ``max_degree`` (naming the observed maximum).
@@ -141,6 +141,7 @@ def gap_degree(spec: GapSpec, manifest: Mapping[str, Any]) -> None:
 FAMILY_CHECKS: dict[type, Callable[[Any, Mapping[str, Any]], None]] = {
     DpgnnSpec: dpgnn_level,
     GapSpec: gap_degree,
+    ProgapSpec: gap_degree,
 }
 
 

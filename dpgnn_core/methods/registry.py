@@ -39,6 +39,7 @@ from dpgnn_core.specs import (
     DrwSpec,
     GapSpec,
     GraphClsSpec,
+    ProgapSpec,
     Spec,
     TrainSpec,
 )
@@ -79,8 +80,8 @@ class Method:
 
     Attributes:
         name (str): the CLI name, e.g. ``dp-gcn``.
-        family (str): ``baseline``, ``dp-gnn``, ``drw``, ``dp-mlp``, ``gap`` or
-            ``graph-cls``.
+        family (str): ``baseline``, ``dp-gnn``, ``drw``, ``dp-mlp``, ``gap``, ``progap``
+            or ``graph-cls``.
         spec_type (type): the spec class; its fields are the method's options.
         fixed (Mapping): spec fields implied by the name (``{"conv": "gcn"}`` for
             ``dp-gcn``); giving another value is an error.
@@ -294,8 +295,37 @@ def _node_private_family(family: str, spec_type: type[Spec], module: str, train:
                         score_sensitivity=score_sensitivity))
 
 
+def _aggregating_family(family: str, title: str, spec_type: type[Spec],
+                        fit: Callable[[GraphData, Any, OnStep], Fitted],
+                        ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
+                        save: Callable[..., None], load: Callable[..., Any],
+                        evaluate: Callable[..., Metrics]) -> None:
+    """GAP's or ProGAP's three names (``-edp``, ``-ndp``, ``-inf``, the level they fix):
+    each predicts from its cached private aggregations (``extra["aggregations"]``)."""
+
+    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
+        save(path, fitted.model, spec, data.num_features, data.num_classes)
+
+    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
+                  extra: Mapping[str, Any]) -> Metrics:
+        if "aggregations" not in extra:
+            raise UnknownMethodError(f"{title} evaluates from its private aggregations: pass "
+                                     "extra={'aggregations': ...}")
+        return evaluate(model, extra["aggregations"], data, spec.device)
+
+    for suffix, level, desc in (("edp", "edge", "edge; add/remove"),
+                                ("ndp", "node", "node with its edges, every degree <= D; "
+                                 "add/remove"),
+                                ("inf", "none", "nothing (non-private)")):
+        name = f"{family}-{suffix}"
+        register(Method(name=name, family=family, spec_type=spec_type,
+                        fixed=MappingProxyType({"method": name, "level": level}), task="node",
+                        private=level != "none", protection=desc, _fit=fit,
+                        _ledger_for=ledger_for, _save=save_, _load=load, _evaluate=evaluate_))
+
+
 def _register_all() -> None:
-    from dpgnn_core.methods import baseline, gap, graph_cls
+    from dpgnn_core.methods import baseline, gap, graph_cls, progap
 
     # Non-private node baselines (full batch): an empty ledger, ε = inf.
     def base_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
@@ -345,31 +375,22 @@ def _register_all() -> None:
         "evaluate_dp_mlp", {"dp-mlp": {}}, "node (a row: features and label); add/remove",
         score_sensitivity=1.0)
 
-    # GAP: the whole chain in one call here; the pipeline runs its cached stages.
+    # GAP and ProGAP: the whole chain in one call here; the pipeline runs their cached
+    # stages. Both predict from their private aggregations, passed as ``extra``.
     def gap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = gap.train_gap(data, spec, on_step)  # its report has the ε-by-step curve
         return Fitted(r.classifier, r.ledger, r.report, r.history,
                       {"aggregations": r.aggregations})
 
-    def gap_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        gap.save_gap(path, fitted.model, spec, data.num_features, data.num_classes)  # type: ignore[arg-type]
+    def progap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
+        r = progap.train_progap(data, spec, on_step)  # its report has the ε-by-step curve
+        return Fitted(r.model, r.ledger, r.report, r.history,
+                      {"aggregations": r.aggregations})
 
-    def gap_eval(model: torch.nn.Module, data: GraphData, spec: Any,
-                 extra: Mapping[str, Any]) -> Metrics:
-        if "aggregations" not in extra:
-            raise UnknownMethodError("GAP evaluates from its private aggregations: pass "
-                                     "extra={'aggregations': ...}")
-        return gap.evaluate_gap(model, extra["aggregations"], data, spec.device)  # type: ignore[arg-type]
-
-    for name, level, desc in (("gap-edp", "edge", "edge; add/remove"),
-                              ("gap-ndp", "node", "node with its edges, every degree <= D; "
-                               "add/remove"),
-                              ("gap-inf", "none", "nothing (non-private)")):
-        register(Method(name=name, family="gap", spec_type=GapSpec,
-                        fixed=MappingProxyType({"method": name, "level": level}), task="node",
-                        private=level != "none", protection=desc, _fit=gap_fit,
-                        _ledger_for=gap.ledger_for, _save=gap_save, _load=gap.load_gap,
-                        _evaluate=gap_eval))
+    _aggregating_family("gap", "GAP", GapSpec, gap_fit, gap.ledger_for, gap.save_gap,
+                        gap.load_gap, gap.evaluate_gap)
+    _aggregating_family("progap", "ProGAP", ProgapSpec, progap_fit, progap.ledger_for,
+                        progap.save_progap, progap.load_progap, progap.evaluate_progap)
 
     def cls_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = graph_cls.train_graph_classifier(data, spec, on_step)

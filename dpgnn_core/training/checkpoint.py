@@ -117,6 +117,20 @@ def checkpointing(folder: str | Path, every_seconds: float = 60.0
         _CURRENT.reset(token)
 
 
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """No checkpointing (neither save nor resume) within the block, inside a
+    :func:`checkpointing` one: for a training whose input a rerun draws afresh in the same
+    task (ProGAP's stage k >= 1 in one task trains on a private aggregation recomputed with
+    fresh noise on a rerun; resuming its weights would mix two releases the ledger counts
+    once)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
 def signature(model: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int
               ) -> dict[str, Any]:
     """What identifies a training: its steps, parameter names and shapes, optimizer."""

@@ -31,6 +31,7 @@ FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
     "drw": {"steps": 3, "batch_size": 8, "hidden": 8, "walk_length": 2},
     "dp-mlp": {"steps": 3, "batch_size": 16, "hidden": 8},
     "gap": {"steps": 3, "epochs": 3, "batch_size": 16, "hidden": 8, "encoder_dim": 4},
+    "progap": {"steps": 3, "epochs": 3, "batch_size": 16, "hidden": 4, "stages": 2},
     "graph-cls": {"steps": 3, "batch_size": 8, "hidden": 8},
 }
 
@@ -41,7 +42,7 @@ def _spec(name: str) -> Any:
     opts: dict[str, Any] = {**FAMILY_OPTIONS.get(m.family, {"steps": 3}), "device": "cpu"}
     if m.private:
         opts["epsilon"] = 4.0
-    if name == "gap-ndp":
+    if name in ("gap-ndp", "progap-ndp"):
         opts["max_degree"] = max_degree_for_pma(NODES.edge_index, NODES.num_nodes,
                                                 directed=NODES.directed)
     if name.startswith("drw-r"):
@@ -111,14 +112,16 @@ def test_registry_matches_the_spec_table() -> None:
         assert m.spec_type is method_specs()[name]
         assert m.private == (name not in NON_PRIVATE_METHODS)
         spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
-                           **({"max_degree": 5} if name == "gap-ndp" else {})})
+                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp")
+                              else {})})
         assert method_for(spec) is m and spec.method == name
 
 
 def test_registry_names_and_errors() -> None:
     assert {"mlp", "gcn", "sage", "dp-gcn", "dp-sage", "dp-gin", "dp-gat", "drw-gcn",
             "drw-r-sage", "drw-d-gcn", "dp-mlp", "gap-edp", "gap-ndp", "gap-inf",
-            "graph-gcn", "dp-graph-gat"} <= set(METHODS)
+            "progap-edp", "progap-ndp", "progap-inf", "graph-gcn", "dp-graph-gat"} \
+        <= set(METHODS)
     with pytest.raises(UnknownMethodError, match="unknown method 'dp-foo'"):
         get("dp-foo")
     # A spec given to another method's contract is refused.

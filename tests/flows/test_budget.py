@@ -112,3 +112,36 @@ def test_budget_cli_set_show_plot_reset(tmp_path: Path) -> None:
     r = runner.invoke(app, ["budget", "set", str(tmp_path / "ds"), "--epsilon", "0",
                             "--delta", "1e-5"])
     assert r.exit_code == 2 and "budget epsilon must be finite and > 0" in r.output
+
+
+@pytest.mark.parametrize("level", ["edge", "node"])
+def test_progap_stages_share_one_reservation_and_over_budget_is_refused(
+        level: str, tmp_path: Path) -> None:
+    from dpgnn_core.budget import BudgetExceeded
+    from dpgnn_core.specs import ProgapSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import store
+
+    write_dataset(csbm(num_nodes=200, avg_degree=4, seed=64 if level == "edge" else 65),
+                  tmp_path / "ds")
+    spec = ProgapSpec(level=level, epsilon=4.0, stages=2, steps=3, epochs=3, batch_size=64,
+                      hidden=8, device="cpu", **({"max_degree": 60} if level == "node" else {}))
+    first = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    (rec,) = _counted(sha)  # every stage and aggregation task: one reservation
+    assert rec.status == "spent" and rec.release_id == first["release"].split()[2]
+    ledger = Ledger.load(Path(first["artifacts_dir"]) / "ledger.json")
+    delta = first["dataset_epsilon_delta"]
+    own = compose([Charge(ledger)], delta)[level].epsilon
+    assert first["dataset_epsilon_spent"] == pytest.approx(own)
+    if level == "edge":  # the refusal path is the same gate: checked at node level
+        return
+    # A budget the recompute would exceed: refused before any stage trains.
+    s = store()
+    s.set_budget(sha, "ds", str(tmp_path / "ds"), epsilon=own * 1.5, delta=delta)
+    model = Path(first["artifacts_dir"]) / "model.pt"
+    mtime = model.stat().st_mtime_ns
+    with pytest.raises(BudgetExceeded, match="unit node"):
+        pipeline(spec=spec, dataset=str(tmp_path / "ds"), refresh=True, explain_graphs=0)
+    assert len(_counted(sha)) == 1
+    assert model.stat().st_mtime_ns == mtime

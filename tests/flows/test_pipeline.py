@@ -202,3 +202,31 @@ def test_graph_classification_run(pipeline, tmp_path: Path) -> None:
     per_epoch = client.get_metric_history(out["mlflow_run_id"], "val_roc_auc")
     # every expected pass (120/30 = 4 steps), the last step, and the final metrics (step 0)
     assert sorted(m.step for m in per_epoch) == [0, *range(4, 30, 4), 30]
+
+
+def test_progap_chain_stages_cached_and_composed(pipeline, tmp_path: Path) -> None:
+    from dpgnn_core.graph.gap_degree import max_degree_for_pma
+    from dpgnn_core.privacy import Ledger, make_accountant
+    from dpgnn_core.specs import ProgapSpec
+
+    graph = csbm(num_nodes=300, avg_degree=4, seed=34)
+    write_dataset(graph, tmp_path / "ds")
+    d = max_degree_for_pma(graph.edge_index, graph.num_nodes, directed=graph.directed)
+    spec = ProgapSpec(level="node", epsilon=6.0, stages=2, max_degree=d, row_clip=1.0,
+                      steps=4, batch_size=40, hidden=8, device="cpu")
+    out = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
+    assert out["method"] == "progap-ndp" and out["epsilon"] <= 6.0
+    # every stage and every aggregation is its own cached task ...
+    assert {k: v for k, v in out["cache"].items() if k.startswith(("stage", "aggregate"))} \
+        == {"stage0": "Completed", "aggregate1": "Completed", "stage1": "Completed",
+            "aggregate2": "Completed", "stage2": "Completed"}
+    # ... and its own event, composed in order into the run's ledger
+    ledger = Ledger.load(out["privacy_report"])
+    assert [e.kind for e in ledger.events] == ["poisson_gaussian", "gaussian",
+                                               "poisson_gaussian", "gaussian",
+                                               "poisson_gaussian"]
+    assert make_accountant(spec.accountant).epsilon(ledger, out["delta"]) == pytest.approx(
+        out["epsilon"])
+    again = pipeline(spec=spec, dataset=str(tmp_path / "ds"), explain_graphs=0)
+    assert set(again["cache"].values()) == {"Cached"}
+    assert again["test_accuracy"] == out["test_accuracy"]

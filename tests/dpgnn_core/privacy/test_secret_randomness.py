@@ -21,9 +21,9 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.synthetic import csbm, er_graphs
-from dpgnn_core.methods import dp_gnn, dp_mlp, drw, graph_cls
+from dpgnn_core.methods import dp_gnn, dp_mlp, drw, graph_cls, progap
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GraphClsSpec
+from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GraphClsSpec, ProgapSpec
 
 NODES = csbm(num_nodes=400, avg_degree=6, feature_dim=8, seed=7)
 GRAPHS = er_graphs(num_graphs=120, split=(80, 20, 20), seed=7)
@@ -50,6 +50,9 @@ METHODS: dict[str, tuple[Fit, Fit, type, GraphData, dict[str, Any]]] = {
             {"steps": 5, "batch_size": 16, "hidden": 8, "walk_length": 2}),
     "dp-mlp": (dp_mlp.train_dp_mlp, dp_mlp.save_dp_mlp, DpMlpSpec, NODES,
                {"steps": 5, "batch_size": 32, "hidden": 8}),
+    "progap": (progap.train_progap, progap.save_progap, ProgapSpec, NODES,
+               {"level": "node", "max_degree": 40, "stages": 1, "steps": 3, "batch_size": 32,
+                "hidden": 8}),
     "dp-graph": (graph_cls.train_graph_classifier, graph_cls.save_graph_classifier,
                  GraphClsSpec, GRAPHS, {"steps": 3, "batch_size": 16, "hidden": 8}),
 }
@@ -83,7 +86,7 @@ def test_seed_attack_fails_with_secret_randomness(name: str, tmp_path: Path) -> 
     assert report["randomness"].startswith("secret")
 
 
-@pytest.mark.parametrize("name", ["dp-gnn", "dp-mlp"])
+@pytest.mark.parametrize("name", ["dp-gnn", "dp-mlp", "progap"])
 def test_seed_attack_succeeds_with_the_insecure_flag(name: str, tmp_path: Path) -> None:
     on_d, on_neighbour, report = _attack(name, tmp_path, insecure=True)
     assert on_d == 0 and on_neighbour > 0  # the membership test the flag makes possible

@@ -1,0 +1,549 @@
+"""ProGAP (Sajadmanesh and Gatica-Perez, WSDM 2024): progressive private GNN training;
+edge-level (EDP), node-level (NDP) and non-private (ProGAP-∞).
+
+The model is K + 1 stages. Stage k has a base MLP :math:`g_k` (``base_layers`` Linear +
+SELU layers to ``hidden``) and a head :math:`f_k` (one Linear layer):
+
+.. math::
+    h_0 = g_0(x), \\qquad
+    X^{(k)} = \\mathrm{normalise}\\big(\\mathrm{clip}_c(A^\\top \\mathrm{normalise}(h_{k-1}))
+              + \\mathcal{N}(0, \\sigma^2 I)\\big), \\qquad h_k = g_k(X^{(k)}),
+
+    \\hat y^{(k)} = f_k\\big(\\mathrm{normalise}([h_0 \\,\\|\\, h_1 \\,\\|\\, \\cdots
+                  \\,\\|\\, h_k])\\big)
+
+1. **Stage 0** trains :math:`g_0, f_0` on node features and labels (no edge is read).
+2. **Stage k = 1..K**: one private aggregation of the previous stage's embeddings (one
+   release of GAP's PMA, :func:`~dpgnn_core.methods.gap.pma` with one hop, same
+   sensitivity :func:`~dpgnn_core.methods.gap.sensitivity`), cached and reused, then
+   :math:`g_k, f_k` trained with every earlier stage frozen (their embeddings
+   :math:`h_0..h_{k-1}` are computed once, without gradients).
+3. The last stage's head predicts.
+
+This follows the paper's code (sisaman/ProGAP, ``ProgressiveModule``): one base MLP and one
+head per stage, jumping knowledge by concatenation of every stage's base output, the
+combination row-normalised before the head, the next stage aggregating the current stage's
+base output. Departures, all on the conservative side or post-processing: earlier stages are
+frozen (the code's ``layerwise`` option; its default fine-tunes earlier base layers); the
+noisy aggregation is row-normalised after the noise (post-processing, as in GAP's PMA; the
+code feeds it unnormalised to a batch-normalised MLP); no batch norm (it mixes the rows of a
+batch, which DP-SGD's per-row clipping cannot allow; the code swaps it out at node level);
+edge level uses Δ = √2 on a graph flagged undirected (the code uses 1); node level uses
+GAP-NDP's corrected Δ = √(D² + D) (√(min(c, D)² + D) with row clipping) and refuses a graph
+with a degree above D, where the paper's analysis uses √D over a neighbour-sampled graph
+(docs/privacy.md, "ProGAP").
+
+Privacy: edge level, K Gaussian releases (training reads features, labels and the releases:
+post-processing); node level, K + 1 DP-Adam stages over Poisson-sampled rows and K Gaussian
+releases. One noise scale z for the whole composition, calibrated by the accountant to the
+target (ε, δ); every release and every DP-Adam stage is its own event in the ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from dpgnn_core.data.graph import GraphData
+from dpgnn_core.errors import DataError
+from dpgnn_core.methods._private import (
+    OnStep,
+    StageProgress,
+    check_node_task,
+    check_weak_budget,
+    guarantee_scope,
+    save_model,
+    with_epsilon,
+)
+from dpgnn_core.methods.gap import (
+    InMemoryStages,
+    aggregation_matrix,
+    clip_rows,
+    fit_rows,
+    gate_plan,
+    is_directed,
+    pma,
+    release_report,
+    row_normalise,
+    sensitivity,
+    solve_composition,
+)
+from dpgnn_core.privacy import (
+    GaussianEvent,
+    Ledger,
+    PoissonGaussianEvent,
+    PrivacyError,
+    make_accountant,
+)
+from dpgnn_core.privacy import gate as release_gate
+from dpgnn_core.privacy.randomness import Randomness
+from dpgnn_core.privacy.report import with_loss_note
+from dpgnn_core.specs import ProgapSpec
+from dpgnn_core.training.checkpoint import suspended
+from dpgnn_core.training.device import resolve_device
+from dpgnn_core.training.loop import seeded
+from dpgnn_core.training.metrics import metrics_by_split
+
+#: The ledger's note on ProGAP-NDP's data-dependent degree check (GAP-NDP's check).
+DEGREE_CHECK_NOTE = (
+    "ProGAP-NDP degree check (GAP-NDP's): the run proceeds only if every degree is within "
+    "max_degree D and refuses otherwise, so whether it ran reveals whether the private "
+    "graph's maximum degree is <= D (one bit, not accounted)")
+
+# --- modules ---------------------------------------------------------------------------
+
+
+class ProgapStage(nn.Module):
+    """One stage: a base MLP on this stage's input and a head on the row-normalised
+    concatenation of the frozen earlier embeddings and this stage's.
+
+    .. math::
+        h_k = g_k(X^{(k)}), \\qquad
+        \\hat y = f_k(\\mathrm{normalise}([h_0 \\| \\cdots \\| h_{k-1} \\| h_k]))
+
+    Args:
+        in_dim (int): width of this stage's input (features at stage 0, else ``hidden``).
+        hidden (int): embedding width.
+        base_layers (int): Linear + SELU layers of the base.
+        prev_width (int): width of the earlier stages' embeddings (``k * hidden``).
+        num_classes (int): classes.
+    """
+
+    def __init__(self, in_dim: int, hidden: int, base_layers: int, prev_width: int,
+                 num_classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for i in range(base_layers):
+            layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.SELU()]
+        self.base = nn.Sequential(*layers)
+        self.head = nn.Linear(prev_width + hidden, num_classes)
+        self.prev_width = prev_width
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        """``inputs`` ``[n, prev_width + in_dim]`` (the earlier embeddings, then this stage's
+        input) -> logits ``[n, C]``. One row per node: rows never mix (DP-Adam clips rows)."""
+        prev, x = inputs[:, :self.prev_width], inputs[:, self.prev_width:]
+        out: Tensor = self.head(row_normalise(torch.cat([prev, self.base(x)], 1)))
+        return out
+
+
+class ProgapModel(nn.Module):
+    """The K + 1 stages; :meth:`forward` predicts with the last stage's head from the node
+    features and the private aggregations X(1..K) ``[n, K, hidden]``.
+
+    Args:
+        in_dim (int): node features.
+        hidden (int): embedding width.
+        base_layers (int): layers of each base MLP.
+        stages (int): K, the private aggregations (K + 1 trained stages).
+        num_classes (int): classes.
+    """
+
+    def __init__(self, in_dim: int, hidden: int, base_layers: int, stages: int,
+                 num_classes: int) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.stages = nn.ModuleList(
+            ProgapStage(in_dim if k == 0 else hidden, hidden, base_layers, k * hidden,
+                        num_classes) for k in range(stages + 1))
+
+    def embeddings(self, x: Tensor, aggregations: Tensor, upto: int) -> list[Tensor]:
+        """``[h_0, ..., h_upto]``: each stage's base output on its own input."""
+        stages: list[ProgapStage] = list(self.stages)  # type: ignore[arg-type]
+        return [stages[0].base(x)] + [stages[k].base(aggregations[:, k - 1])
+                                      for k in range(1, upto + 1)]
+
+    def stage_inputs(self, x: Tensor, aggregations: Tensor, k: int) -> Tensor:
+        """Stage k's input rows ``[n, k * hidden + in_k]``: the earlier stages' embeddings
+        (no gradient: they are frozen), then X(k) (the features at k = 0)."""
+        with torch.no_grad():
+            prev = self.embeddings(x, aggregations, k - 1) if k > 0 else []
+        own = x if k == 0 else aggregations[:, k - 1]
+        return torch.cat([*prev, own], 1)
+
+    def forward(self, x: Tensor, aggregations: Tensor) -> Tensor:
+        k = len(self.stages) - 1
+        if aggregations.shape[1] != k:
+            raise DataError(f"expected {k} private aggregations per node, got "
+                            f"{aggregations.shape[1]}", field="aggregations",
+                            value=list(aggregations.shape))
+        hs = self.embeddings(x, aggregations, k)
+        last: ProgapStage = self.stages[k]  # type: ignore[assignment]
+        out: Tensor = last.head(row_normalise(torch.cat(hs, 1)))
+        return out
+
+
+# --- the plan --------------------------------------------------------------------------
+
+
+def ledger_for(spec: ProgapSpec, num_train: int) -> Callable[[float], Ledger]:
+    """z ↦ the ledger of the whole composition, stage by stage (empty for ProGAP-∞): at
+    node level stage 0's DP-Adam, then for k = 1..K the stage-k aggregation and stage k's
+    DP-Adam; at edge level the K aggregations only."""
+    spec = spec.with_batch_size(num_train)
+    rate = spec.batch / num_train
+
+    def ledger(z: float) -> Ledger:
+        out = Ledger()
+        for k in range(spec.stages + 1):
+            out = out + stage_events(spec, rate, z, k)
+        return out
+    return ledger
+
+
+def stage_events(spec: ProgapSpec, rate: float, z: float, k: int) -> Ledger:
+    """The privacy events of stage k: its aggregation (k >= 1) then its DP-Adam (node
+    level); the degree check's note rides on the first aggregation."""
+    out = Ledger()
+    if spec.level == "none":
+        return out
+    if k > 0:
+        out = out.add(GaussianEvent(noise_multiplier=z, count=1, level=spec.level,
+                                    description=f"ProGAP aggregation, stage {k}"))
+        if spec.level == "node" and k == 1:
+            out = out.flag(DEGREE_CHECK_NOTE)
+    if spec.level == "node":
+        out = out.add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=rate,
+                                           steps=spec.steps, level="node",
+                                           description=f"ProGAP stage {k} (DP-Adam)"),
+                      sampler_scheme="poisson")
+    return out
+
+
+def _delta(spec: ProgapSpec, n_train: int) -> float:
+    return spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
+
+
+def stage_steps(spec: ProgapSpec) -> int:
+    """Optimisation steps of each stage: ``steps`` under DP-Adam (node level), ``epochs``
+    otherwise."""
+    return spec.steps if spec.level == "node" else spec.epochs
+
+
+def epsilon_by_stage(spec: ProgapSpec, num_train: int, z: float, delta: float
+                     ) -> list[float]:
+    """ε spent at the end of each stage (k = 0..K), by the run's accountant: the events of
+    stages 0..k. Every step of stage k reports this value, an upper bound on what was spent
+    after it (ε grows with the steps); the last is the reported ε."""
+    if spec.level == "none":
+        return [math.inf] * (spec.stages + 1)
+    rate = spec.with_batch_size(num_train).batch / num_train
+    accountant = make_accountant(spec.accountant)
+    out, ledger = [], Ledger()
+    for k in range(spec.stages + 1):
+        ledger = ledger + stage_events(spec, rate, z, k)
+        out.append(accountant.epsilon(ledger, delta) if ledger.entries else 0.0)
+    return out
+
+
+def calibrate_progap(data: GraphData, spec: ProgapSpec) -> tuple[Ledger, float, dict[str, Any]]:
+    """The common noise scale z of the composition, its ledger and the privacy report;
+    checks the input before anything is trained."""
+    n_train = check_node_task(data, spec, "ProGAP")
+    private = spec.level != "none"
+    delta = _delta(spec, n_train)
+    make = ledger_for(spec, n_train)
+    report: dict[str, Any] = {
+        "method": spec.method, "private": private, "level": spec.level, "delta": delta,
+        "stages": spec.stages, "steps": spec.steps, "unaccounted": []}
+    trained = f", {spec.stages + 1} DP-Adam stages" if spec.level == "node" else ""
+    z = solve_composition(spec, make, delta, report, f"ProGAP-{spec.level} composition "
+                          f"({spec.stages} aggregations{trained})")
+    delta_agg = sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
+    report.update({"aggregation_sensitivity": delta_agg, "aggregation_noise_std": z * delta_agg})
+    report.update(release_report(data, spec, "every stage's parameters", "stage 0",
+                                 "each aggregation ran"))
+    if private:
+        report.update(guarantee_scope(make(z)))
+        report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
+        report["unaccounted"] = list(make(z).unaccounted)
+    return (make(z) if private else Ledger()), z, report
+
+
+# --- the stages ------------------------------------------------------------------------
+
+
+def new_model(data: GraphData, spec: ProgapSpec) -> ProgapModel:
+    """The untrained model; stage k initialised from ``seed + k`` (initialisation only)."""
+    model = ProgapModel(data.num_features, spec.hidden, spec.base_layers, spec.stages,
+                        data.num_classes)
+    for k, stage in enumerate(model.stages):
+        with seeded(spec.seed + k, torch.device("cpu")):
+            fresh = ProgapStage(data.num_features if k == 0 else spec.hidden, spec.hidden,
+                                spec.base_layers, k * spec.hidden, data.num_classes)
+        stage.load_state_dict(fresh.state_dict())
+    return model
+
+
+def _no_aggregations(data: GraphData, spec: ProgapSpec) -> Tensor:
+    return torch.zeros(data.num_nodes, 0, spec.hidden)
+
+
+def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: ProgapModel,
+              aggregations: Tensor | None = None, on_step: OnStep | None = None
+              ) -> tuple[ProgapModel, list[dict[str, float]], Ledger]:
+    """Stage k: train its base and head on each training node's frozen earlier embeddings
+    and X(k) (its features at k = 0), Adam full batch or DP-Adam over Poisson rows (node
+    level); the earlier stages are not touched. Returns the model, the stage's history and
+    its DP-Adam event (node level). ``aggregations`` holds X(1..k) ``[n, >= k, hidden]``."""
+    device = resolve_device(spec.device)
+    train = torch.from_numpy(data.mask("train")).to(device)
+    n_train = int(train.sum())
+    node = spec.level == "node"
+    aggs = aggregations if aggregations is not None else _no_aggregations(data, spec)
+    if aggs.shape[1] < k:
+        raise DataError(f"stage {k} needs {k} aggregations, got {aggs.shape[1]}",
+                        field="aggregations", value=list(aggs.shape))
+    if node:  # the plan to the budget keeper before the first private step (as GAP's
+        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)  # encoder; at edge level
+        # a stage reads no edge: the first aggregation is the first private computation)
+    if on_step is not None and spec.level != "none":
+        eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
+        on_step = with_epsilon(on_step, [eps] * stage_steps(spec))
+    model = model.to(device).eval()
+    x = torch.tensor(data.x, device=device)
+    y = torch.tensor(np.asarray(data.y), device=device)
+    inputs = model.stage_inputs(x, aggs.to(device), k)
+    stage = model.stages[k].train()
+    hist = fit_rows(stage, inputs[train], y[train], spec, node, z, f"stage{k}", on_step)
+    stage.eval()
+    events = Ledger()
+    if node:
+        rate = spec.with_batch_size(n_train).batch / n_train
+        events = _part(stage_events(spec, rate, z, k), "poisson_gaussian")
+    return model.eval(), hist, events
+
+
+def stage_sum(model: ProgapModel, x: Tensor, aggregations: Tensor, edge_index: Tensor, k: int,
+              row_clip: float | None = None) -> Tensor:
+    r"""Stage k's aggregation before its noise, what the sensitivity bounds:
+
+    .. math::
+        \mathrm{clip}_c\big(A^\top \mathrm{normalise}(h_{k-1})\big), \qquad
+        h_{k-1} = g_{k-1}(X^{(k-1)})
+
+    Node u's row of :math:`h_{k-1}` reads only u's own row of the earlier releases (its
+    features at k = 1) through the frozen, released stage k - 1: removing node v changes
+    no other node's embedding, only the sums that v's edges enter (docs/privacy.md).
+    :func:`aggregate_stage` adds the noise to exactly this (through GAP's
+    :func:`~dpgnn_core.methods.gap.pma`)."""
+    with torch.no_grad():
+        h = model.eval().embeddings(x, aggregations, k - 1)[-1]
+        adj_t = aggregation_matrix(edge_index, x.shape[0])
+        out: Tensor = clip_rows(torch.sparse.mm(adj_t, row_normalise(h)), row_clip)
+    return out
+
+
+def aggregate_stage(data: GraphData, edge_index: np.ndarray, spec: ProgapSpec, z: float,
+                    k: int, model: ProgapModel, aggregations: Tensor | None = None,
+                    progress: StageProgress | None = None) -> tuple[Tensor, Ledger]:
+    """Stage k's private aggregation X(k) ``[n, hidden]`` of the stage-(k-1) embeddings
+    (one hop of GAP's PMA: normalise, aggregate, clip to ``row_clip``, Gaussian noise,
+    normalise) and its privacy event (none for ProGAP-∞). The noise comes from a secret
+    generator (:meth:`Randomness.for_spec`), one stream per stage."""
+    if k < 1:
+        raise DataError("aggregation stages are numbered from 1", field="stage", value=k)
+    device = resolve_device(spec.device)
+    aggs = aggregations if aggregations is not None else _no_aggregations(data, spec)
+    n_train = int(data.mask("train").sum())
+    sigma = z * sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
+    gen = Randomness.for_spec(spec).torch_generator(f"progap/aggregation{k}/noise", device)
+    if spec.level != "none":
+        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+    with torch.no_grad():
+        model = model.to(device).eval()
+        h = model.embeddings(torch.tensor(data.x, device=device), aggs.to(device), k - 1)[-1]
+        adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
+        xk = pma(h, adj_t, 1, sigma, gen, spec.row_clip, progress)[1].cpu()
+    events = Ledger()
+    if spec.level != "none":
+        release_gate.released()  # the noisy aggregation exists: a release, spent for good
+        rate = spec.with_batch_size(n_train).batch / n_train
+        events = _part(stage_events(spec, rate, z, k), "gaussian")
+    return xk, events
+
+
+def _part(events: Ledger, kind: str) -> Ledger:
+    """The entries of ``events`` of one kind: ``gaussian`` (the aggregation, with the
+    stage's unaccounted notes) or ``poisson_gaussian`` (the DP-Adam stage)."""
+    return Ledger(tuple(e for e in events.entries if e.event.kind == kind),
+                  events.unaccounted if kind == "gaussian" else ())
+
+
+def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger: Ledger,
+               num_train: int, z: float, histories: list[list[dict[str, float]]]
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's privacy report and history from its stages: the composed ``ledger`` must
+    equal the calibrated ``planned`` one; ε is the run's accountant's on it; the history
+    numbers the steps of all stages in order, each with ε spent by the end of its stage.
+
+    Raises:
+        PrivacyError: the stages' events differ from the plan.
+    """
+    if ledger.to_dict() != planned.to_dict():
+        raise PrivacyError("the ProGAP stages' privacy events differ from the calibrated plan")
+    report = dict(report)
+    eps: list[float] = []
+    if report["private"]:
+        report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
+        eps = epsilon_by_stage(spec, num_train, z, report["delta"])
+        eps[-1] = report["epsilon"]
+    report, ledger = with_loss_note(report, ledger)
+    report["ledger"] = ledger
+    history: list[dict[str, Any]] = []
+    for k, hist in enumerate(histories):
+        for h in hist:
+            rec: dict[str, Any] = {"step": len(history) + 1, "stage": k,
+                                   f"stage{k}_loss": h["train_loss"],
+                                   "train_loss": h["train_loss"]}
+            if eps:
+                rec["epsilon_spent"] = eps[k]
+            history.append(rec)
+    if eps:
+        ends = np.cumsum([len(h) for h in histories])
+        report["epsilon_by_step"] = [(t + 1, eps[int(np.searchsorted(ends, t + 1))])
+                                     for t in range(len(history))]
+    return report, history
+
+
+class ProgapStages(Protocol):
+    """ProGAP's stages, as :func:`orchestrate` calls them. Two implementations: in memory
+    (:func:`train_progap`, the library and the registry) and as cached Prefect tasks that
+    pass artifact references (the pipeline flow)."""
+
+    def calibrate(self) -> Any: ...
+    def noise_scale(self, calibration: Any) -> float: ...
+    def graph(self) -> Any: ...
+    def train(self, k: int, previous: Any, aggregation: Any, z: float) -> Any: ...
+    def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any: ...
+    def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any: ...
+
+
+def orchestrate(stages: ProgapStages) -> Any:
+    """ProGAP's composition, written once: calibrate the common noise scale z (checking the
+    input before anything trains), the graph (the degree check at node level), stage 0,
+    then for k = 1..K the stage-k aggregation of stage k-1's embeddings and stage k; the
+    last step composes the stages' events into the run's ledger and refuses one that
+    differs from the plan."""
+    calibration = stages.calibrate()
+    z = stages.noise_scale(calibration)
+    graph = stages.graph()
+    trained = stages.train(0, None, None, z)
+    k = 1
+    while k <= stages_of(calibration):
+        aggregation = stages.aggregate(k, graph, trained, z)
+        trained = stages.train(k, trained, aggregation, z)
+        k += 1
+    return stages.finish(calibration, z, graph, trained)
+
+
+def stages_of(calibration: Any) -> int:
+    """K, from a calibration (the in-memory tuple or the task's JSON)."""
+    report = calibration[2] if isinstance(calibration, tuple) else calibration["report"]
+    return int(report["stages"])
+
+
+@dataclass
+class ProgapResult:
+    """Everything a ProGAP run produces."""
+
+    model: ProgapModel
+    aggregations: Tensor  # [n, K, hidden]: X(1..K), the private releases
+    ledger: Ledger
+    report: dict[str, Any]
+    history: list[dict[str, float]]
+
+
+@dataclass
+class _Trained:
+    """The in-memory state after a stage: the model, the releases so far, the histories
+    and events of every stage so far."""
+
+    model: ProgapModel
+    aggregations: Tensor
+    histories: list[list[dict[str, float]]]
+    events: Ledger
+
+
+class _InMemory(InMemoryStages):
+    """:class:`ProgapStages` on in-memory data: what :func:`train_progap` runs."""
+
+    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
+        return calibrate_progap(self.data, self.spec)
+
+    def train(self, k: int, previous: _Trained | None, aggregation: tuple[Tensor, Ledger] | None,
+              z: float) -> _Trained:
+        state = previous or _Trained(new_model(self.data, self.spec),
+                                     _no_aggregations(self.data, self.spec), [], Ledger())
+        aggs, events = state.aggregations, state.events
+        if aggregation is not None:
+            aggs = torch.cat([aggs, aggregation[0][:, None]], 1)
+            events = events + aggregation[1]
+        # Stage 0 may resume from a checkpoint of a killed run; a later stage may not: a
+        # rerun recomputed its aggregations with fresh noise, and weights trained on the old
+        # ones would carry a release the ledger does not count (the staged tasks key their
+        # checkpoints on the stored release instead).
+        with suspended() if k > 0 else contextlib.nullcontext():
+            model, hist, trained = fit_stage(self.data, self.spec, z, k, state.model, aggs,
+                                             self.on_step)
+        return _Trained(model, aggs, [*state.histories, hist], events + trained)
+
+    def aggregate(self, k: int, graph: np.ndarray, previous: _Trained, z: float
+                  ) -> tuple[Tensor, Ledger]:
+        return aggregate_stage(self.data, graph, self.spec, z, k, previous.model,
+                               previous.aggregations)
+
+    def finish(self, calibration: tuple[Ledger, float, dict[str, Any]], z: float,
+               graph: np.ndarray, last: _Trained) -> ProgapResult:
+        planned, _, report = calibration
+        report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
+                                     last.events, int(self.data.mask("train").sum()), z,
+                                     last.histories)
+        return ProgapResult(last.model, last.aggregations, report["ledger"], report, history)
+
+
+def train_progap(data: GraphData, spec: ProgapSpec, on_step: OnStep | None = None
+                 ) -> ProgapResult:
+    """Calibrate, then stage 0, then (aggregate k -> stage k) for k = 1..K
+    (:func:`orchestrate`, in memory); the ledger is the composition of the events each
+    stage returned (and equals the calibrated plan).
+
+    Raises:
+        DataError: not single-label node classification, no training labels, a batch
+            larger than the training set, or a graph beyond the degree bound (node level).
+        PrivacyError: a budget too small for the composition (names the smallest ε).
+    """
+    result: ProgapResult = orchestrate(_InMemory(data, spec, on_step))
+    return result
+
+
+def evaluate_progap(model: ProgapModel, aggregations: Tensor, data: GraphData,
+                    device: str = "auto") -> dict[str, dict[str, float]]:
+    """Metrics per split from the node features and the private aggregations X(1..K): no
+    extra budget."""
+    dev = resolve_device(device)
+    net = model.to(dev).eval()
+    with torch.no_grad():
+        logits = net(torch.tensor(data.x, device=dev), aggregations.to(dev)).cpu().numpy()
+    return metrics_by_split(data, logits)
+
+
+def save_progap(path: str, model: ProgapModel, spec: ProgapSpec, in_dim: int,
+                num_classes: int) -> None:
+    """Every stage's weights and the spec."""
+    save_model(path, "progap", model, spec, in_dim, num_classes)
+
+
+def load_progap(blob: dict[str, Any]) -> tuple[ProgapModel, ProgapSpec]:
+    spec = ProgapSpec(**blob["spec"])
+    model = ProgapModel(blob["in_dim"], spec.hidden, spec.base_layers, spec.stages,
+                        blob["num_classes"])
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), spec
