@@ -86,6 +86,7 @@ from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import GapSpec, ProgapSpec
+from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
@@ -726,7 +727,12 @@ class _InMemory(InMemoryStages):
         planned, _, report = calibration
         enc, h1, e1 = encoder
         xs, e2 = aggregations
-        clf, h2, e3 = fit_classifier(self.data, xs, self.spec, z, self.on_step, encoder=enc)
+        # In one task a rerun redraws PMA's noise: resuming a classifier trained on the
+        # earlier release would mix two releases the ledger counts once. No checkpoint here
+        # (the staged pipeline checkpoints its classifier task, keyed on its release).
+        with suspended():
+            clf, h2, e3 = fit_classifier(self.data, xs, self.spec, z, self.on_step,
+                                         encoder=enc)
         ledger = e1 + e2 + e3
         report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
                                      ledger, int(self.data.mask("train").sum()), z, h1, h2)
