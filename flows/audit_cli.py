@@ -199,10 +199,11 @@ def auditable() -> dict[str, Any]:
         DrwSpec,
         GapSpec,
         GraphClsSpec,
+        ProgapSpec,
         method_specs,
     )
 
-    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec)
+    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec, ProgapSpec)
     return {name: t for name, t in method_specs().items() if issubclass(t, audited)}
 
 

@@ -72,6 +72,7 @@ FAMILY_CANARIES: dict[str, tuple[Kind, Relation]] = {
     "dp-gnn": ("node", "replace-one"),
     "drw": ("node", "replace-one"),
     "gap": ("edge", "add/remove"),
+    "progap": ("edge", "add/remove"),
     "graph-cls": ("graph", "add/remove"),
 }
 
@@ -395,20 +396,38 @@ def score_node_canaries(family: str, model: torch.nn.Module, canaries: Canaries
     return np.asarray(loss.double().numpy())
 
 
+def released_encodings(model: torch.nn.Module, data: GraphData, aggregations: torch.Tensor
+                       ) -> torch.Tensor:
+    """X(0), the row-normalised rows the first private aggregation summed, recomputed from
+    the released model: GAP's encoder, or ProGAP's frozen stage 0 (its first aggregation
+    sums stage 0's normalised embeddings).
+
+    Raises:
+        DataError: a model with neither.
+    """
+    from dpgnn_core.methods.gap import row_normalise
+
+    x = torch.from_numpy(data.x)
+    with torch.no_grad():
+        encoder = getattr(model, "encoder", None)
+        if encoder is not None:
+            return row_normalise(encoder.cpu().eval().encode(x))
+        embeddings = getattr(model, "embeddings", None)
+        if embeddings is None:
+            raise DataError("edge and star canaries are scored with the released encoder "
+                            "(GAP) or stage 0 (ProGAP)", field="model",
+                            value=type(model).__name__)
+        h0: torch.Tensor = model.cpu().eval().embeddings(x, aggregations.cpu(), 0)[0]  # type: ignore[operator]
+        return row_normalise(h0)
+
+
 def score_edge_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data: GraphData,
                         canaries: Canaries) -> npt.NDArray[np.float64]:
     """Each edge canary's score: minus ``<X1[u], X0[v]> + <X1[v], X0[u]>``, with X(1) the
     released first-hop aggregations and X(0) the normalised encodings from the encoder
     attached to the released classifier (lower = more likely a member)."""
-    from dpgnn_core.methods.gap import row_normalise
-
-    encoder = getattr(model, "encoder", None)
-    if encoder is None:
-        raise DataError("edge canaries are scored with the released encoder",
-                        field="encoder", value=None)
     u, v = canaries.pairs[:, 0], canaries.pairs[:, 1]
-    with torch.no_grad():
-        x0 = row_normalise(encoder.cpu().eval().encode(torch.from_numpy(data.x)))
+    x0 = released_encodings(model, data, aggregations)
     x1 = aggregations[:, 0].cpu()
     s = (x1[u] * x0[v]).sum(1) + (x1[v] * x0[u]).sum(1)
     return np.asarray(-s.double().numpy())
@@ -437,16 +456,9 @@ def score_star_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data
     first-hop aggregations, X(0) the normalised encodings from the released encoder (the
     hub's row carries D aligned messages, each leaf's one; lower = more likely a member).
     """
-    from dpgnn_core.methods.gap import row_normalise
-
-    encoder = getattr(model, "encoder", None)
-    if encoder is None:
-        raise DataError("star canaries are scored with the released encoder",
-                        field="encoder", value=None)
     hubs, leaves = canaries.node_ids, canaries.leaves
     d = leaves.shape[1]
-    with torch.no_grad():
-        x0 = row_normalise(encoder.cpu().eval().encode(torch.from_numpy(data.x)))
+    x0 = released_encodings(model, data, aggregations)
     x1 = aggregations[:, 0].cpu()
     own = d * (x1[hubs] * x0[leaves[:, 0]]).sum(1)
     theirs = (x1[torch.from_numpy(leaves)] * x0[hubs].unsqueeze(1)).sum((1, 2))
@@ -594,7 +606,7 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
     method = get(method_name)
     kind, relation = canaries_for(method.family)
     degree = 0
-    if method.family == "gap" and getattr(spec, "level", None) == "node":
+    if method.family in ("gap", "progap") and getattr(spec, "level", None) == "node":
         kind, relation = "star", "add/remove"  # GAP-NDP: a node with its edges
         degree = int(spec.max_degree)
     elif method.family == "dp-gnn" and getattr(spec, "level", None) == "node":

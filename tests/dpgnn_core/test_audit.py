@@ -48,6 +48,7 @@ def _audit(name, data, **opts):
     ("dp-gcn", {"epsilon": None}),
     ("drw-gcn", {"epsilon": None, "steps": 60}),
     ("gap-inf", {"epochs": 20}),  # GAP-EDP's code path with no noise
+    ("progap-inf", {}),  # ProGAP-EDP's path with no noise: edge canaries on stage 0
 ])
 def test_non_private_control_has_power(data, name, opts):
     res = _audit(name, data, **opts)
@@ -64,6 +65,8 @@ def test_non_private_control_has_power(data, name, opts):
     ("gap-edp", {"epsilon": 1.0, "epochs": 20}),
     ("gap-edp", {"epsilon": 2.0, "epochs": 20}),
     ("gap-ndp", {"epsilon": 4.0, "steps": 50, "max_degree": 12}),  # star canaries
+    ("progap-edp", {"epsilon": 1.0}),
+    ("progap-ndp", {"epsilon": 4.0, "max_degree": 12}),  # star canaries
 ])
 def test_private_run_stays_below_reported_epsilon(data, name, opts):
     res = _audit(name, data, **opts)
