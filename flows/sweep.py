@@ -48,9 +48,12 @@ class ClusterError(DpgnnError, RuntimeError):
     """The Dask cluster given by address does not answer."""
 
 
-def check_cluster(address: str, timeout: float = 5.0) -> int:
-    """Connect to the Dask scheduler at ``address`` within ``timeout`` seconds; return its
-    number of workers.
+def check_cluster(address: str, timeout: float = 5.0) -> tuple[int, list[str]]:
+    """Connect to the Dask scheduler at ``address`` within ``timeout`` seconds.
+
+    Returns:
+        tuple: its number of workers, and warnings for the user (workers whose allocator
+        setting makes training slow: :data:`NANNY_ENVIRON`).
 
     Raises:
         ClusterError: it does not answer, or has no worker.
@@ -60,12 +63,34 @@ def check_cluster(address: str, timeout: float = 5.0) -> int:
     try:
         with Client(address, timeout=timeout) as client:  # type: ignore[no-untyped-call]
             workers = len(client.scheduler_info().get("workers", {}))
+            trims = (client.run(_malloc_trim_threshold)  # type: ignore[no-untyped-call]
+                     if workers else {})
     except (OSError, TimeoutError) as e:
         raise ClusterError(f"the Dask scheduler at {address} does not answer within "
                            f"{timeout:g} s ({type(e).__name__})") from e
     if workers == 0:
         raise ClusterError(f"the Dask scheduler at {address} has no worker")
-    return workers
+    slow = sorted(v for v in trims.values() if v is not None)
+    notes = [f"{len(slow)} of the {workers} Dask workers at {address} run with "
+             f"MALLOC_TRIM_THRESHOLD_={slow[0]} (set by distributed's nanny), which makes "
+             "torch training about 2.4x slower; start them with "
+             "DASK_CONFIG=deployments/dask-worker.yaml (README, \"Sweeps\")"] if slow else []
+    return workers, notes
+
+
+def _malloc_trim_threshold() -> str | None:
+    """The worker's ``MALLOC_TRIM_THRESHOLD_`` (run on each worker by :func:`check_cluster`)."""
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+#: distributed's nanny exports ``MALLOC_TRIM_THRESHOLD_=65536`` to every worker it spawns
+#: (so that freed memory goes back to the OS). Setting any malloc threshold switches off
+#: glibc's dynamic mmap threshold, so every tensor above 128 KiB is a fresh mmap/munmap
+#: with its page faults: one DP-MLP point of 3000 steps took 12.4-15.8 s in such a worker
+#: against 5.2 s in a plain process or in a worker without it (benchmarks/RESULTS.md,
+#: "Sweeps on Dask"). ``None`` unsets it (distributed's documented way); workers then keep
+#: freed memory in the allocator, as any training process does.
+NANNY_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
 def task_runner(dask_address: str | None = None, workers: int | None = None) -> Any:
@@ -82,6 +107,9 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if dask_address:
         return DaskTaskRunner(address=dask_address)
+    import dask
+
+    dask.config.set(NANNY_ENVIRON)  # before the LocalCluster's nannies spawn workers
     n = workers or max(1, len(os.sched_getaffinity(0)))
     return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None})

@@ -52,7 +52,8 @@ def sweep_command(
         if dask_address:
             from flows.sweep import check_cluster
 
-            check_cluster(dask_address)
+            for note in check_cluster(dask_address)[1]:
+                typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
         if isinstance(spec.dataset, IngestSpec):  # ingested once into the project
             from flows.sweep import with_dataset_folder
 

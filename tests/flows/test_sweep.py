@@ -321,6 +321,10 @@ def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Pa
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
                     "--json"], client_env)
     assert r.returncode == 0, r.stderr[-3000:]
+    # a worker started by plain `dask worker` has the nanny's malloc setting: said up front
+    (slow,) = [x for x in r.stderr.splitlines() if "MALLOC_TRIM_THRESHOLD_" in x]
+    assert slow.startswith("warning: 1 of the 1 Dask workers") \
+        and "deployments/dask-worker.yaml" in slow, slow
     (row,) = _table(json.loads(r.stdout))
     assert Path(row["artifacts_dir"]).parent.parent == home.resolve() / "artifacts"
     assert len(_trained(home)) == 1 and _files(home / "cache")
@@ -353,12 +357,27 @@ def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path
     spec = _spec_file(tmp_path / "sweep.toml", "ext-code", dataset, steps=4, lrs=[1e-2],
                       epsilons=[4.0], reference=False)
     home = tmp_path / "home"
-    env = _worker_env(tmp_path / "worker-home", PYTHONPATH=str(other))
+    # started as the README says (deployments/dask-worker.yaml): no allocator warning
+    env = _worker_env(tmp_path / "worker-home", PYTHONPATH=str(other),
+                      DASK_CONFIG=str(root / "deployments" / "dask-worker.yaml"))
     with _external_worker(tmp_path, env) as address:
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
                     "--json"], _env())
     assert r.returncode == 1, r.stderr[-3000:]
+    assert "MALLOC_TRIM_THRESHOLD_" not in r.stderr, r.stderr[-3000:]
     errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
     assert len(errors) == 1, r.stderr[-3000:]
     assert "code version" in errors[0] and _code_version()[:12] in errors[0], errors[0]
     assert _trained(home) == {} and _trained(tmp_path / "worker-home") == {}
+
+
+def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold() -> None:
+    """distributed's nanny exports MALLOC_TRIM_THRESHOLD_ to its workers, which makes torch
+    ~2.4x slower there (benchmarks/RESULTS.md); the sweep's LocalCluster workers must not
+    have it."""
+    from flows.sweep import _malloc_trim_threshold, task_runner
+
+    runner = task_runner(workers=1)
+    with runner:
+        found = runner.client.run(_malloc_trim_threshold)
+    assert list(found.values()) == [None], found
