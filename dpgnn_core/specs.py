@@ -321,7 +321,7 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
                      lambda m: {"conv": m[3:]})
 
 
-class DrwSpec(SubgraphSpec):
+class DrwSpec(LargeBatchDefaults, SubgraphSpec):
     """Disjoint random-walk training (Ayle et al.): the training nodes are partitioned into
     disjoint random-walk subgraphs, each one record of DP-SGD / DP-Adam over fixed-size
     batches; a node lies in one subgraph, so one subgraph is the sensitivity.
@@ -335,8 +335,15 @@ class DrwSpec(SubgraphSpec):
             else 1)
         resample_every (int): k for ``drw-d``. (default: 100)
         conv (str): ``gcn`` or ``sage``. (default: ``gcn``)
+        batch_size (int): subgraphs per step. (default: every subgraph of the partition,
+            ceil(N / (R·L + 1)), at most 16384)
+        steps (int): training steps T. (default: 60)
+        lr (float): learning rate. (default: 2e-2)
+        hidden (int): latent size. (default: 64)
 
-    The other fields are :class:`SubgraphSpec`'s; ``batch_size`` counts subgraphs.
+    The other fields are :class:`SubgraphSpec`'s; ``batch_size`` counts subgraphs. The
+    defaults are the large-batch recipe (:class:`LargeBatchDefaults`): the best of the
+    search on Cora and Cornell5 (benchmarks/RESULTS.md, "Defaults that work").
     ``accountant`` defaults to ``rdp``: no PLD exists for fixed-size batches drawn without
     replacement, and RDP (Wang, Balle, Kasiviswanathan) is the tightest sound analysis here.
     """
@@ -351,6 +358,9 @@ class DrwSpec(SubgraphSpec):
     restarts: int = Field(1, ge=1)
     resample_every: int = Field(100, ge=1)
     conv: Literal["gcn", "sage"] = "gcn"
+    steps: int = Field(60, ge=1)
+    lr: float = Field(2e-2, gt=0)
+    hidden: int = Field(64, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -397,7 +407,7 @@ class DpMlpSpec(LargeBatchDefaults, PrivateSpec):
     lr: float = Field(2e-2, gt=0)
 
 
-class GapSpec(PrivateSpec):
+class GapSpec(LargeBatchDefaults, PrivateSpec):
     """GAP (Sajadmanesh et al.): encoder module, private multi-hop aggregation (PMA),
     classification module.
 
@@ -418,14 +428,16 @@ class GapSpec(PrivateSpec):
         epochs (int): full-batch Adam epochs of each non-private module (EDP, ∞).
             (default: 100)
         batch_size (int): expected rows per DP-Adam step (NDP; Poisson rate m/N).
-            (default: min(256, N/4))
-        steps (int): DP-Adam steps of the encoder and of the classifier (NDP). (default: 500)
+            (default: min(16384, N): every row on all but very large graphs)
+        steps (int): DP-Adam steps of the encoder and of the classifier (NDP). (default: 60)
         lr (float): learning rate. (default: 1e-2)
         budget_split (tuple): noise multipliers of encoder, PMA and classifier relative to
             the common scale z that the accountant solves for. (default: (1, 1, 1))
         epsilon (float, optional): target ε (needed unless ``level='none'``).
 
-    The other fields are :class:`PrivateSpec`'s.
+    The other fields are :class:`PrivateSpec`'s. The node-level defaults (full batches,
+    60 steps: :class:`LargeBatchDefaults`) and K = 2 are the search's choice on Cora and
+    Cornell5 (benchmarks/RESULTS.md, "Defaults that work").
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
@@ -438,6 +450,7 @@ class GapSpec(PrivateSpec):
     hidden: int = Field(64, ge=1)
     combine: Literal["cat", "sum", "attn"] = "cat"
     epochs: int = Field(100, ge=1)
+    steps: int = Field(60, ge=1)
     lr: float = Field(1e-2, gt=0)
     budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
 

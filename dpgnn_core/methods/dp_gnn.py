@@ -74,7 +74,7 @@ PROTECTS = {
 
 def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
     """λ ↦ the ledger of the whole training plan (one subgraph per training node: an unset
-    batch size becomes min(256, N/4))."""
+    batch size becomes min(16384, N))."""
     spec = spec.with_batch_size(num_train)
     marked = marked_subgraphs(spec)
 

@@ -178,7 +178,8 @@ def test_old_gap_ndp_sensitivity_is_refuted_by_star_canaries(star_graph):
     sqrt(D) leaves the hub's own row (norm D) 16 times above the noise the accounting
     assumed; the audit's lower bound exceeds the epsilon that accounting reports. With the
     corrected sqrt(D^2 + D) the same audit stays below the reported epsilon."""
-    spec = get("gap-ndp").spec(device="cpu", epsilon=1.0, steps=50, max_degree=256)
+    spec = get("gap-ndp").spec(device="cpu", epsilon=1.0, steps=50, max_degree=256,
+                               batch_size=37)  # the recipe it was shown with: the default then, N/4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with mock.patch.object(gap, "sensitivity", _old_sensitivity(gap.sensitivity)):
@@ -217,7 +218,7 @@ def test_multi_run_conclude_judges_only_the_second_half():
 def test_multi_run_audit_power_and_soundness(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ctrl = audit_multi_run("dp-mlp", data, get("dp-mlp").spec(epsilon=None, steps=30),
+        ctrl = audit_multi_run("dp-mlp", data, get("dp-mlp").spec(epsilon=None, steps=100),
                                runs=40)
         priv = audit_multi_run("dp-mlp", data, get("dp-mlp").spec(epsilon=1.0, steps=15),
                                runs=40)

@@ -21,7 +21,7 @@ GRAPHS = er_graphs(num_graphs=60, split=(20, 20, 20), seed=9)
 
 
 @pytest.mark.parametrize(("name", "expected"), [
-    ("dp-gcn", 40), ("dp-mlp", 40), ("drw-gcn", 2), ("gap-ndp", 10), ("dp-graph-gcn", 5)])
+    ("dp-gcn", 40), ("dp-mlp", 40), ("drw-gcn", 8), ("gap-ndp", 40), ("dp-graph-gcn", 5)])
 def test_unset_batch_size_adapts_to_few_records(name: str, expected: int) -> None:
     m = get(name)
     opts = {"epsilon": 8.0, "steps": 3, "hidden": 8, "device": "cpu"}
@@ -29,7 +29,7 @@ def test_unset_batch_size_adapts_to_few_records(name: str, expected: int) -> Non
         opts.update(max_degree=max_degree_for_pma(NODES.edge_index, NODES.num_nodes,
                                                   directed=NODES.directed), epochs=2)
     if name == "drw-gcn":
-        opts["walk_length"] = 4  # ceil(40 / 5) = 8 subgraphs at least: a batch of 2
+        opts["walk_length"] = 4  # ceil(40 / 5) = 8 subgraphs at least: all 8 per batch
     spec = m.spec(**opts)
     assert spec.batch_size is None
     data = GRAPHS if m.task == "graph" else NODES
@@ -52,4 +52,5 @@ def test_batch_size_given_is_kept_and_checked() -> None:
     big = get("dp-gcn").spec(epsilon=8.0).with_batch_size(10**6)
     assert big.batch_size == 16384  # the largest default batch, on large data
     assert get("gap-ndp").spec(epsilon=8.0, max_degree=5).with_batch_size(10**6
-                                                                           ).batch_size == 256
+                                                                           ).batch_size == 16384
+    assert get("drw-gcn").spec(epsilon=8.0).with_batch_size(10**6).batch_size == 16384
