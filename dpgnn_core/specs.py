@@ -156,8 +156,9 @@ class PrivateSpec(Spec):
     @classmethod
     def default_batch_for(cls, records: int) -> int:
         """The batch an unset ``batch_size`` becomes for ``records`` sampling units: a
-        quarter of them, at most :attr:`default_batch` (GAP's rule; the DP-SGD methods
-        whose defaults were swept override it: :class:`LargeBatchDefaults`)."""
+        quarter of them, at most :attr:`default_batch` (ProGAP's and graph classification's
+        rule; the methods whose defaults were swept on node data override it:
+        :class:`LargeBatchDefaults`)."""
         return min(cls.default_batch, max(1, int(records) // 4))
 
     def with_batch_size(self, records: int) -> Any:

@@ -45,8 +45,8 @@ evaluate_drw = evaluate_subgraph_model
 
 
 def ledger_for(spec: DrwSpec, num_train: int) -> Callable[[float], Ledger]:
-    """λ ↦ the ledger of the whole training plan (an unset batch size becomes a quarter of
-    the subgraphs a partition is guaranteed to have, at most 256)."""
+    """λ ↦ the ledger of the whole training plan (an unset batch size becomes every
+    subgraph a partition is guaranteed to have, at most 16384)."""
     spec = with_drw_batch_size(spec, num_train)
     rate = drw_sampling_rate(num_train, spec.batch, spec.walk_length, spec.restarts)
 
