@@ -91,6 +91,8 @@ def _malloc_trim_threshold() -> str | None:
 #: "Sweeps on Dask"). ``None`` unsets it (distributed's documented way); workers then keep
 #: freed memory in the allocator, as any training process does.
 NANNY_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+#: distributed's default for it (distributed.yaml).
+NANNY_DEFAULT_TRIM = "65536"
 
 
 def task_runner(dask_address: str | None = None, workers: int | None = None) -> Any:
@@ -110,6 +112,11 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     import dask
 
     dask.config.set(NANNY_ENVIRON)  # before the LocalCluster's nannies spawn workers
+    # A nanny started earlier in this process with distributed's defaults (any LocalCluster
+    # of a notebook or a test) exported its value into this process's environment
+    # (distributed/nanny.py: os.environ.update(pre_spawn_env)), and new workers inherit it.
+    if os.environ.get("MALLOC_TRIM_THRESHOLD_") == NANNY_DEFAULT_TRIM:
+        del os.environ["MALLOC_TRIM_THRESHOLD_"]
     n = workers or max(1, len(os.sched_getaffinity(0)))
     return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None})

@@ -300,8 +300,11 @@ def _external_worker(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
 def _worker_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of a worker with its own project home (nothing of this process's
     DPGNN_HOME, Prefect home or storage path)."""
+    # (and not the MALLOC_TRIM_THRESHOLD_ that a nanny of an earlier test's LocalCluster
+    # exported into this process's environment: a worker's shell would not have it)
     env = {k: v for k, v in _env().items()
-           if k not in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
+           if k not in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH",
+                        "MALLOC_TRIM_THRESHOLD_")}
     return {**env, "DPGNN_HOME": str(home), **extra}
 
 
@@ -371,12 +374,19 @@ def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path
     assert _trained(home) == {} and _trained(tmp_path / "worker-home") == {}
 
 
-def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold() -> None:
+@pytest.mark.parametrize("earlier_nanny", [False, True])
+def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
+        earlier_nanny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """distributed's nanny exports MALLOC_TRIM_THRESHOLD_ to its workers, which makes torch
     ~2.4x slower there (benchmarks/RESULTS.md); the sweep's LocalCluster workers must not
-    have it."""
-    from flows.sweep import _malloc_trim_threshold, task_runner
+    have it, also when a nanny started earlier in this process (with distributed's
+    defaults) left it in this process's environment."""
+    from flows.sweep import NANNY_DEFAULT_TRIM, _malloc_trim_threshold, task_runner
 
+    if earlier_nanny:
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", NANNY_DEFAULT_TRIM)
+    else:
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     runner = task_runner(workers=1)
     with runner:
         found = runner.client.run(_malloc_trim_threshold)
