@@ -114,6 +114,10 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
                              squeeze=False)
     for ax, (method, key) in zip(axes.flat, panels, strict=False):
         recs = [a for a in agg if a["method"] == method]
+        # one axis kind per panel: numeric only if every value is a number (an option a
+        # configuration leaves unset takes the method's default, shown as "default")
+        numeric = all(isinstance(a["config"].get(key), (int, float))
+                      and not isinstance(a["config"].get(key), bool) for a in recs)
         for eps in sorted({a["epsilon"] for a in recs}, key=lambda e: (e is None, e or 0)):
             by_value: dict[Any, list[float]] = {}
             for a in recs:
@@ -123,15 +127,14 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
             xs = sorted(by_value, key=_order)
             # several configurations share a value of this option: show the best of them
             ys = [max(by_value[x]) for x in xs]
-            numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                          for x in xs)
             pos = xs if numeric else list(range(len(xs)))
             ax.plot(pos, ys, marker="o",
                     label="non-private" if eps is None else f"ε={eps:g}")
             if not numeric:
                 ax.set_xticks(pos)
-                ax.set_xticklabels([str(x) for x in xs], rotation=30, fontsize=8)
-        if key in ("lr",):
+                ax.set_xticklabels(["default" if x is None else str(x) for x in xs],
+                                   rotation=30, fontsize=8)
+        if key in ("lr",) and numeric:
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(f"{method}: {key}", fontsize=10)

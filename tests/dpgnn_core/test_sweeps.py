@@ -345,3 +345,27 @@ def test_hyperparameter_plot_takes_list_and_mixed_option_values(tmp_path: Path) 
                                             ([0.5, 0.5], 10)])]
     path = plots.hyperparameters(rows, tmp_path / "hp.png")
     assert path is not None and path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_hyperparameter_plot_shows_a_default_beside_set_values(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """A method swept against its defaults (an option unset in one configuration): the
+    panel is categorical with a "default" tick and every point on it (a log axis for lr
+    used to hide the set value and place "None" at 1)."""
+    rows = [_row("drw-gcn", "drw-gcn", 8.0, 0, 0.32, 0.3),
+            _row("drw-gcn", "drw-gcn[lr=0.02]", 8.0, 0, 0.59, 0.6, lr=0.02)]
+    drawn: list[Any] = []
+    real_save = plots._save
+
+    def keep(plt: Any, fig: Any, path: Any) -> Any:
+        drawn.append(fig)
+        return real_save(plt, fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    assert plots.hyperparameters(rows, tmp_path / "hp.png") is not None
+    (ax,) = [a for a in drawn[0].axes if a.get_title() == "drw-gcn: lr"]
+    assert ax.get_xscale() == "linear"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.02", "default"]
+    (line,) = ax.get_lines()
+    assert list(line.get_ydata()) == [0.59, 0.32]
