@@ -63,8 +63,7 @@ def check_cluster(address: str, timeout: float = 5.0) -> tuple[int, list[str]]:
     try:
         with Client(address, timeout=timeout) as client:  # type: ignore[no-untyped-call]
             workers = len(client.scheduler_info().get("workers", {}))
-            trims = (client.run(_malloc_trim_threshold)
-                     if workers else {})
+            trims = client.run(_malloc_trim_threshold) if workers else {}
     except (OSError, TimeoutError) as e:
         raise ClusterError(f"the Dask scheduler at {address} does not answer within "
                            f"{timeout:g} s ({type(e).__name__})") from e
