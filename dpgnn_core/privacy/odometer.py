@@ -473,7 +473,7 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 #: Share of δ kept for total-variation terms (private selection's seed collisions).
-TV_SHARE = 1e-3
+TV_SHARE = 0.05
 #: How many Rényi orders a filter registers (plus the Gaussian-DP component).
 FILTER_ORDERS = 4
 

@@ -340,3 +340,99 @@ def test_selection_covers_its_candidates_only_within_its_own_flow_run(tmp_path: 
     assert s.find_reservation(SHA, "sweeprun:K1", "K1") == rid
     assert s.find_reservation(SHA, "retrainrun:K1", "K1") is None
     assert s.find_reservation(SHA, "sweeprun:K3", "K3") is None
+
+
+# --- issue 26: adaptive composition and one guarantee per unit ---------------------------
+
+
+def _gauss(z: float, level: str = "node") -> Ledger:
+    return Ledger().add(GaussianEvent(noise_multiplier=z, level=level))
+
+
+@pytest.mark.parametrize("branch", ["poisson", "gaussian"])
+def test_adaptive_counterexample_is_refused(tmp_path: Path, branch: str) -> None:
+    """Issue 26 §1: run 1 a Gaussian (z = 2); run 2 chosen after it between a
+    Poisson-subsampled Gaussian step (q = 0.02, z = 0.5) and a Gaussian (z = 1.119). Each
+    sequence alone composes to ε ≤ 4.5 at δ = 1e-5 post hoc (the old code admitted both),
+    but the adaptive mechanism that picks the branch after run 1 has ε = 4.617: admission
+    by the minimum over orders (or PLD) of the fixed sequence is not a filter. The filter
+    refuses run 2 whichever branch is chosen."""
+    second = (Ledger().add(PoissonGaussianEvent(noise_multiplier=0.5, sampling_rate=0.02,
+                                                steps=1, level="node"),
+                           sampler_scheme="poisson")
+              if branch == "poisson" else _gauss(1.119))
+    assert compose([Charge(_gauss(2.0)), Charge(second)], 1e-5)["node"].epsilon <= 4.5
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=4.5, delta=1e-5)
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(_gauss(2.0)), method="m", run_id="1",
+                           delta=1e-5, epsilon=None))
+    with pytest.raises(BudgetExceeded, match="privacy filter"):
+        s.reserve(SHA, "toy", None, Charge(second), method="m", run_id="2", delta=1e-5,
+                  epsilon=None)
+
+
+def test_filter_is_fixed_at_budget_set_and_stored(tmp_path: Path) -> None:
+    """The orders, bounds and μ the filter admits with are registered when the budget is
+    set (not chosen from the runs), stored, and logged."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=4.5, delta=1e-5)
+    b = s.summary(s.resolve(SHA)).budget
+    assert b.filter == Filter.register(4.5, 1e-5)
+    assert len(b.filter.orders) >= 2 and b.filter.mu > 0
+    assert "privacy filter" in s.summary(s.resolve(SHA)).log[-1]["detail"]
+    flt = b.filter  # each component converts to (4.5, its δ share)
+    for o, bound in zip(flt.orders, flt.bounds, strict=True):
+        assert epsilon_from_rdp(np.array([o]), np.array([bound]),
+                                flt.component_delta)[0] <= 4.5 + 1e-9
+    from dpgnn_core.privacy.odometer import gdp_delta
+
+    assert gdp_delta(flt.mu, 4.5) <= flt.component_delta
+    assert flt.component_delta * (len(flt.orders) + 1) + flt.tv * (1 + math.exp(4.5)) \
+        <= 1e-5 * (1 + 1e-12)
+
+
+def _node_feature_run(z: float) -> Ledger:
+    return Ledger().add(UniformGaussianEvent(noise_multiplier=z, sampling_rate=0.05, steps=40,
+                                             level="node_feature"),
+                        sampler_scheme="fixed_size_without_replacement")
+
+
+@pytest.mark.parametrize("units", [None, ["node_feature"]])
+def test_node_runs_then_a_node_feature_run_is_refused(tmp_path: Path, units) -> None:
+    """Issue 26 §2: DP-MLP runs (unit node) spend most of a budget; a DP-GCN-like run at
+    node_feature that alone fits the budget is then refused: with no unit named, the budget
+    protects the first run's unit (node), which a node_feature release bounds nothing
+    about; with node_feature named, the node runs count there at group size 2 (a node's
+    features replaced = the node removed, then added back). The old code admitted it as
+    another unit's odometer."""
+    s = _store(tmp_path)
+    budget = 8.0
+    s.set_budget(SHA, "toy", None, epsilon=budget, delta=DELTA,
+                 **({"units": units} if units else {}))
+    n = 0
+    with pytest.raises(BudgetExceeded):
+        for n in range(1, 60):  # noqa: B007
+            s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.2, steps=20)),
+                                   method="dp-mlp", run_id=f"m{n}", delta=DELTA,
+                                   epsilon=None))
+    assert n >= 2
+    gcn = _node_feature_run(3.0)
+    assert compose([Charge(gcn)], DELTA)["node_feature"].epsilon < budget / 2
+    with pytest.raises(BudgetExceeded) as err:
+        s.reserve(SHA, "toy", None, Charge(gcn), method="dp-gcn", run_id="g", delta=DELTA,
+                  epsilon=None)
+    assert err.value.unit == (units or ["node"])[0]
+    shown = s.summary(s.resolve(SHA)).spent
+    assert set(shown) == {"edge", "node", "node_row", "node_feature"}
+    assert shown["node_feature"].epsilon > shown["node"].epsilon  # group size 2
+
+
+def test_fixed_charge_whose_delta_does_not_fit_is_refused(tmp_path: Path) -> None:
+    """Issue 26 §3: a private selection's fixed (ε, δ) at δ = 4.9e-5 was admitted under a
+    budget at δ = 1e-5 and shown at 1e-5. A fixed (ε, δ) has no RDP curve, so the filter
+    cannot admit it at all (selections now record their curve)."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=1e-5)
+    with pytest.raises(BudgetExceeded, match="fixed"):
+        s.reserve(SHA, "toy", None, Charge(fixed=(1.0, 4.9e-5, "node", "add_remove")),
+                  method="m (private selection)", run_id="t", delta=4.9e-5, epsilon=1.0)
