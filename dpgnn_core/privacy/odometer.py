@@ -136,7 +136,7 @@ def _at_least(curve: FloatArray, orders: FloatArray, x: FloatArray) -> FloatArra
 
 def group2_rdp(curve: FloatArray, orders: FloatArray = ORDERS) -> FloatArray:
     """RDP of a mechanism at group size 2 from its curve ε(·) at group size 1, by the weak
-    triangle inequality (Mironov 2017, Prop. 11 with p = q = 2):
+    triangle inequality (Mironov 2017, with p = q = 2):
 
     .. math::
         D_\\alpha(P\\|R) \\le \\frac{\\alpha - 1/2}{\\alpha - 1} D_{2\\alpha}(P\\|Q)
@@ -278,7 +278,7 @@ def _event_cost(entry: LedgerEntry, unit: str) -> tuple[FloatArray, float | None
         return INF_CURVE, None, False
     rdp = event_rdp(ev)
     gaussian = isinstance(ev, GaussianEvent)
-    mu2 = ev.count / ev.noise_multiplier ** 2 if gaussian else None
+    mu2 = (ev.count / ev.noise_multiplier ** 2) if isinstance(ev, GaussianEvent) else None
     if g == 1:
         return rdp, mu2, True
     if gaussian:  # sensitivity at group size g is g·Δ (triangle inequality): exact

@@ -18,7 +18,6 @@ from dpgnn_core.budget import (
     Filter,
     compose,
 )
-from dpgnn_core.privacy.odometer import cost, group2_rdp
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -27,6 +26,7 @@ from dpgnn_core.privacy import (
     RdpAccountant,
     UniformGaussianEvent,
 )
+from dpgnn_core.privacy.odometer import cost, group2_rdp
 from dpgnn_core.privacy.rdp import epsilon_from_rdp, rdp_gaussian
 
 DELTA = 1e-5
@@ -411,7 +411,7 @@ def test_node_runs_then_a_node_feature_run_is_refused(tmp_path: Path, units) -> 
                  **({"units": units} if units else {}))
     n = 0
     with pytest.raises(BudgetExceeded):
-        for n in range(1, 60):  # noqa: B007
+        for n in range(1, 60):
             s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.2, steps=20)),
                                    method="dp-mlp", run_id=f"m{n}", delta=DELTA,
                                    epsilon=None))
