@@ -91,7 +91,7 @@ class BudgetExceeded(PrivacyError):
                    f"(cumulative {cumulative:.4g} > budget {budget:.4g} at δ = {delta:.3g})"
                    + (f"; remaining ε = {max(budget - spent, 0.0):.4g}"
                       if math.isfinite(spent) and math.isfinite(requested) else "")
-                   + (f". {reason}" if reason else ""))
+                   + (f"; {reason}" if reason else ""))
         else:
             msg = (f"spent ε = {spent:.4g} (post hoc), this run requests ε = "
                    f"{requested:.4g} (post hoc cumulative {cumulative:.4g} ≤ budget "

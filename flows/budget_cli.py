@@ -73,7 +73,9 @@ def _print(summary: Any) -> None:
     for unit, sp in summary.spent.items():
         rem = summary.remaining(unit)
         f = summary.filter.get(unit)
-        state = ("" if f is None else
+        rem = rem if f is not None else None  # the budget bounds protected units only
+        state = (" (not protected by the budget)" if f is None and b.epsilon is not None
+                 else "" if f is None else
                  f"; filter: protected, {_fmt(100 * f.fits)} % of its bound used"
                  + (f" ({f.note})" if f.note else ""))
         typer.echo(f"  spent on {unit} ({UNIT_WORDS.get(unit, unit)}): post hoc ε = "

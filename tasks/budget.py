@@ -194,9 +194,11 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
     by_unit = {u: v.epsilon for u, v in summary.spent.items()}
     unit = (source_unit(level, relation if isinstance(relation, str) else "add_remove")[0]
             if isinstance(level, str) else None)
+    stated = {u for r in summary.records if r.status in ("reserved", "spent")
+              for u in r.charge.units()}  # the units releases were made at
     out: dict[str, Any] = {
         "dataset_epsilon_spent": by_unit.get(unit) if unit else
-        (max(by_unit.values()) if by_unit else 0.0),
+        max((e for u, e in by_unit.items() if u in stated), default=0.0),
         "dataset_epsilon_by_unit": by_unit, "dataset_epsilon_delta": summary.delta}
     b = summary.budget
     if b.epsilon is not None:

@@ -416,7 +416,7 @@ def test_node_runs_then_a_node_feature_run_is_refused(tmp_path: Path, units) -> 
                                    method="dp-mlp", run_id=f"m{n}", delta=DELTA,
                                    epsilon=None))
     assert n >= 2
-    gcn = _node_feature_run(3.0)
+    gcn = _node_feature_run(1.2)
     assert compose([Charge(gcn)], DELTA)["node_feature"].epsilon < budget / 2
     with pytest.raises(BudgetExceeded) as err:
         s.reserve(SHA, "toy", None, Charge(gcn), method="dp-gcn", run_id="g", delta=DELTA,
