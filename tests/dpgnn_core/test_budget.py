@@ -436,3 +436,18 @@ def test_fixed_charge_whose_delta_does_not_fit_is_refused(tmp_path: Path) -> Non
     with pytest.raises(BudgetExceeded, match="fixed"):
         s.reserve(SHA, "toy", None, Charge(fixed=(1.0, 4.9e-5, "node", "add_remove")),
                   method="m (private selection)", run_id="t", delta=4.9e-5, epsilon=1.0)
+
+
+def test_refusal_of_an_unbounded_release_names_no_remaining_epsilon(tmp_path: Path) -> None:
+    """Issue 26 §3: a refusal read "cumulative inf > budget 30 … remaining ε = 27", which
+    offers ε the run cannot use. A release with no finite ε is refused saying why, without
+    a remaining ε."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA)
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m", run_id="a",
+                           delta=DELTA, epsilon=None))
+    with pytest.raises(BudgetExceeded) as err:
+        s.reserve(SHA, "toy", None, Charge(fixed=(math.inf, 0.0, "node", "add_remove")),
+                  method="m", run_id="b", delta=DELTA, epsilon=math.inf)
+    msg = str(err.value)
+    assert "requests ε = inf" in msg and "insecure" in msg and "remaining ε" not in msg
