@@ -1,33 +1,28 @@
 """The privacy budget across runs: a per-dataset odometer (SQLite, transactional).
 
-Every private release of a dataset is recorded with its ledger; what a dataset has spent is
-the composition of all of them, per protection unit; a budget, once set, is enforced by
-:meth:`BudgetStore.reserve`, whose check and reservation are one ``BEGIN IMMEDIATE``
-transaction, so two processes (runs, Dask workers) cannot both pass when only one fits.
+Every private release of a dataset is recorded with its ledger (or, for a private
+selection, its RDP curve); a budget, once set, is enforced by :meth:`BudgetStore.reserve`,
+whose check and reservation are one ``BEGIN IMMEDIATE`` transaction, so two processes
+(runs, Dask workers) cannot both pass when only one fits.
 
-Composition (derivations in docs/privacy.md, "Privacy budget across runs"):
+The composition math is pure and lives in :mod:`dpgnn_core.privacy.odometer` (names
+re-exported here):
 
-* **Per unit.** Events are grouped by their ``level`` (edge, node, node_feature, graph,
-  record): guarantees for different units protect different things and are never summed
-  into one number. A budget bounds *each* unit's cumulative ε.
-* **Within a unit and relation**, the events of every recorded ledger are composed with the
-  RDP accountant (sum of RDP curves, tight conversion) and, for a few events where every
-  one has a PLD, the PLD accountant; the smaller ε is reported (both are upper bounds).
-* **Mixed relations in one unit** (e.g. DP-MLP's add/remove and DP-GCN's replace-one on
-  the same nodes): δ is split between the two groups; the add/remove group's (ε_a, δ_a)
-  becomes (2ε_a, (1 + e^{ε_a}) δ_a) under replace-one (group privacy: a replacement is a
-  removal and an addition), and the groups compose by basic composition. Conservative.
-* **Fixed (ε, δ) charges** (a private-selection sweep's tuning total, which has no ledger of
-  events) compose with the rest by basic composition: their ε adds and their δ is taken
-  out of the δ the ledgers are converted at.
-* **No parallel composition** across disjoint splits: no code here proves a disjointness,
-  so none is assumed (claims less; docs/privacy.md).
-* **Versions of a dataset share its budget**: a dataset re-ingested into the same folder
-  (the source changed) gets a new content sha256 but keeps the folder's budget, because an
-  updated graph holds mostly the same people.
+* **Admission is a privacy filter** (:class:`~dpgnn_core.privacy.odometer.Filter`),
+  registered when the budget is set and stored with it: Rényi filters at a few fixed
+  orders and a Gaussian-DP filter, δ split between them. It holds when each run is chosen
+  after seeing the earlier ones (fully adaptive composition).
+* **One guarantee per unit**: every release counts in every protected unit it bears on,
+  through the conversions between units (group privacy); a release that bounds nothing
+  about a protected unit is refused under a budget.
+* ``budget show`` also reports the tightest sound *post hoc* ε of the fixed sequence
+  recorded (:func:`~dpgnn_core.privacy.odometer.compose`), labelled as such.
+* **No parallel composition** across disjoint splits; **versions of a dataset share its
+  budget** (a re-ingested folder keeps it).
 
 A reservation that is still ``reserved`` counts as spent, so an in-flight run is never
 forgotten; a run that fails before its first release gives it back (``released-unused``).
+Derivations: docs/privacy.md, "Privacy budget across runs".
 
 Imports only the standard library, numpy and :mod:`dpgnn_core.privacy` (no Prefect).
 """
@@ -49,221 +44,63 @@ from typing import Any
 import numpy as np
 
 from dpgnn_core.errors import PrivacyError
-from dpgnn_core.privacy.events import Ledger, LedgerEntry
-from dpgnn_core.privacy.rdp import DEFAULT_ORDERS
+from dpgnn_core.privacy.events import Ledger
+from dpgnn_core.privacy.odometer import (
+    ORDERS,
+    RDP_CACHE,
+    RDP_NEW,
+    UNIT_WORDS,
+    UNITS,
+    Charge,
+    Curve,
+    Filter,
+    FilterState,
+    UnitSpent,
+    compose,
+    protected_units,
+    shown_units,
+)
 
 #: Record states: what counts against the budget is ``reserved`` and ``spent``.
 STATUSES = ("reserved", "spent", "released-unused", "reuse")
 COUNTED = ("reserved", "spent")
-#: Protection units in the order they are shown.
-UNITS = ("edge", "node", "node_feature", "graph", "record")
-UNIT_WORDS = {"edge": "edge", "node": "node with its edges",
-              "node_feature": "node features and labels", "graph": "graph",
-              "record": "record"}
-#: Relative slack of the budget check (the accountants' own rounding).
-TOLERANCE = 1e-9
-#: PLD (tighter, ~0.5 s per DP-SGD event) is tried on at most this many events of one unit
-#: and relation; beyond, RDP alone (fast vector sums; composition of many runs is where
-#: RDP is tight anyway). Both are upper bounds, so either is sound.
-PLD_MAX_EVENTS = 4
 
 
 class BudgetExceeded(PrivacyError):
-    """A run's release would take a dataset's cumulative ε past its budget.
+    """A run's release does not fit a dataset's budget.
 
     Attributes:
         dataset (str): the dataset (name and sha256 prefix).
         unit (str): the protection unit whose budget it would exceed.
         spent (float), requested (float), cumulative (float), budget (float),
-        delta (float): ε spent so far, this release's own ε, ε after it, the budget's ε,
-        all at the budget's ``delta``.
+        delta (float): post hoc ε spent so far, this release's own ε, ε after it, the
+            budget's ε, all at the budget's ``delta``.
+        reason (str): why, when the post hoc figure alone does not say it (the filter
+            refuses, or the release bounds nothing about the unit). (default: ``""``)
     """
 
     def __init__(self, dataset: str, unit: str, spent: float, requested: float,
-                 cumulative: float, budget: float, delta: float) -> None:
+                 cumulative: float, budget: float, delta: float, reason: str = "") -> None:
         self.dataset, self.unit = dataset, unit
         self.spent, self.requested, self.cumulative = spent, requested, cumulative
-        self.budget, self.delta = budget, delta
-        super().__init__(
-            f"privacy budget of dataset {dataset} exceeded for unit {unit} "
-            f"({UNIT_WORDS.get(unit, unit)}): spent ε = {spent:.4g}, this run requests "
-            f"ε = {requested:.4g} (cumulative {cumulative:.4g} > budget {budget:.4g} at "
-            f"δ = {delta:.3g}); remaining ε = {max(budget - spent, 0.0):.4g}. Nothing was "
-            "trained. See `dpgnn budget show`.")
+        self.budget, self.delta, self.reason = budget, delta, reason
+        head = (f"privacy budget of dataset {dataset} exceeded for unit {unit} "
+                f"({UNIT_WORDS.get(unit, unit)}): ")
+        if cumulative > budget or not reason:
+            msg = (f"spent ε = {spent:.4g}, this run requests ε = {requested:.4g} "
+                   f"(cumulative {cumulative:.4g} > budget {budget:.4g} at δ = {delta:.3g})"
+                   + (f"; remaining ε = {max(budget - spent, 0.0):.4g}"
+                      if math.isfinite(spent) and math.isfinite(requested) else "")
+                   + (f"; {reason}" if reason else ""))
+        else:
+            msg = (f"spent ε = {spent:.4g} (post hoc), this run requests ε = "
+                   f"{requested:.4g} (post hoc cumulative {cumulative:.4g} ≤ budget "
+                   f"{budget:.4g} at δ = {delta:.3g}), but {reason}")
+        super().__init__(head + msg + ". Nothing was trained. See `dpgnn budget show`.")
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable: Dask sends it back from workers
         return (type(self), (self.dataset, self.unit, self.spent, self.requested,
-                             self.cumulative, self.budget, self.delta))
-
-
-# --- composition (pure) ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Charge:
-    """One recorded release: its ledger, or a fixed (ε, δ) for one unit and relation."""
-
-    ledger: Ledger | None = None
-    fixed: tuple[float, float, str, str] | None = None  # (ε, δ, unit, relation)
-
-    def units(self) -> set[str]:
-        if self.fixed is not None:
-            return {self.fixed[2]}
-        return {e.level for e in (self.ledger or Ledger()).events}
-
-
-@dataclass(frozen=True)
-class UnitSpent:
-    """ε spent on one protection unit, at ``delta``."""
-
-    unit: str
-    epsilon: float
-    delta: float
-    relations: tuple[str, ...]
-    method: str  # how it was composed, in words
-
-
-def _group_privacy_delta(rdp: np.ndarray, orders: np.ndarray, x: float) -> float:
-    from dpgnn_core.privacy.rdp import delta_from_rdp
-
-    return delta_from_rdp(orders, rdp, x)[0] * (1.0 + math.exp(x))
-
-
-_ORDERS = DEFAULT_ORDERS
-
-
-#: RDP curves of recorded events by the event's JSON: filled from and written back to the
-#: store's ``rdp_cache`` table, so a new process does not recompute every past release's
-#: curve (seconds each for long DP-SGD runs at fractional orders).
-_RDP: dict[str, np.ndarray] = {}
-_RDP_NEW: set[str] = set()
-
-
-def _event_key(event: Any) -> str:
-    return json.dumps(event.to_dict(), sort_keys=True)
-
-
-def _event_rdp(event: Any) -> np.ndarray:
-    """The RDP curve of one event at :data:`DEFAULT_ORDERS`, cached (see :data:`_RDP`)."""
-    from dpgnn_core.privacy.accountants import RdpAccountant
-
-    key = _event_key(event)
-    out = _RDP.get(key)
-    if out is None:
-        out = RdpAccountant(_ORDERS).event_rdp(event)
-        out.setflags(write=False)
-        _RDP[key] = out
-        _RDP_NEW.add(key)
-    return out
-
-
-def _compose_relation(entries: Sequence[LedgerEntry], delta: float) -> tuple[float, str]:
-    """ε of the composition of ``entries`` (one unit, one relation) at ``delta``: the
-    smaller of RDP's and (where every event has one) PLD's; both are upper bounds."""
-    from dpgnn_core.privacy.accountants import PldAccountant, RdpAccountant
-    from dpgnn_core.privacy.rdp import epsilon_from_rdp
-
-    ledger = Ledger(tuple(entries))
-    RdpAccountant().validate(ledger)
-    rdp = np.sum([_event_rdp(e.event) for e in entries], axis=0)
-    eps = epsilon_from_rdp(_ORDERS, rdp, delta)[0]
-    how = "RDP"
-    pld = math.inf
-    if len(entries) <= PLD_MAX_EVENTS:  # PLD convolutions grow with every event
-        try:
-            pld = PldAccountant().epsilon(ledger, delta)
-        except PrivacyError:  # an event without a PLD (sampling without replacement)
-            pass
-    if pld < eps:
-        eps, how = pld, "PLD"
-    return eps, how
-
-
-def _add_remove_as_replace(entries: Sequence[LedgerEntry], delta: float) -> float:
-    """ε' such that the add/remove ledger is (ε', ``delta``)-DP under replace-one: the
-    smallest x on a bisection with δ_a(x)(1 + e^x) <= ``delta``, then ε' = 2x (group
-    privacy of two add/remove steps). The returned value is checked, so it is sound even
-    where δ_a(x)(1 + e^x) is not monotone."""
-    from dpgnn_core.privacy.accountants import RdpAccountant
-
-    acct = RdpAccountant()
-    rdp = acct.rdp(Ledger(tuple(entries)))
-    lo, hi = 0.0, 1.0
-    while _group_privacy_delta(rdp, acct.orders, hi) > delta:
-        hi *= 2.0
-        if hi > 1e6:
-            return math.inf
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if _group_privacy_delta(rdp, acct.orders, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    assert _group_privacy_delta(rdp, acct.orders, hi) <= delta
-    return 2.0 * hi
-
-
-def compose(charges: Sequence[Charge], delta: float) -> dict[str, UnitSpent]:
-    """Cumulative ε per protection unit of ``charges`` at ``delta`` (see the module
-    docstring for the rules).
-
-    Args:
-        charges (sequence of Charge): the recorded releases.
-        delta (float): δ of the cumulative guarantee of each unit.
-
-    Returns:
-        dict: unit -> :class:`UnitSpent` (units with no event are absent).
-    """
-    if not 0 < delta < 1:
-        raise PrivacyError(f"delta must lie in (0, 1), got {delta!r}")
-    by_unit: dict[str, dict[str, list[LedgerEntry]]] = {}
-    fixed: dict[str, list[tuple[float, float, str]]] = {}
-    for c in charges:
-        if c.fixed is not None:
-            eps, d, unit, rel = c.fixed
-            fixed.setdefault(unit, []).append((eps, d, rel))
-            by_unit.setdefault(unit, {})
-            continue
-        for entry in (c.ledger or Ledger()).entries:
-            ev = entry.event
-            by_unit.setdefault(ev.level, {}).setdefault(ev.relation, []).append(entry)
-    out: dict[str, UnitSpent] = {}
-    for unit in sorted(by_unit, key=lambda u: UNITS.index(u) if u in UNITS else 99):
-        groups = by_unit[unit]
-        rels = set(groups) | {r for _, _, r in fixed.get(unit, [])}
-        mixed = len(rels) > 1
-        f_eps = f_delta = 0.0
-        for eps, d, rel in fixed.get(unit, []):
-            if mixed and rel == "add_remove" and math.isfinite(eps):  # group privacy:
-                # replace = remove + add (an infinite charge stays infinite)
-                eps, d = 2.0 * eps, (1.0 + math.exp(eps)) * d
-            f_eps, f_delta = f_eps + eps, f_delta + d
-        left = delta - f_delta
-        if groups and left <= 0:
-            out[unit] = UnitSpent(unit, math.inf, delta, tuple(sorted(rels)),
-                                  "fixed charges use up δ")
-            continue
-        eps_total, hows = f_eps, []
-        if fixed.get(unit):
-            hows.append(f"{len(fixed[unit])} fixed (ε, δ) charge(s) by basic composition")
-        if len(groups) == 1:
-            ((rel, entries),) = groups.items()
-            e, how = _compose_relation(entries, left)
-            eps_total += e
-            hows.append(f"{how} composition of {len(entries)} event(s)")
-        elif groups:
-            share = left / len(groups)
-            for rel, entries in sorted(groups.items()):
-                if rel == "add_remove":
-                    eps_total += _add_remove_as_replace(entries, share)
-                    hows.append("add/remove events as replace-one by group privacy")
-                else:
-                    e, how = _compose_relation(entries, share)
-                    eps_total += e
-                    hows.append(f"{how} composition of the replace-one events")
-            hows.append("relations mixed: δ split, basic composition")
-        out[unit] = UnitSpent(unit, eps_total, delta, tuple(sorted(rels)), "; ".join(hows))
-    return out
+                             self.cumulative, self.budget, self.delta, self.reason))
 
 
 # --- the store ---------------------------------------------------------------------------
@@ -275,7 +112,7 @@ CREATE TABLE IF NOT EXISTS datasets(
     first_seen TEXT);
 CREATE TABLE IF NOT EXISTS budgets(
     budget_id TEXT PRIMARY KEY, name TEXT, epsilon REAL, delta REAL,
-    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT);
+    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT);
 CREATE TABLE IF NOT EXISTS releases(
     id INTEGER PRIMARY KEY AUTOINCREMENT, budget_id TEXT NOT NULL,
     dataset_sha256 TEXT NOT NULL, epoch INTEGER NOT NULL, created TEXT, updated TEXT,
@@ -310,6 +147,7 @@ class Budget:
     epsilon: float | None
     delta: float | None
     epoch: int
+    filter: Filter | None = None  # registered at `budget set`
 
 
 @dataclass(frozen=True)
@@ -337,6 +175,7 @@ class Record:
                 "units": sorted(c.units()), "epsilon": self.epsilon, "delta": self.delta,
                 "ledger": c.ledger.to_dict() if c.ledger is not None else None,
                 "fixed": list(c.fixed) if c.fixed is not None else None,
+                "rdp_curve": c.curve.to_dict() if c.curve is not None else None,
                 "note": self.note, "epoch": self.epoch}
 
 
@@ -350,8 +189,10 @@ class Summary:
     spent: dict[str, UnitSpent]
     records: list[Record]
     log: list[dict[str, Any]] = field(default_factory=list)
+    filter: dict[str, FilterState] = field(default_factory=dict)
 
     def remaining(self, unit: str) -> float | None:
+        """Budget ε minus the post hoc ε spent (what the filter admits can be less)."""
         if self.budget.epsilon is None or unit not in self.spent:
             return self.budget.epsilon
         return max(self.budget.epsilon - self.spent[unit].epsilon, 0.0)
@@ -362,11 +203,23 @@ class Summary:
                 "budget": ({"epsilon": b.epsilon, "delta": b.delta}
                            if b.epsilon is not None else None),
                 "delta": self.delta, "versions": self.datasets,
-                "spent": {u: {"epsilon": s.epsilon, "delta": s.delta,
+                "spent": {u: {"epsilon": _finite(s.epsilon), "delta": s.delta,
                               "relations": list(s.relations), "composition": s.method,
-                              "remaining": self.remaining(u)}
+                              "post_hoc": True, "unbounded_by": list(s.unbounded),
+                              "remaining": _finite(self.remaining(u))}
                           for u, s in self.spent.items()},
+                "filter": (None if b.filter is None else {
+                    **b.filter.to_dict(), "description": b.filter.describe(),
+                    "units": {u: {"admits_more": f.admits, "used": _finite(f.fits),
+                                  "used_by_order": [_finite(x) for x in f.used],
+                                  "gdp_used": _finite(f.gdp), "note": f.note}
+                              for u, f in self.filter.items()}}),
                 "records": [r.to_dict() for r in self.records], "log": self.log}
+
+
+def _finite(x: float | None) -> float | str | None:
+    """JSON has no ∞: written as the string ``"inf"``."""
+    return "inf" if x is not None and math.isinf(x) else x
 
 
 class BudgetStore:
@@ -386,6 +239,10 @@ class BudgetStore:
         try:  # executescript commits by itself: run it outside _tx
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            cols = {r[1] for r in db.execute("PRAGMA table_info(budgets)")}
+            if "filter" not in cols:  # a store from before the filter
+                db.execute("ALTER TABLE budgets ADD COLUMN filter TEXT")
+                db.commit()
         finally:
             db.close()
 
@@ -406,26 +263,26 @@ class BudgetStore:
         finally:
             db.close()
 
-    # --- the RDP curve cache (see _RDP)
+    # --- the RDP curve cache (dpgnn_core.privacy.odometer.RDP_CACHE)
 
     @staticmethod
     def _load_rdp(db: sqlite3.Connection) -> None:
         for r in db.execute("SELECT event, rdp FROM rdp_cache WHERE orders=?",
-                            (len(_ORDERS),)):
-            if r["event"] not in _RDP:
+                            (len(ORDERS),)):
+            if r["event"] not in RDP_CACHE:
                 arr = np.asarray(json.loads(r["rdp"]), dtype=float)
                 arr.setflags(write=False)
-                _RDP[r["event"]] = arr
+                RDP_CACHE[r["event"]] = arr
 
     @staticmethod
     def _save_rdp(db: sqlite3.Connection) -> None:
-        new = [k for k in _RDP_NEW if k in _RDP]
+        new = [k for k in RDP_NEW if k in RDP_CACHE]
         db.executemany("INSERT OR IGNORE INTO rdp_cache VALUES (?,?,?)",
-                       [(k, len(_ORDERS), json.dumps(_RDP[k].tolist())) for k in new])
-        _RDP_NEW.difference_update(new)
+                       [(k, len(ORDERS), json.dumps(RDP_CACHE[k].tolist())) for k in new])
+        RDP_NEW.difference_update(new)
 
     def _flush_rdp(self) -> None:
-        if _RDP_NEW:
+        if RDP_NEW:
             with self._tx() as db:
                 self._save_rdp(db)
 
@@ -464,7 +321,8 @@ class BudgetStore:
         r = db.execute("SELECT * FROM budgets WHERE budget_id=?", (budget_id,)).fetchone()
         if r is None:
             raise PrivacyError(f"no dataset {budget_id[:12]} in the budget store {self.path}")
-        return Budget(r["budget_id"], r["name"], r["epsilon"], r["delta"], r["epoch"])
+        flt = Filter.from_dict(json.loads(r["filter"])) if r["filter"] else None
+        return Budget(r["budget_id"], r["name"], r["epsilon"], r["delta"], r["epoch"], flt)
 
     def budget_id(self, sha256: str) -> str | None:
         with self._tx(write=False) as db:
@@ -473,21 +331,42 @@ class BudgetStore:
             return str(r["budget_id"]) if r else None
 
     def set_budget(self, sha256: str, name: str, path: str | None, epsilon: float,
-                   delta: float) -> Budget:
-        """Set (or change) a dataset's budget; recorded in its log."""
-        if not (epsilon > 0 and math.isfinite(epsilon)):
-            raise PrivacyError(f"budget epsilon must be finite and > 0, got {epsilon!r}")
-        if not 0 < delta < 1:
-            raise PrivacyError(f"budget delta must lie in (0, 1), got {delta!r}")
+                   delta: float, units: Sequence[str] | None = None) -> Budget:
+        """Set (or change) a dataset's budget and register its privacy filter (the orders
+        and bounds that will admit runs are fixed now); recorded in its log.
+
+        Args:
+            sha256 (str), name (str), path (str, optional): the dataset.
+            epsilon (float): budget ε per protected unit.
+            delta (float): budget δ.
+            units (sequence of str, optional): the protected units; every release must
+                bound each of them (default: the units of the epoch's first release).
+        """
+        flt = Filter.register(epsilon, delta, units)
         with self._tx() as db:
             bid = self._register(db, sha256, name, path)
             old = self._budget(db, bid)
-            db.execute("UPDATE budgets SET epsilon=?, delta=?, updated=? WHERE budget_id=?",
-                       (epsilon, delta, _now(), bid))
+            db.execute("UPDATE budgets SET epsilon=?, delta=?, filter=?, updated=? WHERE "
+                       "budget_id=?", (epsilon, delta, json.dumps(flt.to_dict()), _now(),
+                                       bid))
             was = (f" (was ε = {old.epsilon}, δ = {old.delta})" if old.epsilon is not None
                    else "")
-            self._log(db, bid, "set", f"ε = {epsilon}, δ = {delta}{was}")
+            self._log(db, bid, "set", f"ε = {epsilon}, δ = {delta}{was}; "
+                      + (f"protected units {', '.join(flt.units)}; " if flt.units else "")
+                      + flt.describe())
             return self._budget(db, bid)
+
+    def _filter(self, db: sqlite3.Connection, b: Budget) -> Filter:
+        """The budget's filter; a budget set before filters existed gets one now (logged)."""
+        if b.filter is not None:
+            return b.filter
+        assert b.epsilon is not None and b.delta is not None
+        flt = Filter.register(b.epsilon, b.delta)
+        db.execute("UPDATE budgets SET filter=? WHERE budget_id=?",
+                   (json.dumps(flt.to_dict()), b.budget_id))
+        self._log(db, b.budget_id, "filter", "registered for a budget set before filters "
+                  "existed: " + flt.describe())
+        return flt
 
     def reset(self, budget_id: str, reason: str = "") -> None:
         """Start a new epoch: earlier records stay stored and shown but no longer count.
@@ -505,10 +384,12 @@ class BudgetStore:
     @staticmethod
     def _record(r: sqlite3.Row) -> Record:
         ledger = Ledger.from_dict(json.loads(r["ledger"])) if r["ledger"] else None
-        fixed = tuple(json.loads(r["fixed"])) if r["fixed"] else None
+        raw = json.loads(r["fixed"]) if r["fixed"] else None
+        curve = Curve.from_dict(raw) if isinstance(raw, dict) else None
+        fixed = tuple(raw) if isinstance(raw, list) else None
         return Record(r["id"], r["dataset_sha256"], r["created"], r["status"],
                       r["method"] or "", r["run_id"] or "", r["release_id"],
-                      Charge(ledger, fixed), r["delta"], r["epsilon"],
+                      Charge(ledger, fixed, curve), r["delta"], r["epsilon"],
                       r["note"] or "", r["epoch"])
 
     def _counted(self, db: sqlite3.Connection, budget_id: str, epoch: int) -> list[Record]:
@@ -529,7 +410,8 @@ class BudgetStore:
             "plan_key, covers) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (budget_id, sha256, epoch, _now(), _now(), status, method, run_id, release_id,
              json.dumps(charge.ledger.to_dict()) if charge.ledger is not None else None,
-             json.dumps(list(charge.fixed)) if charge.fixed is not None else None,
+             (json.dumps(list(charge.fixed)) if charge.fixed is not None else
+              json.dumps(charge.curve.to_dict()) if charge.curve is not None else None),
              delta, epsilon, owner(), note, plan_key,
              json.dumps(list(covers)) if covers else None))
         return int(cur.lastrowid or 0)
@@ -550,22 +432,38 @@ class BudgetStore:
             b = self._budget(db, bid)
             if b.epsilon is not None and b.delta is not None and charge.units():
                 self._load_rdp(db)
-                before = [r.charge for r in self._counted(db, bid, b.epoch)]
-                spent = compose(before, b.delta)
-                after = compose([*before, charge], b.delta)
-                alone = compose([charge], b.delta)
-                for unit in sorted(charge.units()):
-                    cum = after[unit].epsilon
-                    if cum > b.epsilon * (1 + TOLERANCE):
-                        raise BudgetExceeded(
-                            f"{b.name} ({bid[:12]})", unit,
-                            spent[unit].epsilon if unit in spent else 0.0,
-                            alone[unit].epsilon, cum, b.epsilon, b.delta)
+                self._admit(db, b, charge)
             rid = self._insert(db, bid, sha256, b.epoch, charge, status="reserved",
                                method=method, run_id=run_id, release_id=None, delta=delta,
                                epsilon=epsilon, note=note, plan_key=plan_key, covers=covers)
             self._save_rdp(db)
             return rid
+
+    def _admit(self, db: sqlite3.Connection, b: Budget, charge: Charge) -> None:
+        """Raise :class:`BudgetExceeded` unless the budget's filter admits ``charge`` for
+        every protected unit (the post hoc figures only word the refusal)."""
+        assert b.epsilon is not None and b.delta is not None
+        flt = self._filter(db, b)
+        before = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
+        after = [*before, charge]
+        for unit in flt.protected(after):
+            state = flt.check(after, unit)
+            if state.admits:
+                continue
+            spent = compose(before, b.delta, [unit])[unit].epsilon if before else 0.0
+            alone = compose([charge], b.delta, [unit])[unit].epsilon
+            cum = compose(after, b.delta, [unit])[unit].epsilon
+            if state.note:
+                reason = f"for this unit {state.note}"
+                if flt.units is None:
+                    reason += (" (the budget protects the unit(s) of the epoch's first "
+                               "release, as `dpgnn budget set --unit` did not name any)")
+            else:
+                reason = (f"the privacy filter fixed at `budget set` (valid when each run is "
+                          f"chosen after seeing earlier ones) does not admit it: its "
+                          f"best component would be at {100 * state.fits:.4g} % of its bound")
+            raise BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit, spent, alone, cum,
+                                 b.epsilon, b.delta, reason)
 
     def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
         """A counted record this task's release belongs to: the same run's whose release is
@@ -706,9 +604,16 @@ class BudgetStore:
         counted = [r for r in records if r.status in COUNTED and r.epoch == b.epoch]
         delta = b.delta if b.delta is not None else max(
             (r.delta for r in counted if r.delta), default=None)
-        spent = compose([r.charge for r in counted], delta) if counted and delta else {}
+        charges = [r.charge for r in counted]
+        units = sorted({*shown_units(charges), *protected_units(
+            charges, b.filter.units if b.filter else None)}, key=UNITS.index)
+        spent = compose(charges, delta, units) if counted and delta else {}
+        states: dict[str, FilterState] = {}
+        if b.epsilon is not None and b.delta is not None:
+            flt = b.filter or Filter.register(b.epsilon, b.delta)  # shown, not stored
+            states = {u: flt.check(charges, u) for u in flt.protected(charges)}
         self._flush_rdp()
-        return Summary(b, versions, delta, spent, records, log)
+        return Summary(b, versions, delta, spent, records, log, states)
 
     def timeline(self, budget_id: str) -> dict[str, list[tuple[str, float]]]:
         """Cumulative ε per unit after each counted release of this epoch, in order (the
@@ -718,9 +623,10 @@ class BudgetStore:
         out: dict[str, list[tuple[str, float]]] = {}
         if not s.delta:
             return out
+        units = list(s.spent)
         for i, r in enumerate(counted):
-            now = compose([c.charge for c in counted[:i + 1]], s.delta)
-            for unit in r.charge.units():
+            now = compose([c.charge for c in counted[:i + 1]], s.delta, units)
+            for unit in r.charge.bears_on():
                 if unit in now:
                     out.setdefault(unit, []).append((r.created, now[unit].epsilon))
         return out
@@ -731,6 +637,6 @@ def default_store_path(home: str | Path) -> Path:
     return Path(home) / "budget.sqlite"
 
 
-__all__ = ["COUNTED", "STATUSES", "UNITS", "Budget", "BudgetExceeded", "BudgetStore",
-           "Charge", "Record", "Summary", "UnitSpent", "compose", "default_store_path",
-           "owner"]
+__all__ = ["COUNTED", "STATUSES", "UNITS", "UNIT_WORDS", "Budget", "BudgetExceeded",
+           "BudgetStore", "Charge", "Curve", "Filter", "FilterState", "Record", "Summary",
+           "UnitSpent", "compose", "default_store_path", "owner"]

@@ -15,10 +15,13 @@ app = typer.Typer(help="The privacy budget of each dataset: every private run, s
                   "it would exceed it.", no_args_is_help=True, rich_markup_mode=None)
 
 
-#: Said when a dataset has releases at several units (docs/privacy.md, the odometer).
-MULTI_UNIT = ("releases at several protected units: each unit's ε bounds only the releases "
-              "made at that unit, and no single guarantee covers the dataset "
-              "(docs/privacy.md, \"Privacy budget across runs\")")
+#: Said under every odometer: what the two figures are (docs/privacy.md, the odometer).
+POST_HOC = ("spent ε per unit is post hoc: the tightest sound ε of the fixed sequence of "
+            "releases recorded, counting each in every unit it bears on (∞: a release "
+            "bounds nothing about that unit). Runs are admitted by the privacy filter fixed "
+            "at `budget set`, which holds when each run is chosen after seeing earlier "
+            "ones and can refuse a run the post hoc figure would fit (docs/privacy.md, "
+            "\"Privacy budget across runs\")")
 
 
 def _err(msg: str) -> None:
@@ -58,18 +61,31 @@ def _print(summary: Any) -> None:
     typer.echo(f"{b.name}  (budget id {b.budget_id[:12]}, {len(summary.datasets)} "
                f"version{'s' if len(summary.datasets) != 1 else ''})")
     typer.echo("  budget: " + (f"ε = {b.epsilon:g} at δ = {b.delta:g} per protected unit"
+                               + (f" (protected: {', '.join(b.filter.units)})"
+                                  if b.filter is not None and b.filter.units else
+                                  " (protected: the unit of the epoch's first release)")
                                if b.epsilon is not None else
                                "none set (runs proceed; the odometer records them)"))
+    if b.filter is not None:
+        typer.echo(f"  admission: {b.filter.describe()}")
     if not summary.spent:
         typer.echo("  spent: nothing yet")
     for unit, sp in summary.spent.items():
         rem = summary.remaining(unit)
-        typer.echo(f"  spent on {unit} ({UNIT_WORDS.get(unit, unit)}): ε = {_fmt(sp.epsilon)} "
-                   f"at δ = {sp.delta:.3g}" + (f", remaining ε = {_fmt(rem)}"
-                                               if rem is not None else "")
-                   + f"  [{sp.method}]")
-    if len(summary.spent) > 1:
-        typer.echo(f"  warning: {MULTI_UNIT}")
+        f = summary.filter.get(unit)
+        rem = rem if f is not None else None  # the budget bounds protected units only
+        state = (" (not protected by the budget)" if f is None and b.epsilon is not None
+                 else "" if f is None else
+                 f"; filter: protected, {_fmt(100 * f.fits)} % of its bound used"
+                 + (f" ({f.note})" if f.note else ""))
+        typer.echo(f"  spent on {unit} ({UNIT_WORDS.get(unit, unit)}): post hoc ε = "
+                   f"{_fmt(sp.epsilon)} at δ = {sp.delta:.3g}"
+                   + (f", remaining ε (post hoc) = {_fmt(rem)}" if rem is not None else "")
+                   + state + f"  [{sp.method}"
+                   + (f"; unbounded by {', '.join(sp.unbounded)}" if sp.unbounded else "")
+                   + "]")
+    if summary.spent:
+        typer.echo(f"  note: {POST_HOC}")
     if summary.records:
         typer.echo("  releases:")
         typer.echo(f"    {'id':>4}  {'time (UTC)':<25} {'status':<16} {'method':<10} "
@@ -90,6 +106,10 @@ def set_(
     dataset: Annotated[str, typer.Argument(help="Dataset folder (or sha256 prefix / name).")],
     epsilon: Annotated[float, typer.Option(help="Budget ε per protected unit.")],
     delta: Annotated[float, typer.Option(help="δ the cumulative ε is stated at.")],
+    unit: Annotated[list[str] | None, typer.Option(
+        "--unit", help="A protected unit (repeat for several): edge, node, node_row, "
+        "node_feature, graph, record. Every run must bound each (default: the unit of the "
+        "first run).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     from dpgnn_core.errors import DpgnnError
@@ -97,9 +117,9 @@ def set_(
     try:
         sha, name, path = _dataset(dataset)
         store = _store()
-        store.set_budget(sha, name, path, epsilon, delta)
+        store.set_budget(sha, name, path, epsilon, delta, unit or None)
         summary = store.summary(store.resolve(sha))
-        over = [u for u, s in summary.spent.items() if s.epsilon > epsilon]
+        over = [u for u, f in summary.filter.items() if not f.admits]
     except (DpgnnError, OSError, ValueError) as e:
         _err(str(e))
         raise typer.Exit(2) from e
@@ -108,8 +128,8 @@ def set_(
         return
     _print(summary)
     for u in over:
-        typer.echo(f"warning: unit {u} has already spent more than this budget: every "
-                   "further private run on it will be refused", err=True)
+        typer.echo(f"warning: unit {u} already exceeds this budget's filter: every "
+                   "further private run bearing on it will be refused", err=True)
 
 
 @app.command(help="What each dataset has spent (composition of every recorded release, per "
@@ -132,7 +152,7 @@ def show(
         ids = [store.resolve(_dataset(dataset)[0])] if dataset else store.budget_ids()
         summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
         out: dict[str, Any] = {"store": str(store.path), "datasets": [
-            {**s.to_dict(), **({"warning": MULTI_UNIT} if len(s.spent) > 1 else {})}
+            {**s.to_dict(), **({"note": POST_HOC} if s.spent else {})}
             for s in summaries]}
         if plot:
             from dpgnn_core import plots

@@ -340,9 +340,21 @@ def _use_server_if_running() -> str | None:
     return url
 
 
+def _json_inf(obj: Any) -> Any:
+    """``obj`` with every ±∞ float as the string "inf"/"-inf" (JSON has no ∞; a dataset's
+    odometer reads ∞ after an insecure release or one that bounds nothing about a unit)."""
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf" if obj > 0 else "-inf"
+    if isinstance(obj, dict):
+        return {k: _json_inf(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_inf(v) for v in obj]
+    return obj
+
+
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(summary, allow_nan=False, default=str))
+        print(json.dumps(_json_inf(summary), allow_nan=False, default=str))
         return
     def fmt(v: Any) -> str:
         return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"

@@ -302,7 +302,8 @@ def with_odometer(tags: dict[str, str], budget: dict[str, Any]) -> dict[str, str
     bt = budget_tags(budget)
     line = f"**Dataset's cumulative ε after this run:** {bt['dpgnn.dataset_epsilon_spent']}"
     if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
-        line += f" ({bt['dpgnn.dataset_epsilon_by_unit']}: separate odometers per unit)"
+        line += (f" (post hoc per unit, each counting every release bearing on it: "
+                 f"{bt['dpgnn.dataset_epsilon_by_unit']})")
     if "dpgnn.dataset_budget" in bt:
         line += f"; **budget:** {bt['dpgnn.dataset_budget']}"
     head, *rest = tags["mlflow.note.content"].split("\n\n")  # second, visible unexpanded

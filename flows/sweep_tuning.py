@@ -154,13 +154,16 @@ class PrivateSelection:
         return {"rows": rows, "best": best, "withheld": withheld}
 
 
-def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any]) -> int:
-    """Charge the dataset's budget the selection's tuning total once (ε at δ of the whole
-    mechanism, a fixed charge: :mod:`dpgnn_core.budget`), covering every candidate's
-    training, before any trains; refused (``BudgetExceeded``) when it does not fit. The
-    charge is the same whatever K was drawn (even K = 0): the odometer must not reveal K."""
-    from dpgnn_core.budget import Charge
-    from tasks.budget import flow_run_id, plan_key, store
+def tuning_charge(plan: TuningPlan) -> Any:
+    """The odometer's charge of one private selection: the tuning mechanism's RDP curve
+    (Papernot & Steinke, from the pointwise maximum of the configurations' planned curves,
+    as the plan is calibrated), at the candidates' unit and relation, so it composes with
+    every other release like a ledger; ``tv`` is the seed-collision bound (redrawn draws
+    move the output by at most that much in total variation)."""
+    from dpgnn_core.budget import Charge, Curve
+    from dpgnn_core.privacy.odometer import ORDERS
+    from dpgnn_core.privacy.tuning import TuningRdpAccountant
+    from dpgnn_core.sweep_tuning import collision_probability
 
     events = [e for led in plan.ledgers() for e in led.events]
     units = sorted({e.level for e in events})
@@ -168,14 +171,27 @@ def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any]) -> int:
     if len(units) != 1 or len(relations) != 1:
         raise SelectionError(f"{plan.method}: candidates' ledgers mix units {units} or "
                              f"relations {relations}")
+    rdp = TuningRdpAccountant(plan.distribution, ORDERS).rdp(plan.ledgers())
+    return Charge(curve=Curve(units[0], relations[0], tuple(float(o) for o in ORDERS),
+                              tuple(float(v) for v in rdp),
+                              collision_probability(plan.distribution),
+                              plan.epsilon, plan.delta))
+
+
+def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any]) -> int:
+    """Charge the dataset's budget the selection's tuning mechanism once (its RDP curve,
+    :func:`tuning_charge`), covering every candidate's training, before any trains;
+    refused (``BudgetExceeded``) when it does not fit. The charge is the same whatever K
+    was drawn (even K = 0): the odometer must not reveal K."""
+    from tasks.budget import flow_run_id, plan_key, store
+
     s = store()
-    rid = s.reserve(ds["content_sha256"], ds["name"], ds["path"],
-                    Charge(fixed=(plan.epsilon, plan.delta, units[0], relations[0])),
+    rid = s.reserve(ds["content_sha256"], ds["name"], ds["path"], tuning_charge(plan),
                     method=f"{plan.method} (private selection)",
                     run_id=f"{flow_run_id()}:tuning", delta=plan.delta,
                     epsilon=plan.epsilon,
-                    note=f"tuning total of a private selection at target ε = "
-                         f"{plan.target_epsilon:g}, covering its candidates",
+                    note=f"tuning mechanism of a private selection at target ε = "
+                         f"{plan.target_epsilon:g} (its RDP curve), covering its candidates",
                     covers=[plan_key(ds, sp) for sp in specs])
     s.mark_spent(rid)  # the secret draw has happened: spent whatever follows
     return rid

@@ -176,21 +176,29 @@ def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method:
                  status="reuse", method=method, run_id=flow_run_id(), release_id=rid,
                  delta=report.get("delta"), epsilon=0.0,
                  note="re-used the cached release: no new privacy cost")
-    return {**out, **(odometer(sha, report.get("level")) if reading else {})}
+    return {**out, **(odometer(sha, report.get("level"), report.get("relation"))
+                       if reading else {})}
 
 
-def odometer(sha256: str, level: Any = None) -> dict[str, Any]:
-    """The dataset's odometer now: ε spent per unit (and of ``level``), budget, remaining."""
+def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, Any]:
+    """The dataset's odometer now: post hoc ε spent per unit (and of the unit of ``level``
+    under ``relation``: DP-GNN's node level, replace-one, is unit ``node_row``), budget,
+    remaining."""
+    from dpgnn_core.privacy.odometer import source_unit
+
     s = store()
     bid = s.budget_id(sha256)
     if bid is None:
         return {}
     summary = s.summary(bid)
     by_unit = {u: v.epsilon for u, v in summary.spent.items()}
-    unit = level if isinstance(level, str) else None
+    unit = (source_unit(level, relation if isinstance(relation, str) else "add_remove")[0]
+            if isinstance(level, str) else None)
+    stated = {u for r in summary.records if r.status in ("reserved", "spent")
+              for u in r.charge.units()}  # the units releases were made at
     out: dict[str, Any] = {
         "dataset_epsilon_spent": by_unit.get(unit) if unit else
-        (max(by_unit.values()) if by_unit else 0.0),
+        max((e for u, e in by_unit.items() if u in stated), default=0.0),
         "dataset_epsilon_by_unit": by_unit, "dataset_epsilon_delta": summary.delta}
     b = summary.budget
     if b.epsilon is not None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 
 from dpgnn_core.budget import (
     BudgetExceeded,
     BudgetStore,
     Charge,
-    _add_remove_as_replace,
+    Filter,
     compose,
 )
 from dpgnn_core.privacy import (
@@ -25,6 +26,7 @@ from dpgnn_core.privacy import (
     RdpAccountant,
     UniformGaussianEvent,
 )
+from dpgnn_core.privacy.odometer import cost, group2_rdp
 from dpgnn_core.privacy.rdp import epsilon_from_rdp, rdp_gaussian
 
 DELTA = 1e-5
@@ -64,13 +66,41 @@ def test_cumulative_epsilon_is_the_composition_of_every_ledger(zs) -> None:
     assert max(alone) <= got["node"].epsilon <= sum(alone) + 1e-9
 
 
-def test_units_are_never_summed() -> None:
+def test_every_release_counts_in_every_unit_it_bears_on() -> None:
+    """Issue 26 §2: a node-level release (node with its edges) also bounds an edge, at
+    group size 2, so the edge unit counts it; an edge-level release bounds nothing about a
+    node (it reads features without noise): the node unit is ∞, not a separate odometer
+    that ignores it (the old code reported the edge releases alone for edge and the node
+    release alone for node)."""
     got = compose([Charge(pma(2.0)), Charge(dp_sgd(1.0)), Charge(pma(3.0))], DELTA)
     assert set(got) == {"edge", "node"}
     edge_only = compose([Charge(pma(2.0)), Charge(pma(3.0))], DELTA)["edge"].epsilon
-    node_only = compose([Charge(dp_sgd(1.0))], DELTA)["node"].epsilon
-    assert got["edge"].epsilon == pytest.approx(edge_only)
-    assert got["node"].epsilon == pytest.approx(node_only)
+    assert got["edge"].epsilon > edge_only
+    node_as_edge = group2_rdp(RdpAccountant().rdp(dp_sgd(1.0)))
+    pmas = RdpAccountant().rdp(pma(2.0)) + RdpAccountant().rdp(pma(3.0))
+    orders = RdpAccountant().orders
+    assert got["edge"].epsilon == pytest.approx(
+        epsilon_from_rdp(orders, pmas + node_as_edge, DELTA)[0])
+    assert math.isinf(got["node"].epsilon) and got["node"].unbounded == ("edge/add_remove",)
+
+
+def test_node_level_dp_gnn_is_its_own_unit_never_the_node_unit() -> None:
+    """Issue 26 §7: DP-GNN's --level node (replace-one, its out-edge row) protects neither
+    the node with its in-edges nor add/remove: it is unit node_row. The old code composed
+    it into `node` with DP-MLP's add/remove runs; here `node` is ∞ and `node_row` counts
+    the add/remove run at group size 2."""
+    a, r = dp_sgd(1.0), uniform(1.5)
+    got = compose([Charge(a), Charge(r)], DELTA)
+    assert set(got) == {"node", "node_row"}
+    assert math.isinf(got["node"].epsilon)
+    orders = RdpAccountant().orders
+    expected = epsilon_from_rdp(orders, group2_rdp(RdpAccountant().rdp(a))
+                                + RdpAccountant().rdp(r), DELTA)[0]
+    assert got["node_row"].epsilon == pytest.approx(expected)
+    assert got["node_row"].epsilon > RdpAccountant().epsilon(a, DELTA)
+    # and node_row bounds node features at group size 1
+    assert compose([Charge(r)], DELTA, ["node_feature"])["node_feature"].epsilon == \
+        pytest.approx(RdpAccountant().epsilon(r, DELTA))
 
 
 @pytest.mark.parametrize("z", [0.7, 1.0, 2.0, 5.0])
@@ -78,26 +108,38 @@ def test_add_remove_to_replace_is_at_least_the_exact_replace_epsilon(z: float) -
     """A Gaussian release of sensitivity 1 under add/remove has sensitivity 2 under
     replace-one (a clipped sum: one record out, another in), i.e. multiplier z/2. The
     group-privacy conversion must never claim less than that exact ε (it would if the
-    factor 2 were dropped), and stays within a small factor of it."""
-    conv = _add_remove_as_replace(pma(z, hops=1).entries, DELTA)
+    factor 2 were dropped); the generic conversion (weak triangle inequality), used for
+    every non-Gaussian mechanism, must not either."""
+    led = pma(z, hops=1, level="node_feature")
     orders = RdpAccountant().orders
     exact = epsilon_from_rdp(orders, rdp_gaussian(z / 2.0, orders, 1), DELTA)[0]
     own = epsilon_from_rdp(orders, rdp_gaussian(z, orders, 1), DELTA)[0]
-    assert conv >= exact * (1 - 1e-9)
-    assert conv > own  # more than the add/remove ε itself
-    assert conv <= 3.0 * exact + 1.0
+    conv = compose([Charge(led)], DELTA)["node_feature"].epsilon
+    generic = epsilon_from_rdp(orders, group2_rdp(rdp_gaussian(z, orders, 1)), DELTA)[0]
+    assert conv == pytest.approx(exact) and cost(Charge(led), "node_feature").mu2 == \
+        pytest.approx(4.0 / z ** 2)
+    assert generic >= exact * (1 - 1e-9) and conv > own
+    assert generic <= 3.0 * exact + 1.0
 
 
-def test_mixed_relations_compose_conservatively() -> None:
-    """DP-MLP (add/remove) and DP-GCN-like (replace-one) runs on the same nodes: the total
-    exceeds each part and includes the group-privacy factor."""
-    a, r = dp_sgd(1.0), uniform(1.5)
-    got = compose([Charge(a), Charge(r)], DELTA)["node"]
-    assert got.relations == ("add_remove", "replace")
-    eps_r = RdpAccountant().epsilon(r, DELTA / 2)
-    eps_a = _add_remove_as_replace(a.entries, DELTA / 2)
-    assert got.epsilon == pytest.approx(eps_r + eps_a)
-    assert got.epsilon > RdpAccountant().epsilon(a, DELTA) + RdpAccountant().epsilon(r, DELTA)
+@pytest.mark.parametrize("seed", range(6))
+def test_group2_rdp_bounds_the_renyi_divergence_of_every_chain(seed: int) -> None:
+    """The weak triangle inequality behind group2_rdp, on adversarial discrete chains
+    P ~ Q ~ R: the bound from the curves of (P, Q) and (Q, R) (their worst at every order)
+    is never below D_α(P || R)."""
+    rng = np.random.default_rng(seed)
+    p, q, r = (rng.dirichlet(np.full(5, 0.3)) for _ in range(3))
+    orders = RdpAccountant().orders
+
+    def renyi(a: np.ndarray, b: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        terms = alpha[:, None] * np.log(a)[None, :] + (1 - alpha[:, None]) * np.log(b)[None, :]
+        return np.asarray(logsumexp(terms, axis=1) / (alpha - 1))
+
+    curve = np.maximum(renyi(p, q, orders), renyi(q, r, orders))
+    bound = group2_rdp(curve)
+    ok = np.isfinite(bound)
+    assert ok.sum() > 50
+    assert np.all(renyi(p, r, orders)[ok] <= bound[ok] * (1 + 1e-9) + 1e-12)
 
 
 def test_fixed_charges_take_their_delta_and_add_their_epsilon() -> None:
@@ -107,6 +149,14 @@ def test_fixed_charges_take_their_delta_and_add_their_epsilon() -> None:
     assert got["node"].epsilon == pytest.approx(base + 1.5)
     used_up = compose([Charge(led), Charge(fixed=(1.0, DELTA, "node", "add_remove"))], DELTA)
     assert math.isinf(used_up["node"].epsilon)
+
+
+def test_fixed_charges_alone_must_fit_the_delta() -> None:
+    """Issue 26 §3: three fixed charges at δ = 7e-4 each were shown as ε = 6 "at 1e-6"
+    (the old code checked their δ only when a ledger was recorded too)."""
+    three = [Charge(fixed=(2.0, 7e-4, "node", "add_remove"))] * 3
+    assert math.isinf(compose(three, 1e-6)["node"].epsilon)
+    assert compose(three, 3e-3)["node"].epsilon == pytest.approx(6.0)
 
 
 # --- the store ---------------------------------------------------------------------------
@@ -123,19 +173,38 @@ def _eps(led: Ledger, delta: float = DELTA) -> float:
     return compose([Charge(led)], delta)["node"].epsilon
 
 
+def _need(charges: list[Charge], unit: str = "node", delta: float = DELTA) -> float:
+    """The smallest budget ε (to 1e-4) whose filter admits ``charges``."""
+    lo, hi = 0.01, 100.0
+    while hi - lo > 1e-4:
+        mid = 0.5 * (lo + hi)
+        if Filter.register(mid, delta).check(charges, unit).admits:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def test_reservation_refused_past_the_budget_names_spent_requested_remaining(
         tmp_path: Path) -> None:
     s = _store(tmp_path)
     one = _eps(dp_sgd(1.0))
-    s.set_budget(SHA, "toy", "/data/toy", epsilon=1.1 * one, delta=DELTA)
+    budget = 1.01 * _need([Charge(dp_sgd(1.0))])
+    s.set_budget(SHA, "toy", "/data/toy", epsilon=budget, delta=DELTA)
     first = s.reserve(SHA, "toy", "/data/toy", Charge(dp_sgd(1.0)), method="dp-mlp",
                       run_id="r1", delta=DELTA, epsilon=one)
     s.mark_spent(first)
-    with pytest.raises(BudgetExceeded) as err:
+    with pytest.raises(BudgetExceeded) as err:  # fits post hoc, not the filter
         s.reserve(SHA, "toy", "/data/toy", Charge(dp_sgd(1.0)), method="dp-mlp",
                   run_id="r2", delta=DELTA, epsilon=one)
     e = err.value
     assert e.spent == pytest.approx(one) and e.requested == pytest.approx(one)
+    assert e.cumulative <= e.budget and "privacy filter" in str(e)
+    with pytest.raises(BudgetExceeded) as err:  # past the budget even post hoc
+        s.reserve(SHA, "toy", "/data/toy", Charge(dp_sgd(0.6)), method="dp-mlp",
+                  run_id="r2", delta=DELTA, epsilon=one)
+    e = err.value
+    assert e.spent == pytest.approx(one) and e.requested == pytest.approx(_eps(dp_sgd(0.6)))
     assert e.cumulative > e.budget and e.unit == "node"
     msg = str(e)
     assert f"spent ε = {one:.4g}" in msg and "remaining ε" in msg and "toy" in msg
@@ -145,19 +214,25 @@ def test_reservation_refused_past_the_budget_names_spent_requested_remaining(
     assert str(pickle.loads(pickle.dumps(e))) == msg
     summary = s.summary(s.resolve(SHA))
     assert [r.status for r in summary.records] == ["spent"]  # the refusal recorded nothing
-    # A smaller release still fits, and an edge-level one is another unit's budget.
+    # A smaller release still fits; an edge-level one bounds nothing about the node unit
+    # the budget protects (issue 26 §2: the old code admitted it as "another unit's
+    # budget", an unsound double spend).
     s.reserve(SHA, "toy", "/data/toy", Charge(dp_sgd(6.0, steps=5)), method="dp-mlp",
               run_id="r3", delta=DELTA, epsilon=None)
-    s.reserve(SHA, "toy", "/data/toy", Charge(pma(3.0)), method="gap-edp", run_id="r4",
-              delta=DELTA, epsilon=None)
-    assert set(s.summary(s.resolve(SHA)).spent) == {"edge", "node"}
+    with pytest.raises(BudgetExceeded, match="bound nothing about it") as err:
+        s.reserve(SHA, "toy", "/data/toy", Charge(pma(3.0)), method="gap-edp", run_id="r4",
+                  delta=DELTA, epsilon=None)
+    assert err.value.unit in ("node", "node_row", "node_feature")
+    shown = s.summary(s.resolve(SHA))
+    assert set(shown.spent) == {"edge", "node", "node_row", "node_feature"}  # one line each
+    assert all(f.admits is not None for f in shown.filter.values())
 
 
 def test_reserved_counts_and_only_unreleased_reservations_are_given_back(
         tmp_path: Path) -> None:
     s = _store(tmp_path)
     one = _eps(dp_sgd(1.0))
-    s.set_budget(SHA, "toy", None, epsilon=1.1 * one, delta=DELTA)
+    s.set_budget(SHA, "toy", None, epsilon=1.01 * _need([Charge(dp_sgd(1.0))]), delta=DELTA)
     r1 = s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m", run_id="a",
                    delta=DELTA, epsilon=one)
     with pytest.raises(BudgetExceeded):  # an in-flight reservation counts
@@ -186,7 +261,7 @@ def _reserve_in_process(path: str, barrier, out) -> None:  # type: ignore[no-unt
 def test_two_processes_reserving_at_once_exactly_one_fits(tmp_path: Path) -> None:
     path = tmp_path / "budget.sqlite"
     s = BudgetStore(path)
-    s.set_budget(SHA, "toy", None, epsilon=1.1 * _eps(dp_sgd(1.0)), delta=DELTA)
+    s.set_budget(SHA, "toy", None, epsilon=1.01 * _need([Charge(dp_sgd(1.0))]), delta=DELTA)
     ctx = mp.get_context("fork")  # no re-import of torch in the children
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_reserve_in_process, args=(str(path), barrier, out))
@@ -220,7 +295,7 @@ def test_new_version_of_a_folder_shares_its_budget(tmp_path: Path) -> None:
 def test_reset_starts_a_new_epoch_and_is_logged(tmp_path: Path) -> None:
     s = _store(tmp_path)
     one = _eps(dp_sgd(1.0))
-    s.set_budget(SHA, "toy", None, epsilon=1.1 * one, delta=DELTA)
+    s.set_budget(SHA, "toy", None, epsilon=1.01 * _need([Charge(dp_sgd(1.0))]), delta=DELTA)
     s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m", run_id="a",
                            delta=DELTA, epsilon=one))
     bid = s.resolve(SHA[:10])
@@ -265,3 +340,114 @@ def test_selection_covers_its_candidates_only_within_its_own_flow_run(tmp_path: 
     assert s.find_reservation(SHA, "sweeprun:K1", "K1") == rid
     assert s.find_reservation(SHA, "retrainrun:K1", "K1") is None
     assert s.find_reservation(SHA, "sweeprun:K3", "K3") is None
+
+
+# --- issue 26: adaptive composition and one guarantee per unit ---------------------------
+
+
+def _gauss(z: float, level: str = "node") -> Ledger:
+    return Ledger().add(GaussianEvent(noise_multiplier=z, level=level))
+
+
+@pytest.mark.parametrize("branch", ["poisson", "gaussian"])
+def test_adaptive_counterexample_is_refused(tmp_path: Path, branch: str) -> None:
+    """Issue 26 §1: run 1 a Gaussian (z = 2); run 2 chosen after it between a
+    Poisson-subsampled Gaussian step (q = 0.02, z = 0.5) and a Gaussian (z = 1.119). Each
+    sequence alone composes to ε ≤ 4.5 at δ = 1e-5 post hoc (the old code admitted both),
+    but the adaptive mechanism that picks the branch after run 1 has ε = 4.617: admission
+    by the minimum over orders (or PLD) of the fixed sequence is not a filter. The filter
+    refuses run 2 whichever branch is chosen."""
+    second = (Ledger().add(PoissonGaussianEvent(noise_multiplier=0.5, sampling_rate=0.02,
+                                                steps=1, level="node"),
+                           sampler_scheme="poisson")
+              if branch == "poisson" else _gauss(1.119))
+    assert compose([Charge(_gauss(2.0)), Charge(second)], 1e-5)["node"].epsilon <= 4.5
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=4.5, delta=1e-5)
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(_gauss(2.0)), method="m", run_id="1",
+                           delta=1e-5, epsilon=None))
+    with pytest.raises(BudgetExceeded, match="privacy filter"):
+        s.reserve(SHA, "toy", None, Charge(second), method="m", run_id="2", delta=1e-5,
+                  epsilon=None)
+
+
+def test_filter_is_fixed_at_budget_set_and_stored(tmp_path: Path) -> None:
+    """The orders, bounds and μ the filter admits with are registered when the budget is
+    set (not chosen from the runs), stored, and logged."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=4.5, delta=1e-5)
+    b = s.summary(s.resolve(SHA)).budget
+    assert b.filter == Filter.register(4.5, 1e-5)
+    assert len(b.filter.orders) >= 2 and b.filter.mu > 0
+    assert "privacy filter" in s.summary(s.resolve(SHA)).log[-1]["detail"]
+    flt = b.filter  # each component converts to (4.5, its δ share)
+    for o, bound in zip(flt.orders, flt.bounds, strict=True):
+        assert epsilon_from_rdp(np.array([o]), np.array([bound]),
+                                flt.component_delta)[0] <= 4.5 + 1e-9
+    from dpgnn_core.privacy.odometer import gdp_delta
+
+    assert gdp_delta(flt.mu, 4.5) <= flt.component_delta
+    assert flt.component_delta * (len(flt.orders) + 1) + flt.tv * (1 + math.exp(4.5)) \
+        <= 1e-5 * (1 + 1e-12)
+
+
+def _node_feature_run(z: float) -> Ledger:
+    return Ledger().add(UniformGaussianEvent(noise_multiplier=z, sampling_rate=0.05, steps=40,
+                                             level="node_feature"),
+                        sampler_scheme="fixed_size_without_replacement")
+
+
+@pytest.mark.parametrize("units", [None, ["node_feature"]])
+def test_node_runs_then_a_node_feature_run_is_refused(tmp_path: Path, units) -> None:
+    """Issue 26 §2: DP-MLP runs (unit node) spend most of a budget; a DP-GCN-like run at
+    node_feature that alone fits the budget is then refused: with no unit named, the budget
+    protects the first run's unit (node), which a node_feature release bounds nothing
+    about; with node_feature named, the node runs count there at group size 2 (a node's
+    features replaced = the node removed, then added back). The old code admitted it as
+    another unit's odometer."""
+    s = _store(tmp_path)
+    budget = 8.0
+    s.set_budget(SHA, "toy", None, epsilon=budget, delta=DELTA,
+                 **({"units": units} if units else {}))
+    n = 0
+    with pytest.raises(BudgetExceeded):
+        for n in range(1, 60):
+            s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.2, steps=20)),
+                                   method="dp-mlp", run_id=f"m{n}", delta=DELTA,
+                                   epsilon=None))
+    assert n >= 2
+    gcn = _node_feature_run(1.2)
+    assert compose([Charge(gcn)], DELTA)["node_feature"].epsilon < budget / 2
+    with pytest.raises(BudgetExceeded) as err:
+        s.reserve(SHA, "toy", None, Charge(gcn), method="dp-gcn", run_id="g", delta=DELTA,
+                  epsilon=None)
+    assert err.value.unit == (units or ["node"])[0]
+    shown = s.summary(s.resolve(SHA)).spent
+    assert set(shown) == {"edge", "node", "node_row", "node_feature"}
+    assert shown["node_feature"].epsilon > shown["node"].epsilon  # group size 2
+
+
+def test_fixed_charge_whose_delta_does_not_fit_is_refused(tmp_path: Path) -> None:
+    """Issue 26 §3: a private selection's fixed (ε, δ) at δ = 4.9e-5 was admitted under a
+    budget at δ = 1e-5 and shown at 1e-5. A fixed (ε, δ) has no RDP curve, so the filter
+    cannot admit it at all (selections now record their curve)."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=1e-5)
+    with pytest.raises(BudgetExceeded, match="fixed"):
+        s.reserve(SHA, "toy", None, Charge(fixed=(1.0, 4.9e-5, "node", "add_remove")),
+                  method="m (private selection)", run_id="t", delta=4.9e-5, epsilon=1.0)
+
+
+def test_refusal_of_an_unbounded_release_names_no_remaining_epsilon(tmp_path: Path) -> None:
+    """Issue 26 §3: a refusal read "cumulative inf > budget 30 … remaining ε = 27", which
+    offers ε the run cannot use. A release with no finite ε is refused saying why, without
+    a remaining ε."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA)
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m", run_id="a",
+                           delta=DELTA, epsilon=None))
+    with pytest.raises(BudgetExceeded) as err:
+        s.reserve(SHA, "toy", None, Charge(fixed=(math.inf, 0.0, "node", "add_remove")),
+                  method="m", run_id="b", delta=DELTA, epsilon=math.inf)
+    msg = str(err.value)
+    assert "requests ε = inf" in msg and "insecure" in msg and "remaining ε" not in msg

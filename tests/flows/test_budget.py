@@ -145,3 +145,67 @@ def test_progap_stages_share_one_reservation_and_over_budget_is_refused(
         pipeline(spec=spec, dataset=str(tmp_path / "ds"), refresh=True, explain_graphs=0)
     assert len(_counted(sha)) == 1
     assert model.stat().st_mtime_ns == mtime
+
+
+def _tuning_plan(epsilon: float) -> object:
+    from dpgnn_core import sweep_tuning as st
+    from dpgnn_core.sweeps import SweepSpec, points
+
+    sw = SweepSpec(name="t", dataset="/none", epsilons=[epsilon], selection="private",
+                   methods=[{"method": "dp-mlp", "grid": {"steps": [20, 300]},
+                             "fixed": {"batch_size": 16}}])
+    (p,) = st.plan_private_selection(sw, points(sw), 200)
+    return p
+
+
+def test_private_selection_is_charged_its_rdp_curve_and_composes(tmp_path: Path) -> None:
+    """Issue 26 §3: a private-selection sweep over two ε values charged each tuning as a
+    fixed (ε, δ) at the full default δ and summed the δ's: the dataset's odometer then read
+    ∞ and, under a budget of 30, refused the next run with "cumulative inf > budget 30 …
+    remaining ε = 27". The tuning mechanism's RDP curve is recorded instead: one selection
+    alone reads its own tuning ε, two compose to a finite ε below the sum, and a later run
+    fits the budget."""
+    from dpgnn_core.budget import BudgetStore
+    from flows.sweep_tuning import tuning_charge
+
+    plans = [_tuning_plan(2.0), _tuning_plan(4.0)]
+    charges = [tuning_charge(p) for p in plans]  # type: ignore[arg-type]
+    delta = plans[0].delta  # type: ignore[attr-defined]
+    for p, c in zip(plans, charges, strict=True):
+        assert c.curve is not None and c.fixed is None
+        assert compose([c], delta)["node"].epsilon == pytest.approx(p.epsilon, rel=1e-3)  # type: ignore[attr-defined]
+    both = compose(charges, delta)["node"].epsilon
+    assert both < plans[0].epsilon + plans[1].epsilon  # type: ignore[attr-defined]
+    s = BudgetStore(tmp_path / "budget.sqlite")
+    sha = "ab" * 32
+    s.set_budget(sha, "ds", None, epsilon=30.0, delta=delta)
+    for i, c in enumerate(charges):
+        s.mark_spent(s.reserve(sha, "ds", None, c, method="dp-mlp (private selection)",
+                               run_id=f"t{i}", delta=delta, epsilon=None))
+    from dpgnn_core.privacy import PoissonGaussianEvent
+
+    s.reserve(sha, "ds", None, Charge(Ledger().add(PoissonGaussianEvent(
+        noise_multiplier=1.0, sampling_rate=0.05, steps=50, level="node"),
+        sampler_scheme="poisson")), method="dp-mlp", run_id="r", delta=delta, epsilon=None)
+    spent = s.summary(s.resolve(sha)).spent["node"].epsilon
+    assert both < spent < 30.0
+
+
+def test_run_json_survives_an_infinite_odometer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 §3: a dataset whose odometer reads ∞ (an insecure run) made every later
+    `dpgnn run … --json` fail with "Out of range float values are not JSON compliant"."""
+    from dpgnn_core.budget import BudgetStore
+    from flows.cli import _print_summary
+    from tasks import budget as tb
+
+    s = tb.store()
+    sha = "cd" * 32
+    s.mark_spent(s.reserve(sha, "ds", None, Charge(fixed=(float("inf"), 0.0, "node",
+                                                          "add_remove")),
+                           method="dp-mlp", run_id="x", delta=1e-5, epsilon=float("inf")))
+    assert isinstance(s, BudgetStore)
+    reading = tb.odometer(sha, "node")
+    assert reading["dataset_epsilon_spent"] == float("inf")
+    _print_summary({"method": "dp-mlp", **reading}, as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert out["dataset_epsilon_spent"] == "inf" and out["dataset_epsilon_by_unit"]["node"] == "inf"

@@ -109,13 +109,14 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     assert tags["dpgnn.selected"] == "true" and "Papernot" in tags["dpgnn.selection"]
     assert children[0].data.metrics["epsilon_spent"] == pytest.approx(eps)
     assert tags["dpgnn.dataset_epsilon_spent"].startswith(f"{eps:.4g} at δ")
-    # The dataset's odometer: the tuning total charged once, as one fixed (ε, δ) charge
-    # covering every candidate; no candidate charged on its own.
+    # The dataset's odometer: the tuning mechanism charged once, by its RDP curve
+    # (issue 26 §3: no longer a fixed (ε, δ)), covering every candidate; no candidate
+    # charged on its own.
     from tasks.budget import store
 
     s = store()
     records = s.summary(s.resolve(result["dataset"]["content_sha256"])).records
     counted = [r for r in records if r.status in ("reserved", "spent")]
-    assert len(counted) == 1 and counted[0].charge.fixed is not None
-    assert counted[0].charge.fixed[0] == pytest.approx(eps)
-    assert counted[0].charge.fixed[1] == pytest.approx(tuning["delta"])
+    assert len(counted) == 1 and counted[0].charge.curve is not None
+    assert counted[0].charge.curve.epsilon == pytest.approx(eps)
+    assert counted[0].charge.curve.delta == pytest.approx(tuning["delta"])
