@@ -6,7 +6,7 @@ them as parameters, Prefect can validate them and cache keys can hash them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -458,8 +458,9 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return _link(data, lambda d: GAP_NAMES[d.get("level", "edge")],
-                     lambda m: {"level": {v: k for k, v in GAP_NAMES.items()}[m]})
+        names = _level_names("gap")
+        return _link(data, lambda d: names[d.get("level", "edge")],
+                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
 
     @model_validator(mode="after")
     def _gap(self) -> GapSpec:
@@ -519,8 +520,9 @@ class ProgapSpec(PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return _link(data, lambda d: PROGAP_NAMES[d.get("level", "edge")],
-                     lambda m: {"level": {v: k for k, v in PROGAP_NAMES.items()}[m]})
+        names = _level_names("progap")
+        return _link(data, lambda d: names[d.get("level", "edge")],
+                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
 
     @model_validator(mode="after")
     def _progap(self) -> ProgapSpec:
@@ -602,8 +604,11 @@ class GraphClsSpec(PrivateSpec):
         return self
 
 
-GAP_NAMES = {"edge": "gap-edp", "node": "gap-ndp", "none": "gap-inf"}
-PROGAP_NAMES = {"edge": "progap-edp", "node": "progap-ndp", "none": "progap-inf"}
+def _level_names(family: str) -> Any:
+    """``level`` -> registered name of GAP's or ProGAP's names (from the catalogue)."""
+    from dpgnn_core.methods.catalog import LEVEL_NAMES
+
+    return LEVEL_NAMES[family]
 
 
 def _link(data: Any, name_of: Any, fields_of: Any) -> Any:
@@ -651,16 +656,9 @@ DEMO_INGEST = IngestSpec(format="synthetic", name="csbm-demo",
 DEMO_METHODS = ("gcn", "mlp")
 
 
-#: Methods that train without a privacy budget (the registry's ``private=False``).
-NON_PRIVATE_METHODS = frozenset({"mlp", "gcn", "sage", "gap-inf", "progap-inf", "graph-gcn",
-                                 "graph-sage", "graph-gat"})
-
-
 def method_specs() -> dict[str, type[Spec]]:
-    """Every registered name and its spec class, read from the specs' ``method`` fields
-    (light: no torch), for the CLI's per-method commands."""
-    out: dict[str, type[Spec]] = {}
-    for cls in (TrainSpec, DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, ProgapSpec, GraphClsSpec):
-        for name in get_args(cls.model_fields["method"].annotation):
-            out[name] = cls
-    return out
+    """Every registered name and its spec class (from the method catalogue, light: no
+    torch), for the CLI's per-method commands."""
+    from dpgnn_core.methods.catalog import spec_types
+
+    return spec_types()

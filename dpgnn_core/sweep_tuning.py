@@ -308,14 +308,18 @@ def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
     """Refuse what private selection cannot train at a calibrated noise.
 
     Raises:
-        PrivacyError: GAP (it calibrates its own noise scale and takes no
+        PrivacyError: a method whose catalogue entry says private selection does not
+            apply (GAP and ProGAP calibrate their own noise scale and take no
             ``noise_multiplier``), a configured ``noise_multiplier``, a PLD ``accountant``
             or ``insecure_reproducible_noise``.
     """
-    if method.startswith(("gap", "progap")):
+    from dpgnn_core.methods.catalog import entry
+
+    if not entry(method).private_selection:
         raise PrivacyError(f"{method}: private selection trains each candidate at a "
-                           "calibrated noise multiplier; GAP and ProGAP calibrate their own "
-                           "composition and take none; use selection = \"flagged\" for them")
+                           "calibrated noise multiplier, which this method does not take (GAP "
+                           "and ProGAP calibrate their own composition); use selection = "
+                           "\"flagged\" for it")
     if config.get("noise_multiplier") is not None:
         raise PrivacyError(f"{method}: private selection calibrates the noise; give steps, "
                            "not noise_multiplier")

@@ -35,7 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import parse_mapping
-from dpgnn_core.specs import NON_PRIVATE_METHODS, IngestSpec, Spec, method_specs, parse_spec
+from dpgnn_core.methods.catalog import is_private
+from dpgnn_core.methods.catalog import spec_types as method_specs
+from dpgnn_core.specs import IngestSpec, Spec, parse_spec
 
 
 class RandomOption(BaseModel):
@@ -107,7 +109,7 @@ class MethodSearch(BaseModel):
 
     @property
     def private(self) -> bool:
-        return self.method not in NON_PRIVATE_METHODS
+        return is_private(self.method)
 
     def configurations(self, rng: _random.Random) -> list[dict[str, Any]]:
         """The option sets of this method (without ε and seed), in a stable order."""

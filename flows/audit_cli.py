@@ -142,9 +142,9 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
     apply, and bad audit options, each naming the option and value."""
     from dpgnn_core.audit.canaries import guesses_per_side, plan_audit
     from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.methods import preflight
+    from dpgnn_core.methods.catalog import entry
 
-    preflight.check(spec, {**manifest, "path": str(dataset)})
+    entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
     try:
         plan = plan_audit(spec.method, spec, attack)
     except DpgnnError as e:
@@ -189,22 +189,11 @@ def _print(summary: dict[str, Any]) -> None:
 
 
 def auditable() -> dict[str, Any]:
-    """The methods ``dpgnn audit`` has a command for, by spec type, so that the CLI does not
-    import the registry (torch) to answer ``--help``; a test checks this against the
-    registry's families with canaries (:data:`~dpgnn_core.audit.canaries.FAMILY_CANARIES`).
-    """
-    from dpgnn_core.specs import (
-        DpgnnSpec,
-        DpMlpSpec,
-        DrwSpec,
-        GapSpec,
-        GraphClsSpec,
-        ProgapSpec,
-        method_specs,
-    )
+    """The methods ``dpgnn audit`` has a command for (those whose catalogue entry names a
+    canary), by spec type; light: the catalogue does not import torch."""
+    from dpgnn_core.methods.catalog import CATALOG
 
-    audited = (DpgnnSpec, DrwSpec, DpMlpSpec, GapSpec, GraphClsSpec, ProgapSpec)
-    return {name: t for name, t in method_specs().items() if issubclass(t, audited)}
+    return {name: e.spec_type for name, e in CATALOG.items() if e.canary is not None}
 
 
 def _register_commands() -> None:

@@ -67,7 +67,7 @@ class Format(StrEnum):
 def _pydantic_line(e: dict[str, Any]) -> str:
     """One pydantic error as ``--field VALUE: message``; the union tag (the method name)
     and a whole-spec input are left out."""
-    from dpgnn_core.specs import method_specs
+    from dpgnn_core.methods.catalog import spec_types as method_specs
 
     loc = [str(p) for p in e.get("loc", ()) if str(p) not in method_specs()]
     msg = str(e.get("msg", e)).removeprefix("Value error, ")
@@ -394,13 +394,13 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         raise typer.Exit(2)
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
-    from dpgnn_core.methods import preflight
+    from dpgnn_core.methods.catalog import entry
     from flows import clilog
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
-        # registry's Method.preflight runs the same checks; this module is light to import)
+        # catalogue's preflight, which the flow runs too; it imports no torch)
         manifest = json.loads(manifest_path.read_text())
-        preflight.check(spec, {**manifest, "path": str(dataset)})
+        entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri

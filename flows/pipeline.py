@@ -160,8 +160,8 @@ def _progap_chain(ds: DatasetRef, spec: ProgapSpec, refresh: bool, states: dict[
     return model, model["report"]
 
 
-#: Families that run as several cached stage tasks (the others: one ``train`` task).
-STAGED_CHAINS: dict[type, Any] = {GapSpec: _gap_chain, ProgapSpec: _progap_chain}
+#: The staged runners by the catalogue's ``staged`` key (the others: one ``train`` task).
+_STAGED: dict[str, Any] = {"gap": _gap_chain, "progap": _progap_chain}
 
 
 def release_status(report: dict[str, Any], state: str) -> str:
@@ -400,6 +400,7 @@ def pipeline(
     import time
     from pathlib import Path
 
+    from dpgnn_core.data.store import read_manifest
     from dpgnn_core.methods.registry import method_for
     from flows.recover import recover_and_claim
     from tasks.train import train
@@ -414,7 +415,9 @@ def pipeline(
         ds = dataset_summary(dataset)
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
-    chain = STAGED_CHAINS.get(type(spec))
+    # the method's pre-flight (the CLI ran it too; a deployment or a Python caller did not)
+    the_method.preflight(spec, {**read_manifest(Path(ds["path"])), "path": ds["path"]})
+    chain = _STAGED[the_method.staged] if the_method.staged else None
     if chain is not None:  # GAP, ProGAP: their cached stages (calibrate, graph, modules,
         model, report = chain(ds, spec, refresh, states)  # aggregations, composition)
     else:
@@ -423,7 +426,7 @@ def pipeline(
     method = report.get("method") or the_method.name
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
-    if the_method.family == "graph-cls" and report["private"] and explain_graphs > 0:
+    if the_method.explains and report["private"] and explain_graphs > 0:
         from tasks.explain import explain
 
         twin, states["train_nonprivate"] = _run(
@@ -465,9 +468,7 @@ def pipeline(
                   **with_odometer(privacy_tags(report, states.get("train", ""),
                                                privacy=privacy, explained=bool(explained)),
                                   budget),
-                  **({"dpgnn.hops": str(spec.hops)} if isinstance(spec, GapSpec) else {}),
-                  **({"dpgnn.stages": str(spec.stages)} if isinstance(spec, ProgapSpec)
-                     else {}),
+                  **the_method.run_tags(spec),
                   "dpgnn.dataset_sha256": ds["content_sha256"],
                   **budget_tags(budget)},
             tracking_uri=tracking_uri,
@@ -512,9 +513,7 @@ def pipeline(
         "val_accuracy": m["val"]["accuracy"],
         "test_f1_micro": m["test"]["f1_micro"],
         "test_roc_auc": m["test"]["roc_auc"],
-        **({"test_sensitivity": m["test"].get("sensitivity"),
-            "test_specificity": m["test"].get("specificity")} if the_method.family == "graph-cls"
-           else {}),
+        **{f"test_{k}": m["test"].get(k) for k in the_method.extra_metrics},
         **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
         "metrics": m,
         "mlflow_run_id": run["run_id"],

@@ -60,16 +60,16 @@ def _tuple_field(annotation: Any) -> bool:
 
 
 def _options(name: str, spec_type: Any) -> list[str]:
-    from dpgnn_core.specs import NON_PRIVATE_METHODS
+    from dpgnn_core.methods.catalog import is_private
 
     skip = {"method", *spec_type.implied}
-    if name in NON_PRIVATE_METHODS:
+    if not is_private(name):
         skip |= set(_PRIVACY_FIELDS)
     return [f for f in spec_type.model_fields if f not in skip]
 
 
 def _signature(name: str, spec_type: Any) -> inspect.Signature:
-    from dpgnn_core.specs import NON_PRIVATE_METHODS
+    from dpgnn_core.methods.catalog import is_private
 
     helps = _field_help(spec_type)
     params = [
@@ -95,7 +95,7 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
         params.append(inspect.Parameter(
             field, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[kind | None, typer.Option(help=text, show_default=False)]))
-    private = name not in NON_PRIVATE_METHODS
+    private = is_private(name)
     run_params: list[tuple[str, Any, Any]] = [
         ("config", None, Annotated[Path | None, typer.Option(
             help="A spec file (TOML, YAML or JSON) with this method's options.")]),
@@ -135,10 +135,11 @@ def _load_config(path: Path) -> dict[str, Any]:
 def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
                sets: list[str] | None = None, non_private: bool = False) -> Any:
     """The validated spec of method ``name`` from a file, ``--set`` pairs and options."""
-    from dpgnn_core.specs import NON_PRIVATE_METHODS, method_specs, parse_spec
+    from dpgnn_core.methods.catalog import is_private, spec_types
+    from dpgnn_core.specs import parse_spec
     from flows.cli import _parse_kv
 
-    spec_type = method_specs()[name]
+    spec_type = spec_types()[name]
     merged: dict[str, Any] = {}
     if config is not None:
         merged.update(_load_config(config))
@@ -160,7 +161,7 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
     if wrong:
         raise ValueError(f"{name} does not take {', '.join(wrong)}; see "
                          f"`dpgnn run {name} --help`")
-    private = name not in NON_PRIVATE_METHODS
+    private = is_private(name)
     if private and merged.get("epsilon") is None and not non_private:
         raise ValueError(f"{name} needs --epsilon (or --non-private for the same path "
                          "without privacy)" if spec_type.has_non_private_mode
@@ -207,9 +208,9 @@ def _make_command(name: str, spec_type: Any) -> Any:
 
 
 def _register_commands() -> None:
-    from dpgnn_core.specs import method_specs
+    from dpgnn_core.methods.catalog import spec_types
 
-    for name, spec_type in method_specs().items():
+    for name, spec_type in spec_types().items():
         first = " ".join((inspect.getdoc(spec_type) or "").split("\n\n")[0].split())
         short = re.split(r"(?<=[a-z)]):|\.\s", first)[0].rstrip(".")
         run_app.command(name=name, short_help=short)(_make_command(name, spec_type))

@@ -35,7 +35,7 @@ def sweep_command(
     pipeline tasks on Dask; results table, privacy-utility plot, nested MLflow runs."""
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
-    from dpgnn_core.methods import preflight
+    from dpgnn_core.methods.catalog import entry
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
@@ -67,7 +67,7 @@ def sweep_command(
                              "(no manifest.json); create one with `dpgnn ingest`")
         manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
         for p in pts:
-            preflight.check(p.spec, manifest)
+            entry(p.spec.method).preflight(p.spec, manifest)
     except (DpgnnError, OSError, ValueError) as e:
         _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e

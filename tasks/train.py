@@ -101,8 +101,8 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
 
     method = method_for(spec)
     data = load_keyed_dataset(dataset)
-    unit, total = (("epoch", spec.epochs) if method.family == "baseline"
-                   else ("step", spec.steps))
+    unit = method.progress_unit
+    total = getattr(spec, f"{unit}s")
     folder = checkpoint_dir("train", dataset["content_sha256"], spec)
     # The budget gate: the core reserves its calibrated plan against the dataset's budget
     # before any private computation (or refuses); the first step makes it spent.
@@ -152,7 +152,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
     if private:
         report["release"] = {**new_release(out), **resume_note(resumed_from or [])}
     history = fitted.history  # with ε spent, from the core
-    reported = method.family != "baseline"  # every run of a private method's path
+    reported = method.private_path  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported
                                             else [])
     # GAP in one task (a sweep point): its private release X(1..K) is stored beside the

@@ -66,16 +66,6 @@ Relation = Literal["add/remove", "replace-one"]
 Kind = Literal["node", "edge", "star", "node-edges", "graph"]
 
 
-#: The canary kind and the neighbouring relation of each method family.
-FAMILY_CANARIES: dict[str, tuple[Kind, Relation]] = {
-    "dp-mlp": ("node", "add/remove"),
-    "dp-gnn": ("node", "replace-one"),
-    "drw": ("node", "replace-one"),
-    "gap": ("edge", "add/remove"),
-    "progap": ("edge", "add/remove"),
-    "graph-cls": ("graph", "add/remove"),
-}
-
 THREAT_MODELS: dict[str, str] = {
     "graph": "black-box: the final model's cross-entropy loss of each canary graph's label "
              "on the canary graph, logit-scaled (log((1 - p) / p), the same ranking; lower "
@@ -366,31 +356,31 @@ def insert_star_canaries(data: GraphData, m: int, degree: int, *,
 # --------------------------------------------------------------------------- scoring
 
 
-def _canary_logits(family: str, model: torch.nn.Module, x: npt.NDArray[np.float32]
-                   ) -> torch.Tensor:
-    """Logits of the model on canary features, each canary an isolated node."""
+def _canary_logits(model: torch.nn.Module, x: npt.NDArray[np.float32]) -> torch.Tensor:
+    """Logits of the model on canary features, each canary an isolated node: a subgraph
+    model (DP-GNN, DRW) on an empty edge set, GAP's classifier on zero aggregations (an
+    isolated node aggregates nothing), any other model (DP-MLP) on the features alone."""
+    from dpgnn_core.methods.gap import GapClassifier
+
     model = model.cpu().eval()
     xt = torch.from_numpy(np.ascontiguousarray(x))
     with torch.no_grad():
-        if family == "dp-mlp":
-            out: torch.Tensor = model(xt)
-        elif family == "gap":  # GAP-NDP: an isolated node aggregates nothing (zero rows)
-            from dpgnn_core.methods.gap import GapClassifier
-
-            assert isinstance(model, GapClassifier)
+        if isinstance(model, GapClassifier):
             enc_dim = int(model.encoder.lin2.out_features) if model.encoder is not None else 0
             zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
-            out = model(model.inputs(xt, zeros))
-        else:
+            out: torch.Tensor = model(model.inputs(xt, zeros))
+        elif hasattr(model, "forward_sparse"):
             out = model.forward_sparse(xt, torch.zeros((2, 0), dtype=torch.int64))  # type: ignore[operator]
+        else:
+            out = model(xt)
     return out
 
 
-def score_node_canaries(family: str, model: torch.nn.Module, canaries: Canaries
+def score_node_canaries(model: torch.nn.Module, canaries: Canaries
                         ) -> npt.NDArray[np.float64]:
     """Each canary's score: the cross-entropy of its label under ``model`` on its features
     as an isolated node (lower = more likely a member)."""
-    logits = _canary_logits(family, model, canaries.features)
+    logits = _canary_logits(model, canaries.features)
     loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(canaries.labels),
                                              reduction="none")
     return np.asarray(loss.double().numpy())
@@ -438,7 +428,7 @@ def score_node_edge_canaries(model: torch.nn.Module, canaries: Canaries
     """Each node-with-edges canary's score: its own cross-entropy as an isolated node
     (:func:`score_node_canaries`) plus the mean cross-entropy of its label at its leaves,
     each leaf fed the canary's message along one edge (lower = more likely a member)."""
-    own = score_node_canaries("dp-gnn", model, canaries)
+    own = score_node_canaries(model, canaries)
     m, width = canaries.features.shape
     x = torch.from_numpy(np.concatenate([canaries.features, np.zeros((m, width), np.float32)]))
     edge = torch.stack([torch.arange(m), m + torch.arange(m)])  # canary i -> its leaf
@@ -556,17 +546,20 @@ class AuditResult:
                 "relation": self.relation, "m": self.m, "r": self.r, "v": self.v}
 
 
-def canaries_for(family: str) -> tuple[Kind, Relation]:
-    """The canary kind and neighbouring relation audited for a method family.
+def canaries_for(method_name: str, spec: Any = None) -> tuple[Kind, Relation]:
+    """The canary kind and neighbouring relation audited for a method (at ``spec``'s level:
+    GAP-NDP and ProGAP-NDP protect a node with its edges, DP-GNN at level node a node's
+    features, label and out-edge row), from the method catalogue.
 
     Raises:
-        DataError: a family without canaries yet (the baselines).
+        DataError: a method without canaries yet (the baselines).
     """
-    try:
-        return FAMILY_CANARIES[family]
-    except KeyError:
-        raise DataError("no canaries for this method family yet", field="family",
-                        value=family) from None
+    from dpgnn_core.methods.catalog import entry
+
+    found = entry(method_name).canary_for(getattr(spec, "level", None))
+    if found is None:
+        raise DataError("no canaries for this method yet", field="method", value=method_name)
+    return found  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -601,16 +594,13 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
     Raises:
         DataError: a method without canaries, or an attack that does not apply.
     """
-    from dpgnn_core.methods.registry import get
+    from dpgnn_core.methods.catalog import entry
 
-    method = get(method_name)
-    kind, relation = canaries_for(method.family)
+    family = entry(method_name).family
+    kind, relation = canaries_for(method_name, spec)
     degree = 0
-    if method.family in ("gap", "progap") and getattr(spec, "level", None) == "node":
-        kind, relation = "star", "add/remove"  # GAP-NDP: a node with its edges
+    if kind == "star":  # GAP-NDP, ProGAP-NDP: a node with its edges, degree D
         degree = int(spec.max_degree)
-    elif method.family == "dp-gnn" and getattr(spec, "level", None) == "node":
-        kind = "node-edges"  # DP-GNN's row model on directed graphs: features, label, row
     elif kind == "graph":
         from dpgnn_core.audit.graph_canaries import check_spec
 
@@ -621,7 +611,7 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
         raise DataError("the reproduced-noise attack is implemented for GAP-EDP only",
                         field="attack", value=attack)
     threat = THREAT_MODELS[kind if attack == "default" else f"{kind}-{attack}"]
-    return AuditPlan(method=method_name, family=method.family, kind=kind,
+    return AuditPlan(method=method_name, family=family, kind=kind,
                      relation=relation, attack=attack, threat_model=threat, degree=degree)
 
 
@@ -652,7 +642,7 @@ def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any
     """Every canary's score under the plan's attack (lower = guessed "in"), from the
     fitted model and what it released (``extra["aggregations"]`` for GAP)."""
     if plan.kind == "node":
-        return score_node_canaries(plan.family, model, canaries)
+        return score_node_canaries(model, canaries)
     if plan.kind == "star":
         return score_star_canaries(model, extra["aggregations"], data, canaries)
     if plan.kind == "node-edges":
@@ -838,7 +828,7 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
     return multi_run_conclude(plan, scores, bits, report, delta=delta, beta=beta)
 
 
-__all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "FAMILY_CANARIES", "THREAT_MODELS",
+__all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "THREAT_MODELS",
            "AuditPlan", "AuditResult", "Canaries", "audit", "audit_multi_run",
            "canaries_for", "conclude", "guess", "guesses_per_side", "insert_canaries",
            "insert_edge_canaries", "insert_node_canaries", "insert_node_edge_canaries",

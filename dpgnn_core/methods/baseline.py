@@ -105,3 +105,42 @@ def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
                         spec.layers, spec.dropout)
     model.load_state_dict(blob["state_dict"])
     return model, spec
+
+
+# --- registration (the catalogue's "baseline" family: mlp, gcn, sage) --------------------
+def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Any:
+    from dpgnn_core.methods.registry import Fitted
+    from dpgnn_core.privacy import Ledger
+
+    r = fit(data, spec, on_epoch=on_step)
+    return Fitted(r.model, Ledger(), {"method": spec.method, "private": False,
+                                      "epsilon": None, "protects": "nothing"}, r.history)
+
+
+def _save(path: str, fitted: Any, spec: TrainSpec, data: GraphData) -> None:
+    save_model(path, fitted.model, spec, data.num_features, data.num_classes)
+
+
+def _load(blob: dict[str, Any]) -> tuple[nn.Module, TrainSpec]:
+    spec = TrainSpec(**blob["spec"])
+    model = build_model(spec.method, blob["in_dim"], spec.hidden, blob["num_classes"],
+                        spec.layers, spec.dropout)
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), spec
+
+
+def _evaluate(model: nn.Module, data: GraphData, spec: TrainSpec,
+              extra: Any) -> dict[str, dict[str, float]]:
+    return evaluate(data, predict(model, data, spec))
+
+
+def _no_ledger(spec: TrainSpec, n: int) -> Any:
+    from dpgnn_core.privacy import Ledger
+
+    return lambda z: Ledger()
+
+
+from dpgnn_core.methods.registry import register_implementation  # noqa: E402
+
+register_implementation("baseline", fit=_fit, ledger_for=_no_ledger, save=_save, load=_load,
+                        evaluate=_evaluate)

@@ -144,3 +144,11 @@ def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
 def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:
     spec = DpgnnSpec(**blob["spec"])
     return load_subgraph_model(blob, spec), spec
+
+
+# --- registration (the catalogue's "dp-gnn" family: dp-gcn, dp-sage, dp-gin, dp-gat) -----
+from dpgnn_core.methods.registry import register_node_private  # noqa: E402
+
+register_node_private("dp-gnn", train=train_dpgnn, ledger_for=ledger_for, save=save_dpgnn,
+                      load=load_dpgnn, evaluate=evaluate_dpgnn,
+                      eval_options=lambda spec: {"backend": spec.backend})

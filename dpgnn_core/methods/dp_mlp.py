@@ -109,3 +109,10 @@ def load_dp_mlp(blob: dict[str, Any]) -> tuple[MLP, DpMlpSpec]:
     model = MLP(blob["in_dim"], spec.hidden, blob["num_classes"], spec.layers, dropout=0.0)
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
+
+
+# --- registration (the catalogue's "dp-mlp" family) --------------------------------------
+from dpgnn_core.methods.registry import register_node_private  # noqa: E402
+
+register_node_private("dp-mlp", train=train_dp_mlp, ledger_for=ledger_for, save=save_dp_mlp,
+                      load=load_dp_mlp, evaluate=evaluate_dp_mlp)

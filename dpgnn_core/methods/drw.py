@@ -117,3 +117,11 @@ def save_drw(path: str, model: SubgraphGNN, spec: DrwSpec, in_dim: int,
 def load_drw(blob: dict[str, Any]) -> tuple[SubgraphGNN, DrwSpec]:
     spec = DrwSpec(**blob["spec"])
     return load_subgraph_model(blob, spec), spec
+
+
+# --- registration (the catalogue's "drw" family: drw-*, drw-r-*, drw-d-*) ---------------
+from dpgnn_core.methods.registry import register_node_private  # noqa: E402
+
+register_node_private("drw", train=train_drw, ledger_for=ledger_for, save=save_drw,
+                      load=load_drw, evaluate=evaluate_drw,
+                      eval_options=lambda spec: {"backend": spec.backend})

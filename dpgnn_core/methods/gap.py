@@ -859,3 +859,18 @@ def _epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
             j += 1
         out.append(values[at[j]])
     return tuple(out)
+
+
+# --- registration (the catalogue's "gap" family: gap-edp, gap-ndp, gap-inf) --------------
+def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Any:
+    from dpgnn_core.methods.registry import Fitted
+
+    r = train_gap(data, spec, on_step)  # its report has the ε-by-step curve
+    return Fitted(r.classifier, r.ledger, r.report, r.history,
+                  {"aggregations": r.aggregations})
+
+
+from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
+
+register_aggregating("gap", "GAP", fit=_fit, ledger_for=ledger_for, save=save_gap,
+                     load=load_gap, evaluate=evaluate_gap)

@@ -214,3 +214,26 @@ def load_graph_classifier(blob: dict[str, Any]) -> tuple[GraphGNN, GraphClsSpec]
     model = build_model(spec, blob["in_dim"], blob["num_classes"])
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
+
+
+# --- registration (the catalogue's "graph-cls" family: dp-graph-*, graph-*) --------------
+def _fit(data: GraphData, spec: GraphClsSpec, on_step: Any) -> Any:
+    from dpgnn_core.methods.registry import Fitted
+
+    r = train_graph_classifier(data, spec, on_step)
+    return Fitted(r.model, r.ledger, r.report, r.history)
+
+
+def _save(path: str, fitted: Any, spec: GraphClsSpec, data: GraphData) -> None:
+    save_graph_classifier(path, fitted.model, spec, data.num_features, data.num_classes)
+
+
+def _evaluate(model: torch.nn.Module, data: GraphData, spec: GraphClsSpec,
+              extra: Any) -> dict[str, dict[str, float]]:
+    return evaluate_graphs(model, data, spec.device)  # type: ignore[arg-type]
+
+
+from dpgnn_core.methods.registry import register_implementation  # noqa: E402
+
+register_implementation("graph-cls", fit=_fit, ledger_for=ledger_for, save=_save,
+                        load=load_graph_classifier, evaluate=_evaluate)

@@ -26,14 +26,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import DpgnnSpec, GapSpec, GraphClsSpec, ProgapSpec, TrainSpec
+from dpgnn_core.specs import DpgnnSpec, GapSpec, ProgapSpec, TrainSpec
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
 
 def task_of(spec: Any) -> str:
-    """``graph`` for graph classification specs, ``node`` otherwise."""
-    return "graph" if isinstance(spec, GraphClsSpec) else "node"
+    """The task (``node`` or ``graph`` classification) of ``spec``'s method, from the
+    method catalogue."""
+    from dpgnn_core.methods.catalog import entry
+
+    return entry(spec.method).task
 
 
 def _where(manifest: Mapping[str, Any]) -> str | None:

@@ -547,3 +547,17 @@ def load_progap(blob: dict[str, Any]) -> tuple[ProgapModel, ProgapSpec]:
                         blob["num_classes"])
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
+
+
+# --- registration (the catalogue's "progap" family: progap-edp, progap-ndp, progap-inf) --
+def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Any:
+    from dpgnn_core.methods.registry import Fitted
+
+    r = train_progap(data, spec, on_step)  # its report has the ε-by-step curve
+    return Fitted(r.model, r.ledger, r.report, r.history, {"aggregations": r.aggregations})
+
+
+from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
+
+register_aggregating("progap", "ProGAP", fit=_fit, ledger_for=ledger_for,
+                     save=save_progap, load=load_progap, evaluate=evaluate_progap)

@@ -16,8 +16,12 @@ names or spec types themselves::
     metrics = m.evaluate(model, data, spec, fitted.extra)
     assert method_for(spec) is m
 
-A new method is one module that builds its :class:`Method` and calls :func:`register`
-(see docs/adding-a-method.md).
+What a method *is* (its name, family, spec, task, privacy, audit canaries, how it runs
+and is shown) is its entry in :mod:`dpgnn_core.methods.catalog` (light: no torch); how it
+trains is registered by its own module, at its bottom, by reference
+(:func:`register_implementation`, as Opacus's ``register_grad_sampler`` does). This module
+imports the catalogue's modules when it is imported. A new method is one module plus its
+spec and catalogue entry (see docs/adding-a-method.md).
 """
 
 from __future__ import annotations
@@ -31,18 +35,11 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
+from dpgnn_core.methods.catalog import CATALOG, Entry
+from dpgnn_core.methods.catalog import modules as catalog_modules
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
-from dpgnn_core.specs import (
-    DpgnnSpec,
-    DpMlpSpec,
-    DrwSpec,
-    GapSpec,
-    GraphClsSpec,
-    ProgapSpec,
-    Spec,
-    TrainSpec,
-)
+from dpgnn_core.specs import Spec
 
 OnStep = Callable[[int, dict[str, float]], None] | None
 Metrics = dict[str, dict[str, float]]
@@ -76,38 +73,85 @@ class Fitted:
 
 @dataclass(frozen=True)
 class Method:
-    """One registered method.
+    """One registered method: its catalogue entry and the implementation its module
+    registered (:func:`register_implementation`).
 
     Attributes:
-        name (str): the CLI name, e.g. ``dp-gcn``.
-        family (str): ``baseline``, ``dp-gnn``, ``drw``, ``dp-mlp``, ``gap``, ``progap``
-            or ``graph-cls``.
+        entry (Entry): the method's :class:`~dpgnn_core.methods.catalog.Entry`; its fields
+            are read through properties of the same names (``name``, ``family``,
+            ``task``, ``private``, ``protection``, ``fixed``, ``progress_unit``,
+            ``staged``, ``explains``, ``extra_metrics``, ``private_path``,
+            ``private_selection``, ``score_sensitivity``).
         spec_type (type): the spec class; its fields are the method's options.
-        fixed (Mapping): spec fields implied by the name (``{"conv": "gcn"}`` for
-            ``dp-gcn``); giving another value is an error.
-        task (str): ``node`` or ``graph`` classification.
-        private (bool): whether the method trains with a privacy budget.
-        protection (str): one line: the protected unit and relation.
-        score_sensitivity (float, optional): the L2 sensitivity, under the method's unit
-            and relation and for a fixed model, of the number of validation records its
-            model predicts correctly (what private selection releases with noise); None
-            where no bound is claimed (docs/privacy.md, "The selection score's
-            sensitivity"). (default: :obj:`None`)
     """
 
-    name: str
-    family: str
+    entry: Entry
     spec_type: type[Spec]
-    fixed: Mapping[str, Any]
-    task: str
-    private: bool
-    protection: str
     _fit: Callable[[GraphData, Any, OnStep], Fitted]
     _ledger_for: Callable[[Any, int], Callable[[float], Ledger]]
     _save: Callable[[str, Fitted, Any, GraphData], None]
     _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
-    score_sensitivity: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def family(self) -> str:
+        return self.entry.family
+
+    @property
+    def task(self) -> str:
+        return self.entry.task
+
+    @property
+    def private(self) -> bool:
+        return self.entry.private
+
+    @property
+    def protection(self) -> str:
+        return self.entry.protection
+
+    @property
+    def fixed(self) -> Mapping[str, Any]:
+        return self.entry.fixed
+
+    @property
+    def progress_unit(self) -> str:
+        return self.entry.progress_unit
+
+    @property
+    def staged(self) -> str | None:
+        return self.entry.staged
+
+    @property
+    def explains(self) -> bool:
+        return self.entry.explains
+
+    @property
+    def extra_metrics(self) -> tuple[str, ...]:
+        return self.entry.extra_metrics
+
+    @property
+    def private_path(self) -> bool:
+        return self.entry.private_path
+
+    @property
+    def private_selection(self) -> bool:
+        return self.entry.private_selection
+
+    @property
+    def score_sensitivity(self) -> float | None:
+        return self.entry.score_sensitivity
+
+    def run_tags(self, spec: Any) -> dict[str, str]:
+        """The spec fields this method logs as ``dpgnn.<field>`` MLflow tags."""
+        return {f"dpgnn.{f}": str(getattr(spec, f)) for f in self.entry.run_tags}
+
+    def canary_for(self, spec: Any) -> tuple[str, str] | None:
+        """The audit's (canary kind, relation) for ``spec`` (None: no audit)."""
+        return self.entry.canary_for(getattr(spec, "level", None))
 
     def options(self) -> list[str]:
         """The spec fields a user may set (the fixed ones excluded)."""
@@ -143,10 +187,8 @@ class Method:
             DeviceError: ``device='cuda'`` without a CUDA device.
             PrivacyError: the method's own privacy checks.
         """
-        from dpgnn_core.methods import preflight
-
         self._check_spec(spec)
-        preflight.check(spec, manifest)
+        self.entry.preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
         """Train ``spec`` on ``data``. The result's report is a frozen
@@ -210,16 +252,84 @@ class Method:
 
 
 _REGISTRY: dict[str, Method] = {}
-#: Read-only view of the registry: CLI name -> method.
+#: Read-only view of the registry: CLI name -> method (every catalogue entry, once its
+#: module has registered; the modules are imported at the end of this one).
 METHODS: Mapping[str, Method] = MappingProxyType(_REGISTRY)
 
+Fit = Callable[[GraphData, Any, OnStep], Fitted]
+LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
+Save = Callable[[str, Fitted, Any, GraphData], None]
+Load = Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
+Evaluate = Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
 
-def register(method: Method) -> Method:
-    """Add ``method`` under its name (a second registration of a name is an error)."""
-    if method.name in _REGISTRY:
-        raise UnknownMethodError(f"method {method.name!r} is registered already")
-    _REGISTRY[method.name] = method
-    return method
+
+def register_implementation(family: str, *, fit: Fit, ledger_for: LedgerFor, save: Save,
+                            load: Load, evaluate: Evaluate) -> list[Method]:
+    """Register the implementation of every catalogue name of ``family`` (called by the
+    family's module, at its bottom, with references to its functions).
+
+    Raises:
+        UnknownMethodError: the catalogue has no such family, or a name is registered
+            already.
+    """
+    entries = [e for e in CATALOG.values() if e.family == family]
+    if not entries:
+        raise UnknownMethodError(f"the method catalogue has no family {family!r}")
+    out = []
+    for e in entries:
+        if e.name in _REGISTRY:
+            raise UnknownMethodError(f"method {e.name!r} is registered already")
+        m = Method(entry=e, spec_type=e.spec_type, _fit=fit, _ledger_for=ledger_for,
+                   _save=save, _load=load, _evaluate=evaluate)
+        _REGISTRY[e.name] = m
+        out.append(m)
+    return out
+
+
+def register_node_private(family: str, *, train: Callable[..., Any], ledger_for: LedgerFor,
+                          save: Callable[..., None], load: Load, evaluate: Callable[..., Metrics],
+                          eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {}
+                          ) -> list[Method]:
+    """:func:`register_implementation` for a node-level family trained by one function
+    (``train(data, spec, on_step=...)`` with ``model``, ``ledger``, ``report`` and
+    ``history``), saved by ``save(path, model, spec, in_dim, num_classes)`` and evaluated
+    by ``evaluate(model, data, device, **eval_options(spec))``."""
+
+    def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
+        r = train(data, spec, on_step=on_step)
+        return Fitted(r.model, r.ledger, r.report, r.history)
+
+    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
+        save(path, fitted.model, spec, data.num_features, data.num_classes)
+
+    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
+                  extra: Mapping[str, Any]) -> Metrics:
+        out: Metrics = evaluate(model, data, spec.device, **eval_options(spec))
+        return out
+
+    return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
+                                   load=load, evaluate=evaluate_)
+
+
+def register_aggregating(family: str, title: str, *, fit: Fit, ledger_for: LedgerFor,
+                         save: Callable[..., None], load: Load,
+                         evaluate: Callable[..., Metrics]) -> list[Method]:
+    """:func:`register_implementation` for GAP's or ProGAP's names: each predicts from its
+    cached private aggregations (``extra["aggregations"]``)."""
+
+    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
+        save(path, fitted.model, spec, data.num_features, data.num_classes)
+
+    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
+                  extra: Mapping[str, Any]) -> Metrics:
+        if "aggregations" not in extra:
+            raise UnknownMethodError(f"{title} evaluates from its private aggregations: pass "
+                                     "extra={'aggregations': ...}")
+        out: Metrics = evaluate(model, extra["aggregations"], data, spec.device)
+        return out
+
+    return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
+                                   load=load, evaluate=evaluate_)
 
 
 def get(name: str) -> Method:
@@ -259,167 +369,25 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
     return method, model, spec
 
 
-# --- the methods -----------------------------------------------------------------------
-# Each family is wired here once; the recipes live in their own modules.
-
-
-def _node_private_family(family: str, spec_type: type[Spec], module: str, train: str,
-                         save: str, load: str, evaluate: str, names: dict[str, dict[str, Any]],
-                         protection: str, score_sensitivity: float | None = None,
-                         eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {}
-                         ) -> None:
-    """``eval_options(spec)``: keyword arguments of the family's evaluate beside the device
-    (the subgraph families' inference ``backend``)."""
+def _import_implementations() -> None:
+    """Import every module the catalogue names: each registers its family at its bottom.
+    A catalogue name that no module registered is an error here, not at first use."""
     import importlib
 
-    mod = importlib.import_module(f"dpgnn_core.methods.{module}")
-
-    def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = getattr(mod, train)(data, spec, on_step=on_step)
-        return Fitted(r.model, r.ledger, r.report, r.history)
-
-    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        getattr(mod, save)(path, fitted.model, spec, data.num_features, data.num_classes)
-
-    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
-                  extra: Mapping[str, Any]) -> Metrics:
-        out: Metrics = getattr(mod, evaluate)(model, data, spec.device, **eval_options(spec))
-        return out
-
-    for name, fixed in names.items():
-        register(Method(name=name, family=family, spec_type=spec_type,
-                        fixed=MappingProxyType({"method": name, **fixed}), task="node",
-                        private=True,
-                        protection=protection, _fit=fit, _ledger_for=mod.ledger_for,
-                        _save=save_, _load=getattr(mod, load), _evaluate=evaluate_,
-                        score_sensitivity=score_sensitivity))
+    loading = set()
+    for module in catalog_modules():
+        mod = importlib.import_module(module)
+        # a module whose import started this one registers when its import finishes
+        if getattr(getattr(mod, "__spec__", None), "_initializing", False):
+            loading.add(module)
+    missing = sorted(n for n, e in CATALOG.items()
+                     if n not in _REGISTRY and e.module not in loading)
+    if missing:
+        raise UnknownMethodError(f"catalogue names without an implementation: {missing}")
 
 
-def _aggregating_family(family: str, title: str, spec_type: type[Spec],
-                        fit: Callable[[GraphData, Any, OnStep], Fitted],
-                        ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
-                        save: Callable[..., None], load: Callable[..., Any],
-                        evaluate: Callable[..., Metrics]) -> None:
-    """GAP's or ProGAP's three names (``-edp``, ``-ndp``, ``-inf``, the level they fix):
-    each predicts from its cached private aggregations (``extra["aggregations"]``)."""
-
-    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        save(path, fitted.model, spec, data.num_features, data.num_classes)
-
-    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
-                  extra: Mapping[str, Any]) -> Metrics:
-        if "aggregations" not in extra:
-            raise UnknownMethodError(f"{title} evaluates from its private aggregations: pass "
-                                     "extra={'aggregations': ...}")
-        return evaluate(model, extra["aggregations"], data, spec.device)
-
-    for suffix, level, desc in (("edp", "edge", "edge; add/remove"),
-                                ("ndp", "node", "node with its edges, every degree <= D; "
-                                 "add/remove"),
-                                ("inf", "none", "nothing (non-private)")):
-        name = f"{family}-{suffix}"
-        register(Method(name=name, family=family, spec_type=spec_type,
-                        fixed=MappingProxyType({"method": name, "level": level}), task="node",
-                        private=level != "none", protection=desc, _fit=fit,
-                        _ledger_for=ledger_for, _save=save_, _load=load, _evaluate=evaluate_))
-
-
-def _register_all() -> None:
-    from dpgnn_core.methods import baseline, gap, graph_cls, progap
-
-    # Non-private node baselines (full batch): an empty ledger, ε = inf.
-    def base_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = baseline.fit(data, spec, on_epoch=on_step)
-        return Fitted(r.model, Ledger(), {"method": spec.method, "private": False,
-                                          "epsilon": None, "protects": "nothing"}, r.history)
-
-    def base_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        baseline.save_model(path, fitted.model, spec, data.num_features, data.num_classes)
-
-    def base_load(blob: dict[str, Any]) -> tuple[torch.nn.Module, Any]:
-        from dpgnn_core.models import build_model
-
-        spec = TrainSpec(**blob["spec"])
-        model = build_model(spec.method, blob["in_dim"], spec.hidden,
-                                     blob["num_classes"], spec.layers, spec.dropout)
-        model.load_state_dict(blob["state_dict"])
-        return model.eval(), spec
-
-    def base_eval(model: torch.nn.Module, data: GraphData, spec: Any,
-                  extra: Mapping[str, Any]) -> Metrics:
-        return baseline.evaluate(data, baseline.predict(model, data, spec))
-
-    for name in ("mlp", "gcn", "sage"):
-        register(Method(name=name, family="baseline", spec_type=TrainSpec,
-                        fixed=MappingProxyType({"method": name}), task="node", private=False,
-                        protection="nothing (non-private)", _fit=base_fit,
-                        _ledger_for=lambda spec, n: (lambda z: Ledger()), _save=base_save,
-                        _load=base_load, _evaluate=base_eval))
-
-    _node_private_family(
-        "dp-gnn", DpgnnSpec, "dp_gnn", "train_dpgnn", "save_dpgnn", "load_dpgnn",
-        "evaluate_dpgnn", {f"dp-{c}": {"conv": c} for c in ("gcn", "sage", "gin", "gat")},
-        "node_feature (default) or node on directed datasets; replace-one",
-        eval_options=lambda spec: {"backend": spec.backend})
-    _node_private_family(
-        "drw", DrwSpec, "drw", "train_drw", "save_drw", "load_drw", "evaluate_drw",
-        {f"{v}-{c}": {"variant": v, "conv": c} for v in ("drw", "drw-r", "drw-d")
-         for c in ("gcn", "sage")},
-        "node_feature (features and labels, structure public); replace-one",
-        eval_options=lambda spec: {"backend": spec.backend})
-    # DP-GNN and DRW predict on the full private graph: one node's features reach the
-    # predictions of every node within r hops, so no score sensitivity is claimed (None).
-    # DP-MLP predicts a node from its own row only: one row changes the count by <= 1.
-    _node_private_family(
-        "dp-mlp", DpMlpSpec, "dp_mlp", "train_dp_mlp", "save_dp_mlp", "load_dp_mlp",
-        "evaluate_dp_mlp", {"dp-mlp": {}}, "node (a row: features and label); add/remove",
-        score_sensitivity=1.0)
-
-    # GAP and ProGAP: the whole chain in one call here; the pipeline runs their cached
-    # stages. Both predict from their private aggregations, passed as ``extra``.
-    def gap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = gap.train_gap(data, spec, on_step)  # its report has the ε-by-step curve
-        return Fitted(r.classifier, r.ledger, r.report, r.history,
-                      {"aggregations": r.aggregations})
-
-    def progap_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = progap.train_progap(data, spec, on_step)  # its report has the ε-by-step curve
-        return Fitted(r.model, r.ledger, r.report, r.history,
-                      {"aggregations": r.aggregations})
-
-    _aggregating_family("gap", "GAP", GapSpec, gap_fit, gap.ledger_for, gap.save_gap,
-                        gap.load_gap, gap.evaluate_gap)
-    _aggregating_family("progap", "ProGAP", ProgapSpec, progap_fit, progap.ledger_for,
-                        progap.save_progap, progap.load_progap, progap.evaluate_progap)
-
-    def cls_fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = graph_cls.train_graph_classifier(data, spec, on_step)
-        return Fitted(r.model, r.ledger, r.report, r.history)
-
-    def cls_save(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        graph_cls.save_graph_classifier(path, fitted.model, spec, data.num_features,  # type: ignore[arg-type]
-                                        data.num_classes)
-
-    def cls_eval(model: torch.nn.Module, data: GraphData, spec: Any,
-                 extra: Mapping[str, Any]) -> Metrics:
-        return graph_cls.evaluate_graphs(model, data, spec.device)  # type: ignore[arg-type]
-
-    for conv in ("gcn", "sage", "gat"):
-        for private in (True, False):
-            name = f"dp-graph-{conv}" if private else f"graph-{conv}"
-            register(Method(name=name, family="graph-cls", spec_type=GraphClsSpec,
-                            fixed=MappingProxyType({"method": name, "conv": conv}),
-                            task="graph",
-                            private=private,
-                            protection="graph; add/remove" if private else
-                            "nothing (non-private)",
-                            _fit=cls_fit, _ledger_for=graph_cls.ledger_for, _save=cls_save,
-                            _load=graph_cls.load_graph_classifier, _evaluate=cls_eval,
-                            # a graph's prediction reads that graph only
-                            score_sensitivity=1.0 if private else None))
-
-
-_register_all()
+_import_implementations()
 
 __all__ = ["METHODS", "Fitted", "Method", "UnknownMethodError", "get", "load_blob",
-           "method_for", "name_of", "register"]
+           "method_for", "name_of", "register_aggregating", "register_implementation",
+           "register_node_private"]

@@ -25,7 +25,7 @@ NODES = csbm(num_nodes=300, avg_degree=5, feature_dim=8, seed=5)
 GRAPHS = er_graphs(num_graphs=80, split=(50, 15, 15), seed=5)
 
 # Tiny, fast options per family (what the contract needs, not a recipe).
-FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
+TINY_OPTIONS: dict[str, dict[str, Any]] = {
     "baseline": {"epochs": 3, "hidden": 8},
     "dp-gnn": {"steps": 3, "batch_size": 16, "hidden": 8, "max_degree": 3},
     "drw": {"steps": 3, "batch_size": 8, "hidden": 8, "walk_length": 2},
@@ -39,7 +39,7 @@ FAMILY_OPTIONS: dict[str, dict[str, Any]] = {
 def _spec(name: str) -> Any:
     m = get(name)
     # a new family without an entry here runs with small steps and the spec's defaults
-    opts: dict[str, Any] = {**FAMILY_OPTIONS.get(m.family, {"steps": 3}), "device": "cpu"}
+    opts: dict[str, Any] = {**TINY_OPTIONS.get(m.family, {"steps": 3}), "device": "cpu"}
     if m.private:
         opts["epsilon"] = 4.0
     if name in ("gap-ndp", "progap-ndp"):
@@ -69,7 +69,7 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         assert 0.0 <= after[split]["accuracy"] <= 1.0
 
     # The plan's ledger is the run's ledger; ε from it is the reported one, within target.
-    if m.family == "graph-cls":
+    if m.task == "graph":
         n_train = int((np.asarray(data.graph_split) == 0).sum())
     else:
         n_train = int(data.mask("train").sum())
@@ -104,13 +104,19 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
             m.spec(**{field: value})
 
 
-def test_registry_matches_the_spec_table() -> None:
-    from dpgnn_core.specs import NON_PRIVATE_METHODS, method_specs, parse_spec
+def test_registry_matches_the_catalogue_and_the_specs() -> None:
+    from typing import get_args
 
-    assert set(METHODS) == set(method_specs())  # every spec name is registered, and back
+    from dpgnn_core.methods.catalog import CATALOG
+    from dpgnn_core.specs import parse_spec
+
+    assert set(METHODS) == set(CATALOG)  # every catalogue name is implemented, and back
     for name, m in METHODS.items():
-        assert m.spec_type is method_specs()[name]
-        assert m.private == (name not in NON_PRIVATE_METHODS)
+        assert m.entry is CATALOG[name]
+        # the spec class's ``method`` field takes exactly the catalogue's names of it
+        assert name in get_args(m.spec_type.model_fields["method"].annotation)
+        assert {n for n, e in CATALOG.items() if e.spec == m.entry.spec} == set(
+            get_args(m.spec_type.model_fields["method"].annotation))
         spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
                            **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp")
                               else {})})
