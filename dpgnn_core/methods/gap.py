@@ -370,7 +370,7 @@ def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
                   ) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already
     have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
-    refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
+    refuses it otherwise, naming D but not the graph's degrees); no edge is dropped."""
     ei = np.asarray(data.edge_index)
     info: dict[str, Any] = {"edges_before": int(ei.shape[1]), "directed": is_directed(data)}
     if spec.level == "node":
