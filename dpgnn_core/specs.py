@@ -122,6 +122,11 @@ class PrivateSpec(Spec):
         insecure_reproducible_noise (bool): derive noise and sampling from ``seed`` so the
             run reproduces exactly. NOT PRIVATE: the report and MLflow say so.
             (default: False)
+        log_raw_loss (bool): record each step's training loss on the private batch,
+            computed without noise, in the history (history.json, MLflow ``train_loss``,
+            the progress line). No privacy event covers it: the run is marked
+            (``unaccounted_release`` in its report, tag ``dpgnn.unaccounted_release``).
+            By default a private run records no training loss. (default: False)
         device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
 
     ``batch_size`` left unset adapts to the data, so no default is invalid for a small
@@ -144,6 +149,7 @@ class PrivateSpec(Spec):
     noise_multiplier: float | None = Field(None, gt=0)
     seed: int = 0
     insecure_reproducible_noise: bool = False
+    log_raw_loss: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @property
@@ -172,10 +178,14 @@ class PrivateSpec(Spec):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         """With ``noise_multiplier`` set, ``steps`` is resolved by the fit (train until the
         budget is spent), never an input: it is left out of the dump, so a stored spec
-        (model.pt, cache keys, Prefect parameters) validates again."""
+        (model.pt, cache keys, Prefect parameters) validates again. ``log_raw_loss`` is
+        left out when unset, so the specs (and cache keys) of runs that do not ask for it
+        are those written before it existed."""
         data = handler(self)
         if self.noise_multiplier is not None and isinstance(data, dict):
             data.pop("steps", None)
+        if not self.log_raw_loss and isinstance(data, dict):
+            data.pop("log_raw_loss", None)
         return data
 
     @model_validator(mode="after")

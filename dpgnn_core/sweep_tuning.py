@@ -310,8 +310,8 @@ def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
     Raises:
         PrivacyError: a method whose catalogue entry says private selection does not
             apply (GAP and ProGAP calibrate their own noise scale and take no
-            ``noise_multiplier``), a configured ``noise_multiplier``, a PLD ``accountant``
-            or ``insecure_reproducible_noise``.
+            ``noise_multiplier``), a configured ``noise_multiplier``, a PLD ``accountant``,
+            ``insecure_reproducible_noise`` or ``log_raw_loss``.
     """
     from dpgnn_core.methods.catalog import entry
 
@@ -328,6 +328,10 @@ def check_candidate_options(method: str, config: Mapping[str, Any]) -> None:
                            "theorem is an RDP bound); drop accountant or set it to rdp")
     if config.get("insecure_reproducible_noise"):
         raise PrivacyError(f"{method}: insecure_reproducible_noise is not private")
+    if config.get("log_raw_loss"):
+        raise PrivacyError(f"{method}: log_raw_loss records every candidate's raw training "
+                           "loss, outside the tuning bound (it would show the withheld "
+                           "candidates and their number); drop it")
 
 
 def plan_selection(method_name: str, target_epsilon: float,

@@ -23,7 +23,7 @@ from dpgnn_core.audit.defaults import DEFAULT_BETA
 from dpgnn_core.audit.canaries import DEFAULT_GUESS_FRACTION, DEFAULT_SCALE, plan_audit
 from dpgnn_core.specs import AnySpec
 from flows.pipeline import _run
-from tasks.audit import audit_canaries, audit_score, run_bits
+from tasks.audit import audit_canaries, audit_score, run_bits, run_seeds
 from tasks.ingest import dataset_summary
 from tasks.refs import ModelRef
 from tasks.tracking import check_tracking_uri, default_tracking_uri, log_run, run_url
@@ -82,10 +82,10 @@ def audit(
         model, states["train"] = _run(train, refresh, dataset=cref["datasets"]["data"],
                                       spec=spec, budget_dataset=ds)
         models.append(model)
-    else:  # run r: initialisation seed spec.seed + r, fresh secret noise, its own cache key
-        for r, b in enumerate(run_bits(cref)):
+    else:  # run r: its own independently drawn initialisation seed, fresh secret noise
+        for r, (b, init) in enumerate(zip(run_bits(cref), run_seeds(cref), strict=True)):
             model, st = _run(train, refresh, dataset=cref["datasets"]["in" if b else "out"],
-                             spec=spec.model_copy(update={"seed": spec.seed + r}),
+                             spec=spec.model_copy(update={"seed": init}),
                              budget_dataset=ds)
             models.append(model)
             states[f"train_{r}"] = st

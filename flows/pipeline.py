@@ -176,7 +176,8 @@ def release_status(report: dict[str, Any], state: str) -> str:
 #: Report entries that are not run parameters: series, the ledger (logged per event),
 #: the release (a tag) and sentences (the run's description has them, in words).
 _NOT_PARAMS = ("ledger", "epsilon_by_step", "release", "warnings", "unaccounted", "private",
-               "method", "protects", "scope", "public", "randomness", "inference", "budget")
+               "method", "protects", "scope", "public", "randomness", "inference", "budget",
+               "unaccounted_release")
 #: Privacy events that clip per-sample gradients (DP-SGD / DP-Adam phases).
 _CLIPPED_KINDS = ("poisson_gaussian", "uniform_gaussian", "dpgnn")
 
@@ -337,6 +338,8 @@ def privacy_tags(report: dict[str, Any], state: str, *,
     if insecure:
         tags["dpgnn.private"] = "false"
         tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"
+    if report.get("unaccounted_release"):  # e.g. --log-raw-loss: released outside ε
+        tags["dpgnn.unaccounted_release"] = "; ".join(report["unaccounted_release"])[:5000]
     # The run page's description: the privacy statement in words.
     head = (f"**(ε = {report['epsilon']:.4g}, δ = {report['delta']:.3g})-DP**, "
             f"{report.get('accountant', '?')} accountant" if report.get("epsilon")
@@ -362,6 +365,7 @@ def privacy_tags(report: dict[str, Any], state: str, *,
     lines += [f"**Noise and sampling:** {report.get('randomness')}",
               f"**Release:** {tags['dpgnn.release']}"]
     lines += [f"**Not accounted:** {u}" for u in report.get("unaccounted", [])]
+    lines += [f"**Released outside ε:** {u}" for u in report.get("unaccounted_release", [])]
     lines += [f"**Warning:** {w}" for w in report.get("warnings", [])]
     tags["mlflow.note.content"] = "\n\n".join(lines)
     return tags
@@ -497,6 +501,7 @@ def pipeline(
                           "steps": report["steps"],
                           "privacy_report": str(mdir / "ledger.json"),
                           "unaccounted": report.get("unaccounted", []),
+                          "unaccounted_release": report.get("unaccounted_release", []),
                           "level": report.get("level"), "relation": report.get("relation"),
                           "protects": report.get("protects"),
                           "randomness": report.get("randomness"),

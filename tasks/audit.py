@@ -20,6 +20,7 @@ from dpgnn_core.audit.canaries import (
     insert_canaries,
     multi_run_bits,
     multi_run_conclude,
+    multi_run_seeds,
     score_canaries,
     secret_generator,
 )
@@ -35,7 +36,8 @@ from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 class CanaryRef(ArtifactRef):
     """The audited datasets and the auditor's record (``canaries.npz``; for a multi-run
-    audit also ``bits.npy``, the canary's bit in each run).
+    audit also ``bits.npy``, the canary's bit in each run, and ``seeds.npy``, each run's
+    initialisation seed).
 
     ``datasets``: one dataset (one-run) or two, the canary ``in`` and ``out`` (multi-run).
     """
@@ -61,10 +63,13 @@ def audit_canaries(dataset: DatasetRef, plan: dict[str, Any], canaries: int, sca
     """Insert the plan's canaries into the dataset and write the audited data.
 
     One-run (``runs`` None): m = ``canaries``, each in with probability 1/2, one dataset.
-    Multi-run: one canary, written once in (``in``) and once out (``out``), and a secret
-    bit per run. The bits and canaries come from a CSPRNG-seeded generator, never from a
-    spec seed; they are the auditor's, stored for the score step, and no training reads
-    them. Cached like every step: a rerun audits the same draw (``--refresh`` draws anew).
+    Multi-run: one canary, written once in (``in``) and once out (``out``), a secret
+    bit per run and an independent initialisation seed per run
+    (:func:`~dpgnn_core.audit.canaries.multi_run_seeds`). The bits, seeds and canaries come
+    from a CSPRNG-seeded generator, never from a spec seed; they are the auditor's, stored
+    for the score step (the seeds also for the trainings, each reading its own), and no
+    training reads the bits. Cached like every step: a rerun audits the same draw
+    (``--refresh`` draws anew).
     """
     p = _plan(plan)
     data = load_keyed_dataset(dataset)
@@ -83,7 +88,8 @@ def audit_canaries(dataset: DatasetRef, plan: dict[str, Any], canaries: int, sca
                                                included=np.array([b]))
                 write_dataset(audited, tmp / name)
             np.save(tmp / "bits.npy", bits)
-            names = ["canaries.npz", "bits.npy"]
+            np.save(tmp / "seeds.npy", multi_run_seeds(runs))
+            names = ["canaries.npz", "bits.npy", "seeds.npy"]
         can.save(tmp / "canaries.npz")
         files = files_manifest(tmp, names)
     folders = ["data"] if runs is None else ["in", "out"]
@@ -97,6 +103,14 @@ def run_bits(ref: CanaryRef) -> list[bool]:
         return []
     verify_files(ref["path"], ref["files"])
     return [bool(b) for b in np.load(Path(ref["path"]) / "bits.npy")]
+
+
+def run_seeds(ref: CanaryRef) -> list[int]:
+    """Each run's initialisation seed in a multi-run audit (empty for a one-run audit)."""
+    if not ref["runs"]:
+        return []
+    verify_files(ref["path"], ref["files"])
+    return [int(s) for s in np.load(Path(ref["path"]) / "seeds.npy")]
 
 
 def _load_model(model: ModelRef) -> tuple[Any, Any, dict[str, Any]]:

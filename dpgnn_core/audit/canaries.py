@@ -751,6 +751,27 @@ def multi_run_bits(runs: int, rng: np.random.Generator | None = None
     return np.asarray(rng.random(int(runs)) < 0.5)
 
 
+def multi_run_seeds(runs: int, rng: np.random.Generator | None = None
+                    ) -> npt.NDArray[np.int64]:
+    """Each run's initialisation seed in a multi-run audit: ``runs`` independent uniform
+    draws from [0, 2^31), from a CSPRNG-seeded generator by default.
+
+    The audit's statistics treat the runs as independent and identically distributed
+    given the canary's bit (the first half's scores choose a threshold that the second
+    half is judged by), so every run's initialisation is its own random draw, as its noise
+    is: never ``spec.seed + r``, which fixes each run's initialisation to a different
+    known value that follows from one public number.
+
+    Raises:
+        DataError: ``runs`` is not a positive integer.
+    """
+    if int(runs) != runs or runs < 1:
+        raise DataError("a multi-run audit needs a positive number of runs", field="runs",
+                        value=runs)
+    rng = rng if rng is not None else secret_generator()
+    return rng.integers(0, 2**31, size=int(runs), dtype=np.int64)
+
+
 def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
                        included: npt.NDArray[np.bool_], report: Any, *,
                        delta: float | None = None, beta: float = DEFAULT_BETA
@@ -762,7 +783,8 @@ def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
     score <= t" has the largest empirical ε on that half; the second half is judged with
     it: TP, FN, FP, TN there give the Clopper–Pearson bound
     (:func:`~dpgnn_core.audit.bounds.multi_run_audit`). The runs are independent
-    trainings (fresh secret noise, each its own initialisation seed), so the second half's
+    trainings (fresh secret noise, each its own independently drawn initialisation seed:
+    :func:`multi_run_seeds`), so the second half's
     counts are independent Bernoulli trials given t.
     """
     from dpgnn_core.audit.bounds import multi_run_audit
@@ -803,7 +825,8 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
                     ) -> AuditResult:
     """The classic multi-run audit of one canary (for small settings: ``runs`` trainings):
     the canary is the same in every run (one draw), in or out by a secret coin per run;
-    run r trains with initialisation seed ``spec.seed + r`` and fresh secret noise. See
+    run r trains with its own initialisation seed (:func:`multi_run_seeds`, independent
+    draws; ``rng`` when given, else a CSPRNG) and fresh secret noise. See
     :func:`multi_run_conclude` for the test. The ``dpgnn audit --runs R`` flow runs the
     same steps as cached tasks.
 
@@ -814,6 +837,7 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
 
     plan = plan_audit(method_name, spec, attack)
     bits = multi_run_bits(runs, rng)
+    inits = multi_run_seeds(runs, rng)
     seed = secrets.randbits(128) if rng is None else int(rng.integers(2**62))
     pair = {b: insert_canaries(plan, data, 1, scale=scale, rng=np.random.default_rng(seed),
                                included=np.array([b])) for b in (True, False)}
@@ -822,7 +846,7 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
     report: Any = {}
     for r, b in enumerate(bits):
         train_data, can = pair[bool(b)]
-        fitted = method.fit(train_data, spec.model_copy(update={"seed": spec.seed + r}))
+        fitted = method.fit(train_data, spec.model_copy(update={"seed": int(inits[r])}))
         scores[r] = score_canaries(plan, fitted.model, fitted.extra, train_data, can, spec)[0]
         report = fitted.report
     return multi_run_conclude(plan, scores, bits, report, delta=delta, beta=beta)
@@ -833,7 +857,8 @@ __all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "THREAT_MODELS",
            "canaries_for", "conclude", "guess", "guesses_per_side", "insert_canaries",
            "insert_edge_canaries", "insert_node_canaries", "insert_node_edge_canaries",
            "insert_star_canaries",
-           "multi_run_bits", "multi_run_conclude", "plan_audit", "score_canaries",
+           "multi_run_bits", "multi_run_conclude", "multi_run_seeds", "plan_audit",
+           "score_canaries",
            "score_edge_canaries", "score_edge_canaries_reproduced_noise",
            "score_node_canaries", "score_node_edge_canaries", "score_star_canaries",
            "secret_generator"]

@@ -110,6 +110,8 @@ class DglOptions(_SplitFractions):
     edge_features: Annotated[list[Column], Field(min_length=1)] | None = None
     remove_self_loops: bool = False
     dedupe: bool = False
+    #: The graph is directed (else undirected, with a symmetric edge set); never inferred.
+    directed: bool = False
 
 
 class TabularOptions(_SplitFractions):

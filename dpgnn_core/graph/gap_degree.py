@@ -112,12 +112,17 @@ def max_degree_for_pma(edge_index: IntArray, num_nodes: int, *, directed: bool) 
 
 
 def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
-                       directed: bool) -> int:
-    """Refuse a graph with a degree above ``max_degree``; return its maximum degree.
+                       directed: bool) -> None:
+    """Refuse a graph with a degree above ``max_degree``.
 
     No edge is removed: every projection onto degree <= D that keeps edges of low-degree
     nodes lets one node's removal change edges elsewhere (see the module docstring), so
     node-level PMA is only claimed on graphs already within the bound.
+
+    The refusal releases one bit, "some degree exceeds D" (listed in the ledger's notes,
+    not covered by ε), and nothing more: its message names D (the user's, public) but
+    never the observed maximum degree, how far beyond D it is, or which node exceeds it,
+    and nothing data-dependent is returned.
 
     Args:
         edge_index (np.ndarray): ``[2, E]`` (src -> dst).
@@ -127,18 +132,17 @@ def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
 
     Raises:
         DataError: D is not an integer >= 1, or some node's degree exceeds D (names the
-            field ``max_degree`` and the observed maximum degree).
+            field ``max_degree`` and the user's D, not the graph's degrees).
     """
     if int(max_degree) != max_degree or max_degree < 1:
         raise DataError("degree bound D must be an integer >= 1", field="max_degree",
                         value=max_degree)
-    observed = max_degree_for_pma(edge_index, num_nodes, directed=directed)
-    if observed > max_degree:
+    if max_degree_for_pma(edge_index, num_nodes, directed=directed) > max_degree:
         kind = "in + out degree" if directed else "degree"
         raise DataError(
-            f"node-level GAP is claimed only for graphs whose {kind} is at most D = "
-            f"{max_degree}, but this graph's maximum {kind} is {observed}; set max_degree "
-            f">= {observed} (the noise grows with D) or use edge-level GAP. No edge is "
+            f"node-level GAP is claimed only for graphs whose every {kind} is at most D = "
+            f"{max_degree}, and some node's {kind} in this graph exceeds it (by how much, "
+            "and which node, is not said: the degrees are private); choose a larger D from "
+            "public knowledge (the noise grows with D) or use edge-level GAP. No edge is "
             "dropped to enforce the bound: GAP's edge sampler is not stable under node "
-            "removal (docs/privacy.md)", field="max_degree", value=observed)
-    return observed
+            "removal (docs/privacy.md)", field="max_degree", value=max_degree)

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dpgnn_core.data.clean import clean_edges, is_symmetric
+from dpgnn_core.data.clean import clean_edges
 from dpgnn_core.data.graph import SPLIT_NAMES, TEST, TRAIN, UNUSED, VAL, GraphData
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError, MissingExtraError
@@ -180,6 +180,20 @@ def _split_from_masks(masks: Mapping[str, Any], n: int, path: str | Path, where:
     return split
 
 
+def _require_symmetric(ei: npt.NDArray[np.int64], n: int, path: str | Path) -> None:
+    """Refuse an edge list said to be undirected that lacks the reverse of some edge."""
+    keys = ei[0] * n + ei[1]
+    lonely = ~np.isin(ei[1] * n + ei[0], keys)
+    if lonely.any():
+        i = int(np.flatnonzero(lonely)[0])
+        raise DataError(
+            f"the graph is taken as undirected (the default) but edge ({int(ei[0, i])}, "
+            f"{int(ei[1, i])}) has no reverse ({int(lonely.sum())} of {ei.shape[1]} edges "
+            "lack one); an undirected DGL graph holds both directions of every edge. Pass "
+            "-o directed=true if the graph is directed, or add the reverse edges "
+            "(dgl.to_bidirected) before saving", path=path, field="directed", value=False)
+
+
 def from_dgl(
     graphs: Any,
     graph_labels: Mapping[str, Any] | None = None,
@@ -194,6 +208,7 @@ def from_dgl(
     seed: int = 0,
     remove_self_loops: bool = False,
     dedupe: bool = False,
+    directed: bool = False,
     path: str | Path = "<memory>",
 ) -> GraphData:
     """A ``DGLGraph`` (node classification) or a list of them with a labels dict (graph
@@ -203,9 +218,12 @@ def from_dgl(
     classification on one graph. Splits come from the boolean ``train_mask`` / ``val_mask``
     / ``test_mask`` (node data; for graph sets, entries of ``graph_labels``) when present and
     ``fractions`` is not given; otherwise a random split stratified by label (75/10/15 of
-    labelled nodes, 80/10/10 of graphs). A graph whose edge set is symmetric is marked
-    undirected (the conservative reading: DP-GNN's node level is refused on it). Self-loops
-    and duplicate edges are errors unless asked to be removed, as in every loader.
+    labelled nodes, 80/10/10 of graphs). Whether the graph is directed is the caller's
+    ``directed`` (default undirected, the conservative reading: DP-GNN's node level is
+    refused on it), never read off the edges, whose symmetry is itself private: an
+    undirected graph must hold both directions of every edge (DGL's convention) and one
+    that does not is refused, naming an edge without its reverse. Self-loops and duplicate
+    edges are errors unless asked to be removed, as in every loader.
 
     Args:
         graphs (DGLGraph or list of DGLGraph): homogeneous graphs.
@@ -224,6 +242,8 @@ def from_dgl(
         seed (int, optional): seed of a random split. (default: :obj:`0`)
         remove_self_loops (bool, optional): drop self-loops instead of raising.
         dedupe (bool, optional): drop duplicate edges instead of raising.
+        directed (bool, optional): the graph is directed; otherwise it is undirected and
+            its edge set must be symmetric. (default: :obj:`False`)
         path (str, optional): the source file, named in errors.
     """
     many = isinstance(graphs, list | tuple)
@@ -256,6 +276,8 @@ def from_dgl(
                                    path=path)
     if eattr is not None:
         eattr = eattr[kept]
+    if not directed:
+        _require_symmetric(ei, n, path)
     rng = np.random.default_rng(seed)
     meta: dict[str, Any] = {"cleaning": dict(counts)}
     if graph_task:
@@ -278,7 +300,7 @@ def from_dgl(
         k = num_classes if num_classes is not None else int(graph_y.max()) + 1
         return GraphData(name=name, task="graph", x=x, edge_index=np.ascontiguousarray(ei),
                          y=np.full(n, -1, dtype=np.int64), split=gsplit[graph_id],
-                         num_classes=k, directed=not is_symmetric(ei, n), graph_id=graph_id,
+                         num_classes=k, directed=directed, graph_id=graph_id,
                          graph_y=graph_y, graph_split=gsplit, edge_attr=eattr, meta=meta)
     g = glist[0]
     y = _int_labels(_ndata(g, label, path, "node labels"), path, label)
@@ -291,7 +313,7 @@ def from_dgl(
         meta["split"] = {"scheme": "dgl-masks"}
     k = num_classes if num_classes is not None else int(y.max()) + 1
     return GraphData(name=name, task="node", x=x, edge_index=np.ascontiguousarray(ei), y=y,
-                     split=split, num_classes=k, directed=not is_symmetric(ei, n),
+                     split=split, num_classes=k, directed=directed,
                      edge_attr=eattr, meta=meta)
 
 

@@ -171,7 +171,8 @@ def train_on_subgraphs(
 
         history = train_steps(model, base, spec.steps, step_losses,
                               clipping=clipping, generator=noise_gen, on_step=on_step,
-                              select=select, select_every=spec.select_every)
+                              select=select, select_every=spec.select_every,
+                              log_raw_loss=spec.log_raw_loss)
     record_epsilon(history, curve)
     report["unaccounted"] = list(ledger.unaccounted)
     return SubgraphResult(model=model.eval(), ledger=ledger, report=report, history=history)

@@ -85,7 +85,8 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
             stds = group_noise_stds(z, 1.0, [spec.clip])
             clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
-                              generator=noise_gen, on_step=on_step)
+                              generator=noise_gen, on_step=on_step,
+                              log_raw_loss=spec.log_raw_loss)
     record_epsilon(history, curve)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 

@@ -370,7 +370,7 @@ def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
                   ) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already
     have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
-    refuses it otherwise, naming the observed maximum degree); no edge is dropped."""
+    refuses it otherwise, naming D but not the graph's degrees); no edge is dropped."""
     ei = np.asarray(data.edge_index)
     info: dict[str, Any] = {"edges_before": int(ei.shape[1]), "directed": is_directed(data)}
     if spec.level == "node":
@@ -424,7 +424,8 @@ def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | Progap
         stds = group_noise_stds(z, 1.0, [spec.clip])
         hist = train_steps(model, opt, spec.steps, batch,
                            clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch)),
-                           generator=noise_gen, on_step=on_step)
+                           generator=noise_gen, on_step=on_step,
+                           log_raw_loss=spec.log_raw_loss)
     return hist
 
 
@@ -651,12 +652,13 @@ def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: L
         eps = epsilon_by_step(spec, num_train, z, report["delta"], len(encoder_history),
                               len(classifier_history))
         report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
-    report, ledger = with_loss_note(report, ledger)
+    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
     report["ledger"] = ledger
     for i, h in enumerate(encoder_history + classifier_history):
         name = "encoder_loss" if i < len(encoder_history) else "classifier_loss"
-        rec: dict[str, Any] = {"step": i + 1, name: h["train_loss"],
-                               "train_loss": h["train_loss"]}
+        rec: dict[str, Any] = {"step": i + 1}
+        if "train_loss" in h:  # private stages record none unless log_raw_loss
+            rec.update({name: h["train_loss"], "train_loss": h["train_loss"]})
         if eps:
             rec["epsilon_spent"] = eps[i]
         history.append(rec)

@@ -199,7 +199,8 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
             clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
             report["noise_std"] = stds[0]
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
-                              generator=noise_gen, on_step=log)
+                              generator=noise_gen, on_step=log,
+                              log_raw_loss=spec.log_raw_loss)
     record_epsilon(history, curve)
     return GraphClsResult(model=model.eval(), ledger=ledger, report=report, history=history)
 

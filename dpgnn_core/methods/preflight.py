@@ -127,7 +127,7 @@ def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
     without the rest of the dataset): the refusal training would make, before anything starts.
 
     Raises:
-        DataError: a degree above ``max_degree`` (naming the observed maximum).
+        DataError: a degree above ``max_degree`` (naming D, never the observed degrees).
     """
     if spec.level != "node" or not manifest.get("path"):
         return

@@ -395,14 +395,14 @@ def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
         eps = epsilon_by_stage(spec, num_train, z, report["delta"])
         eps[-1] = report["epsilon"]
-    report, ledger = with_loss_note(report, ledger)
+    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
     report["ledger"] = ledger
     history: list[dict[str, Any]] = []
     for k, hist in enumerate(histories):
         for h in hist:
-            rec: dict[str, Any] = {"step": len(history) + 1, "stage": k,
-                                   f"stage{k}_loss": h["train_loss"],
-                                   "train_loss": h["train_loss"]}
+            rec: dict[str, Any] = {"step": len(history) + 1, "stage": k}
+            if "train_loss" in h:  # private stages record none unless log_raw_loss
+                rec.update({f"stage{k}_loss": h["train_loss"], "train_loss": h["train_loss"]})
             if eps:
                 rec["epsilon_spent"] = eps[k]
             history.append(rec)

@@ -203,7 +203,8 @@ class Method:
             report["epsilon_by_step"] = curve
             for t, eps in curve:
                 history[t - 1]["epsilon_spent"] = eps
-        report, fitted.ledger = with_loss_note(report, fitted.ledger)
+        report, fitted.ledger = with_loss_note(report, fitted.ledger,
+                                               bool(getattr(spec, "log_raw_loss", False)))
         report["ledger"] = fitted.ledger
         fitted.report = PrivacyReport.from_dict(report)
         fitted.history = history

@@ -17,20 +17,37 @@ from typing import Any
 
 from dpgnn_core.privacy.events import Ledger
 
-#: What every private run's history releases without noise: the training loss of each
-#: step, computed on the private batch (history.json, MLflow's train_loss, the progress
-#: display). No event covers it, so the report lists it as unaccounted (docs/privacy.md).
+#: What a private run asked to log its raw loss (``log_raw_loss``) releases without noise:
+#: the training loss of each step, computed on the private batch (history.json, MLflow's
+#: train_loss, the progress display). No event covers it, so the report lists it as
+#: unaccounted and marks the run (``unaccounted_release``; docs/privacy.md). By default a
+#: private run records no training loss, and this note is absent.
 TRAINING_LOSS_NOTE = ("training loss of each step on the private batch, without noise, in "
-                      "the history (history.json, MLflow train_loss, progress display)")
+                      "the history (history.json, MLflow train_loss, progress display), "
+                      "logged because log_raw_loss was set")
 
 
-def with_loss_note(report: dict[str, Any], ledger: Ledger) -> tuple[dict[str, Any], Ledger]:
-    """A private run's report and ledger with :data:`TRAINING_LOSS_NOTE` among their
-    unaccounted uses (once); a non-private run's unchanged."""
-    if not report.get("private") or TRAINING_LOSS_NOTE in ledger.unaccounted:
+def with_loss_note(report: dict[str, Any], ledger: Ledger, logged: bool
+                   ) -> tuple[dict[str, Any], Ledger]:
+    """The report and ledger of a run, marked when it is private and ``logged`` its raw
+    training loss: :data:`TRAINING_LOSS_NOTE` among their unaccounted uses (once) and the
+    report's ``unaccounted_release`` listing it. Unchanged otherwise (a private run records
+    no training loss by default; a non-private run has no guarantee to mark).
+
+    Args:
+        report (dict): the method's report.
+        ledger (Ledger): the run's ledger.
+        logged (bool): the spec's ``log_raw_loss``.
+    """
+    if not report.get("private") or not logged:
         return report, ledger
-    ledger = ledger.flag(TRAINING_LOSS_NOTE)
-    return {**report, "unaccounted": list(ledger.unaccounted)}, ledger
+    if TRAINING_LOSS_NOTE not in ledger.unaccounted:
+        ledger = ledger.flag(TRAINING_LOSS_NOTE)
+    released = [*report.get("unaccounted_release", [])]
+    if TRAINING_LOSS_NOTE not in released:
+        released.append(TRAINING_LOSS_NOTE)
+    return {**report, "unaccounted": list(ledger.unaccounted),
+            "unaccounted_release": released}, ledger
 
 
 #: Keys that are typed attributes (everything else is a detail).

@@ -106,8 +106,15 @@ def train_steps(
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     select: Callable[[], float] | None = None,
     select_every: int = 50,
+    log_raw_loss: bool = False,
 ) -> list[dict[str, float]]:
-    """Run ``steps`` optimisation steps; return ``[{"step", "train_loss", ...}]``.
+    """Run ``steps`` optimisation steps; return ``[{"step", ...}]``.
+
+    A step's record holds ``train_loss`` (the reported loss of ``step_losses``) when the
+    step is not private (``clipping`` None) or ``log_raw_loss`` is set: a private step's
+    loss is computed on the private batch without noise, so by default it is not recorded
+    (nor passed to ``on_step``), and a caller that sets ``log_raw_loss`` must mark the run
+    (:func:`~dpgnn_core.privacy.report.with_loss_note`).
 
     ``step_losses()`` draws a batch, runs ``model`` and returns (per-sample losses ``[B]``,
     the loss to report). With ``clipping`` the model is validated for DP, and each step clips
@@ -157,7 +164,9 @@ def train_steps(
                 losses, reported = step_losses()
                 losses.mean().backward()  # type: ignore[no-untyped-call]
             optimizer.step()
-            rec: dict[str, float] = {"step": step, "train_loss": reported}
+            rec: dict[str, float] = {"step": step}
+            if clipper is None or log_raw_loss:
+                rec["train_loss"] = reported
             if select is not None and (step % select_every == 0 or step == steps):
                 score = select()
                 rec["selection_score"] = score

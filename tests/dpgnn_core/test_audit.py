@@ -24,6 +24,7 @@ from dpgnn_core.audit.canaries import (
     insert_node_edge_canaries,
     insert_star_canaries,
     multi_run_conclude,
+    multi_run_seeds,
     plan_audit,
 )
 from dpgnn_core.data.synthetic import csbm
@@ -226,6 +227,52 @@ def test_multi_run_audit_power_and_soundness(data):
     assert ctrl.v >= ctrl.r - 1, ctrl.to_dict()  # the non-private model memorises it
     assert ctrl.epsilon_lower > 0.4, ctrl.to_dict()  # ~0.8 is the most 20 judged runs give
     assert priv.epsilon_lower < priv.reported_epsilon, priv.to_dict()
+
+
+def test_multi_run_initialisations_are_independent_draws(data, monkeypatch):
+    """Each run of a multi-run audit trains with its own independently drawn seed (not
+    spec.seed + r): the seeds of two audits of the same spec differ, are not consecutive,
+    and follow the auditor's rng when one is given."""
+    import dpgnn_core.methods.registry as registry
+
+    seen: list[int] = []
+    real = registry.get
+
+    class Recording:
+        def __init__(self, name: str) -> None:
+            self.inner = real(name)
+
+        def __getattr__(self, name: str):
+            return getattr(self.inner, name)
+
+        def fit(self, d, spec, *a, **k):
+            seen.append(spec.seed)
+            return self.inner.fit(d, spec, *a, **k)
+
+    import dpgnn_core.audit.canaries as canaries
+
+    monkeypatch.setattr(registry, "get", Recording)
+    # only the trainings matter here (a 3-run half may hold no "in" run to bound ε with)
+    monkeypatch.setattr(canaries, "multi_run_conclude", lambda *a, **k: None)
+    spec = get("dp-mlp").spec(epsilon=None, steps=2, seed=7)
+    runs = 6
+    audits = []
+    for rng in (None, None, np.random.default_rng(1), np.random.default_rng(1)):
+        seen.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            audit_multi_run("dp-mlp", data, spec, runs=runs, rng=rng)
+        audits.append(list(seen))
+    fresh_a, fresh_b, keyed_a, keyed_b = audits
+    assert fresh_a != list(range(7, 7 + runs)) and fresh_a != fresh_b
+    assert len(set(fresh_a)) == runs  # 6 draws from 2^31 values: a tie is ~1e-8
+    assert keyed_a == keyed_b  # a given rng reproduces the draw (tests, simulations)
+    np.testing.assert_array_equal(
+        multi_run_seeds(4, np.random.default_rng(2)), multi_run_seeds(4, np.random.default_rng(2)))
+    draws = np.concatenate([multi_run_seeds(1000) for _ in range(4)])
+    assert draws.min() >= 0 and draws.max() < 2**31
+    assert 2**30 * 0.9 < draws.mean() < 2**30 * 1.1  # uniform: mean 2^30, sd ~1e7
+    assert abs(np.corrcoef(draws[:-1], draws[1:])[0, 1]) < 0.1  # consecutive uncorrelated
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,7 @@ def test_node_dataset_round_trip(directed: bool) -> None:
     g = interop.to_dgl(d)
     assert g.num_nodes() == d.num_nodes and g.num_edges() == d.num_edges
     assert int(g.ndata["train_mask"].sum()) == int((d.split == 0).sum())
-    back = interop.from_dgl(g, name=d.name, edge_features=["feat"])
+    back = interop.from_dgl(g, name=d.name, edge_features=["feat"], directed=d.directed)
     _assert_same(back, d)
 
 
@@ -136,6 +136,43 @@ def test_loader_refuses_bad_files(tmp_path: Path, change: str, needle: str,
         options["remove_self_loops"] = True
         data = load_from_spec(IngestSpec(format="dgl", source=str(path), options=options))
         assert data.meta["cleaning"]["self_loops"] == 1
+
+
+@needs_dgl
+@pytest.mark.parametrize("task", ["node", "graph"])
+@pytest.mark.parametrize("option", [None, False, True])
+def test_directed_comes_from_the_option_not_the_edges(tmp_path: Path, task: str,
+                                                      option: bool | None) -> None:
+    """``directed`` is the ingest option (default undirected), whatever the edges' symmetry
+    (itself private: one edge would flip it): a symmetric graph said to be directed is
+    directed; an asymmetric one is refused as undirected, naming the option, and read as
+    directed when the option says so."""
+    import dgl
+
+    if task == "node":
+        sym = _node_data(directed=False)
+        sym.edge_attr = None
+        graphs, labels = [interop.to_dgl(sym)], None
+    else:
+        graphs, labels = interop.to_dgl_graphs(er_graphs(num_graphs=6, num_nodes=6,
+                                                         split=(4, 1, 1), seed=3))
+    options = {} if option is None else {"directed": option}
+    path = tmp_path / "sym.bin"
+    dgl.save_graphs(str(path), graphs, labels)
+    data = load_from_spec(IngestSpec(format="dgl", source=str(path), options=options))
+    assert data.directed is bool(option)  # symmetric edges, yet directed when said so
+    assert data.meta["source"]["options"]["directed"] is bool(option)
+    first = graphs[0]
+    s, t = (int(v) for v in first.edges()[0][:1].tolist() + first.edges()[1][:1].tolist())
+    graphs[0] = dgl.remove_edges(first, first.edge_ids(torch.tensor([t]), torch.tensor([s])))
+    dgl.save_graphs(str(path), graphs, labels)
+    spec = IngestSpec(format="dgl", source=str(path), options=options)
+    if option:
+        assert load_from_spec(spec).directed is True
+    else:
+        with pytest.raises(DataError, match="-o directed=true") as err:
+            load_from_spec(spec)
+        assert err.value.field == "directed" and err.value.path == str(path)
 
 
 @needs_dgl

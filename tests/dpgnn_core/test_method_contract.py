@@ -56,7 +56,8 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
     data = GRAPHS if m.task == "graph" else NODES
     spec = _spec(name)
     assert method_for(spec) is m
-    fitted = m.fit(data, spec)
+    shown: list[dict[str, float]] = []  # what the progress line and any caller would see
+    fitted = m.fit(data, spec, on_step=lambda step, rec: shown.append(dict(rec)))
 
     # save -> load -> evaluate: the same predictions as the fitted model.
     m.save(str(tmp_path / "model.pt"), fitted, spec, data)
@@ -86,15 +87,22 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         assert fitted.report.ledger == fitted.ledger
         assert fitted.report.epsilon_by_step[-1][1] == pytest.approx(fitted.report.epsilon)
         assert fitted.history[-1]["epsilon_spent"] == pytest.approx(fitted.report.epsilon)
-        # The history releases the training loss without noise: flagged, in both places.
-        assert any("train_loss" in r for r in fitted.history)
-        assert TRAINING_LOSS_NOTE in fitted.ledger.unaccounted
+        # No raw loss on the private batch leaves a private run by default (history,
+        # on_step records): a DP-SGD phase's loss is not recorded at all. Only GAP-EDP's
+        # and ProGAP-EDP's modules, trained without noise on the noisy aggregations and on
+        # features and labels that edge level leaves public, keep theirs.
+        if any(e.kind != "gaussian" for e in fitted.ledger.events):
+            assert not any("train_loss" in r for r in fitted.history + shown)
+            assert not any(k.endswith("_loss") for r in fitted.history + shown for k in r)
+        assert TRAINING_LOSS_NOTE not in fitted.ledger.unaccounted
+        assert "unaccounted_release" not in fitted.report.to_dict()
         assert list(fitted.report.unaccounted) == list(fitted.ledger.unaccounted)
         with pytest.raises(AttributeError):
             fitted.report.epsilon = 0.0  # type: ignore[misc]
     else:
         assert fitted.ledger.entries == () and not fitted.report["private"]
         assert m.ledger_for(spec, n_train)(1.0).entries == ()
+        assert all("train_loss" in r for r in fitted.history)  # a non-private run keeps it
 
     # Options that do not apply are refused, naming the option.
     with pytest.raises(UnknownMethodError, match="does not take bogus_option"):
@@ -146,3 +154,21 @@ def test_train_until_spent_model_loads_again(name: str, tmp_path: Path) -> None:
     m.save(str(tmp_path / "model.pt"), fitted, spec, NODES)
     _, loaded = m.load(torch.load(tmp_path / "model.pt", weights_only=True))
     assert loaded == spec and fitted.report["steps"] >= 1
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items() if m.private))
+def test_raw_loss_only_behind_the_flag_and_marked(name: str) -> None:
+    """``log_raw_loss=True`` puts the raw training loss of every step in the history and
+    the on_step records (what MLflow and the progress line read), and marks the run: the
+    note in the ledger and report, and ``unaccounted_release`` in the report."""
+    m = get(name)
+    data = GRAPHS if m.task == "graph" else NODES
+    spec = _spec(name).model_copy(update={"log_raw_loss": True})
+    shown: list[dict[str, float]] = []
+    fitted = m.fit(data, spec, on_step=lambda step, rec: shown.append(dict(rec)))
+    assert fitted.history and all("train_loss" in r for r in fitted.history)
+    assert all("train_loss" in r for r in shown)
+    assert TRAINING_LOSS_NOTE in fitted.ledger.unaccounted
+    assert list(fitted.report.unaccounted) == list(fitted.ledger.unaccounted)
+    assert fitted.report.to_dict()["unaccounted_release"] == [TRAINING_LOSS_NOTE]
+    assert "log_raw_loss" in spec.model_dump() and "log_raw_loss" not in _spec(name).model_dump()

@@ -135,7 +135,7 @@ def test_bad_input_refused_before_training() -> None:
         ProgapSpec(level="node", epsilon=4.0)
     with pytest.raises(ValueError, match="drop epsilon"):
         ProgapSpec(level="none", epsilon=4.0)
-    with pytest.raises(DataError, match="maximum degree"):
+    with pytest.raises(DataError, match="exceeds it"):
         progap.train_progap(SMALL, ProgapSpec(level="node", epsilon=4.0, max_degree=2,
                                               **FAST))
     with pytest.raises(PrivacyError, match="ProGAP-node composition"):

@@ -141,7 +141,8 @@ def test_select_and_refusals(plan: st.TuningPlan) -> None:
         st.select([0.5, float("nan")])
     for method, config in [("gap-edp", {}), ("dp-mlp", {"noise_multiplier": 2.0}),
                            ("dp-mlp", {"accountant": "pld"}),
-                           ("dp-mlp", {"insecure_reproducible_noise": True})]:
-        with pytest.raises(PrivacyError):
+                           ("dp-mlp", {"insecure_reproducible_noise": True}),
+                           ("dp-mlp", {"log_raw_loss": True})]:
+        with pytest.raises(PrivacyError, match=next(iter(config), "GAP")):
             st.check_candidate_options(method, config)
     assert dataclasses.replace(plan).epsilon == plan.epsilon

@@ -69,6 +69,9 @@ def test_multi_run_audit_flow(dataset: Path) -> None:
     res = audit(spec=spec, dataset=str(dataset), runs=8)
     assert res["audit"] == "multi-run" and res["m"] == 1 and res["guesses"] == 4
     assert len(res["models"]) == 8 and len(set(res["models"])) == 8  # eight trainings
+    seeds = [json.loads((Path(m) / "manifest.json").read_text())["spec"]["seed"]
+             for m in res["models"]]
+    assert seeds != list(range(5, 13)) and len(set(seeds)) == 8  # independent draws
     assert sum(res["counts"].values()) == 4
     saved = json.loads(Path(res["audit_json"]).read_text())
     assert saved["guesses"][:4] == [0, 0, 0, 0]  # the first half chose the threshold

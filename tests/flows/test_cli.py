@@ -180,8 +180,8 @@ def test_run_drw_json_reports_privacy(tmp_path: Path) -> None:
     assert out["epsilon"] <= 4.0 and out["noise_multiplier"] > 0
     ledger = Ledger.load(out["privacy_report"])
     assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
-    assert len(out["unaccounted"]) == 2 and "75th percentile" in out["unaccounted"][0]
-    assert "training loss" in out["unaccounted"][1]
+    assert len(out["unaccounted"]) == 1 and "75th percentile" in out["unaccounted"][0]
+    assert out["unaccounted_release"] == []  # no raw training loss without --log-raw-loss
     assert list(ledger.unaccounted) == out["unaccounted"]
 
 

@@ -27,6 +27,7 @@ def load_dgl(
     seed: int = 0,
     remove_self_loops: bool = False,
     dedupe: bool = False,
+    directed: bool = False,
 ) -> GraphData:
     """Read a file written by ``dgl.save_graphs``.
 
@@ -46,6 +47,9 @@ def load_dgl(
         seed (int, optional): seed of a random split. (default: :obj:`0`)
         remove_self_loops (bool, optional): drop self-loops instead of raising.
         dedupe (bool, optional): drop duplicate edges instead of raising.
+        directed (bool, optional): the graph is directed; otherwise undirected, and its
+            edge set must then be symmetric (never inferred from the edges).
+            (default: :obj:`False`)
     """
     from dpgnn_core.interop.dgl import from_dgl, import_dgl
 
@@ -60,9 +64,10 @@ def load_dgl(
     data = from_dgl(graphs, labels, name=name or source.stem, features=feats, label=label,
                     graph_label=graph_label, edge_features=edge_features or (),
                     fractions=fractions, seed=seed, remove_self_loops=remove_self_loops,
-                    dedupe=dedupe, path=source)
+                    dedupe=dedupe, directed=directed, path=source)
     data.meta["source"] = provenance("dgl", source, [source], features=feats, label=label,
                                      graph_label=graph_label,
                                      edge_features=list(edge_features or []),
+                                     directed=directed,
                                      dgl_version=dgl.__version__)
     return data

@@ -4,6 +4,8 @@ graphs within D the aggregation moves by at most the implemented sensitivity."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -66,11 +68,11 @@ def test_gap_edge_sampler_is_not_stable_under_node_removal() -> None:
         worst_moved = max(worst_moved, float((_agg(x, full) - _agg(x, cut)).norm()))
     assert worst_changed > 100
     assert worst_moved > 3 * sensitivity("node", d, directed=False)
-    # what GAP-NDP does instead: refuse the hub graph, naming the observed maximum degree
+    # what GAP-NDP does instead: refuse the hub graph (naming D, not its degree 300)
     und = np.concatenate([pairs, pairs[::-1]], 1)
-    with pytest.raises(DataError, match="maximum degree is 300") as err:
+    with pytest.raises(DataError, match="exceeds it") as err:
         check_degree_bound(und, n, d, directed=False)
-    assert err.value.field == "max_degree" and err.value.value == 300
+    assert err.value.field == "max_degree" and err.value.value == d
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -95,7 +97,8 @@ def test_coupling_on_graphs_within_the_bound(directed: bool, c: float | None) ->
     bound = sensitivity("node", d, directed, c)
     for ei in graphs:
         m = int(ei.max()) + 1
-        assert check_degree_bound(ei, m, d, directed=directed) <= d
+        check_degree_bound(ei, m, d, directed=directed)
+        assert max_degree_for_pma(ei, m, directed=directed) <= d
         for x in (torch.ones(m, 3), torch.randn(m, 3, generator=torch.Generator().manual_seed(0))):
             full = clip_rows(_agg(x, ei), c)
             for v in np.unique(ei):
@@ -113,7 +116,7 @@ def test_bound_degree_graph_passes_gaps_check(directed: bool) -> None:
     ei = pairs if directed else np.concatenate([pairs, pairs[::-1]], 1)
     out = bound_degree(ei, n, 4, directed=directed, rng=np.random.default_rng(0))
     assert max_degree_for_pma(out, n, directed=directed) <= 4
-    assert check_degree_bound(out, n, 4, directed=directed) <= 4
+    check_degree_bound(out, n, 4, directed=directed)
 
 
 def test_degree_reading() -> None:
@@ -123,3 +126,23 @@ def test_degree_reading() -> None:
     assert max_degree_for_pma(np.zeros((2, 0), dtype=np.int64), 3, directed=False) == 0
     with pytest.raises(DataError, match="integer >= 1"):
         check_degree_bound(ei, 3, 0, directed=False)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize(("d", "leaves"), [(5, 6), (5, 300), (7, 8), (40, 1234)])
+def test_refusal_names_no_degree_beyond_d(directed: bool, d: int, leaves: int) -> None:
+    """The refusal releases the bit "some degree > D" and nothing more: on stars whose
+    centre exceeds D by 1 up to by far, its text holds no number but D (no maximum degree,
+    no excess, no node id) and its value is D; the same text whatever the graph."""
+    texts = set()
+    for centre in (0, leaves // 2):  # which node is the hub must not show either
+        others = np.array([u for u in range(leaves + 1) if u != centre], dtype=np.int64)
+        star = np.stack([others, np.full_like(others, centre)])
+        ei = star if directed else np.concatenate([star, star[::-1]], 1)
+        assert max_degree_for_pma(ei, leaves + 1, directed=directed) > d
+        with pytest.raises(DataError) as err:
+            check_degree_bound(ei, leaves + 1, d, directed=directed)
+        assert set(re.findall(r"\d+", str(err.value))) == {str(d)}, str(err.value)
+        assert err.value.field == "max_degree" and err.value.value == d
+        texts.add(str(err.value))
+    assert len(texts) == 1
