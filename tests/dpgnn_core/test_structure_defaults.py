@@ -71,7 +71,7 @@ def test_level_node_reads_no_degrees() -> None:
     assert (out.max_degree, out.batch_size, chosen.stats) == (2, 500, None)
     assert spec.degree_bound == 2  # plans without the graph too
     with pytest.raises(ValueError, match="max_degree is unset"):
-        DpgnnSpec(epsilon=4.0).degree_bound
+        _ = DpgnnSpec(epsilon=4.0).degree_bound
     with pytest.raises(ValueError, match="public degrees"):
         resolve(DpgnnSpec(epsilon=4.0), 500, None)
 
