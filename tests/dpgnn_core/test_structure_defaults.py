@@ -105,3 +105,26 @@ def test_large_training_set_gets_k_2() -> None:
                                     int(data.mask("train").sum()))
     assert (spec.max_degree, chosen.max_degree) == (2, 2)
     assert chosen.stats is not None and chosen.stats.num_train >= 5000
+
+
+@pytest.mark.parametrize("change", ["huge_features", "other_label", "zero_features"])
+def test_replacing_a_training_nodes_data_does_not_change_the_choice(change: str) -> None:
+    """Under ``node_feature`` neighbouring datasets differ in one training node's features and
+    label: the rule must read neither (docs/privacy.md), so its values are the same."""
+    import dataclasses
+
+    from dpgnn_core.methods.dp_gnn import resolve_for_data
+
+    data = csbm(num_nodes=200, avg_degree=3, feature_dim=4, seed=5)
+    v = int(np.flatnonzero(data.mask("train"))[0])
+    x, y = data.x.copy(), np.array(data.y, copy=True)
+    if change == "huge_features":
+        x[v] = 1e9
+    elif change == "zero_features":
+        x[v] = 0.0
+    else:
+        y[v] = (y[v] + 1) % data.num_classes
+    other = dataclasses.replace(data, x=x, y=y)
+    n = int(data.mask("train").sum())
+    spec = DpgnnSpec(epsilon=4.0)
+    assert resolve_for_data(spec, data, n) == resolve_for_data(spec, other, n)

@@ -189,8 +189,10 @@ def test_run_method_help_lists_only_its_options() -> None:
     r = runner.invoke(app, ["run", "dp-gcn", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "--max-degree" in r.output and "--level" in r.output
-    degree = next(line for line in r.output.splitlines() if "--max-degree" in line)
-    assert "(default: 2)" in degree  # the swept default, shown where the option is
+    lines = r.output.splitlines()
+    at = next(i for i, line in enumerate(lines) if "--max-degree" in line)
+    degree = " ".join(lines[at:at + 4])  # the rule chosen from the structure (issue 29)
+    assert "(default: from the structure)" in degree and "at level node it is 2" in degree
     assert "--walk-length" not in r.output and "--hops" not in r.output
     assert "--conv" not in r.output  # the name decides it
     r = runner.invoke(app, ["run", "gcn", "--help"], env={"COLUMNS": "200"})
