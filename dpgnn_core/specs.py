@@ -326,13 +326,20 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
     def degree_bound(self) -> int:
         """K: as given; unset, :attr:`node_level_degree` at level ``node``; at level
         ``node_feature`` it must be resolved from the graph first
-        (:func:`~dpgnn_core.methods.structure_defaults.resolve`)."""
+        (:func:`~dpgnn_core.methods.structure_defaults.resolve`).
+
+        Raises:
+            PrivacyError: unset at level ``node_feature`` (a plan would need the graph).
+        """
         if self.max_degree is None and self.level == "node":
             return self.node_level_degree
         if self.max_degree is None:
-            raise ValueError("max_degree is unset: at level node_feature it is chosen from "
-                             "the graph's degrees when the run starts; give max_degree to "
-                             "plan without the graph")
+            from dpgnn_core.errors import PrivacyError
+
+            raise PrivacyError("max_degree is unset: at level node_feature it is chosen from "
+                               "the graph's degrees when the run starts; give max_degree to "
+                               "plan the run's privacy without the graph (e.g. for private "
+                               "selection)")
         return self.max_degree
 
     @model_validator(mode="before")

@@ -72,6 +72,24 @@ def test_level_node_reads_no_degrees() -> None:
     assert spec.degree_bound == 2  # plans without the graph too
     with pytest.raises(ValueError, match="max_degree is unset"):
         _ = DpgnnSpec(epsilon=4.0).degree_bound
+
+
+def test_planning_without_the_graph_is_refused_not_guessed() -> None:
+    """A plan made from N_train alone (the registry's ledger_for, private selection) cannot
+    know the K the run will choose: refused with one clear PrivacyError (which private
+    selection reports as its own error), never planned with a stand-in K."""
+    from dpgnn_core.errors import PrivacyError
+    from dpgnn_core.sweep_tuning import plan_selection
+    from dpgnn_core.sweeps import TuningSpec
+
+    spec = get("dp-gcn").spec(epsilon=4.0, accountant="rdp")
+    with pytest.raises(PrivacyError, match="max_degree is unset"):
+        get("dp-gcn").ledger_for(spec, 200)
+    with pytest.raises(PrivacyError, match="give max_degree"):
+        plan_selection("dp-gcn", 4.0, [({}, "c0", spec)], 200,
+                       TuningSpec().distribution(1))
+    fixed = get("dp-gcn").spec(epsilon=4.0, accountant="rdp", max_degree=1)
+    assert get("dp-gcn").ledger_for(fixed, 200)(1.0).entries[0].event.max_degree == 1
     with pytest.raises(ValueError, match="public degrees"):
         resolve(DpgnnSpec(epsilon=4.0), 500, None)
 
