@@ -9,7 +9,8 @@ validation and test accuracy, noise multiplier, K used.
 
 PLAN: ``main`` (baselines on every dataset and the CSBM-3 / Cora / Cornell5 searches),
 ``caltech36``, ``amherst41``, ``dense`` (the other searches), ``confirm`` (the rule with
-defaults, and the held-out graphs). Datasets from ``$DPGNN_DATA`` (default
+defaults, and the held-out graphs), ``drw`` (DRW's walk length on CSBM 2 and 3; a lead,
+not a default). Datasets from ``$DPGNN_DATA`` (default
 ../shared/datasets).
 """
 
@@ -112,6 +113,8 @@ PLANS: dict[str, list[tuple[list[str], str, dict[str, list[Any]], list[float], l
     "dense": [(["csbm-d10", "csbm-d20"], "dp-gcn", {"max_degree": [1, 2], "steps": [60]}, E48,
                [0, 1]),
               (["csbm-d10", "csbm-d20"], "dp-mlp", {}, E48, [0])],
+    "drw": [(["csbm-d2", "csbm-d3"], "drw-gcn", {"walk_length": [1, 2, 4, 8],
+                                                 "steps": [30, 60]}, E48, [0, 1])],
     "confirm": [
         (["cora"], "dp-gcn", {}, E48, [0, 1, 2]),
         (["csbm-big"], "dp-gcn", {"max_degree": [1, 2]}, E48, [0, 1]),
