@@ -290,8 +290,12 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
     fixed-size batches of them, privacy by the hypergeometric amplification theorem.
 
     Args:
-        max_degree (int): in-degree bound K; 1 did ~4 points better on sparse graphs
-            (Cora), 2-5 best on dense ones (Cornell5). (default: 2)
+        max_degree (int, optional): in-degree bound K. Unset, at level ``node_feature``
+            (structure public) it is read from the graph: 2 with at least 5000
+            training nodes and a median degree of at least 2, else 1
+            (benchmarks/RESULTS.md, "Defaults from the public structure"); at level
+            ``node`` it is 2. The run summary prints the value used.
+            (default: from the structure)
         batch_size (int): subgraphs per step m. (default: min(16384, N): every training
             node's subgraph on all but very large graphs)
         steps (int): training steps T. (default: 60)
@@ -319,11 +323,34 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
     implied: ClassVar[tuple[str, ...]] = ("conv",)
     has_non_private_mode: ClassVar[bool] = True
     method: Literal["dp-gcn", "dp-sage", "dp-gin", "dp-gat"]
-    max_degree: int = Field(2, ge=1)
+    max_degree: int | None = Field(None, ge=1)
     steps: int = Field(60, ge=1)
     lr: float = Field(2e-2, gt=0)
     hidden: int = Field(64, ge=1)
     level: Literal["node_feature", "node"] = "node_feature"
+
+    #: K when unset at level ``node``, where the degrees are private (issue 14's default).
+    node_level_degree: ClassVar[int] = 2
+
+    @property
+    def degree_bound(self) -> int:
+        """K: as given; unset, :attr:`node_level_degree` at level ``node``; at level
+        ``node_feature`` it must be resolved from the graph first
+        (:func:`~dpgnn_core.methods.structure_defaults.resolve`).
+
+        Raises:
+            PrivacyError: unset at level ``node_feature`` (a plan would need the graph).
+        """
+        if self.max_degree is None and self.level == "node":
+            return self.node_level_degree
+        if self.max_degree is None:
+            from dpgnn_core.errors import PrivacyError
+
+            raise PrivacyError("max_degree is unset: at level node_feature it is chosen from "
+                               "the graph's degrees when the run starts; give max_degree to "
+                               "plan the run's privacy without the graph (e.g. for private "
+                               "selection)")
+        return self.max_degree
 
     @model_validator(mode="before")
     @classmethod

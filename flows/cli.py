@@ -352,6 +352,18 @@ def _json_inf(obj: Any) -> Any:
     return obj
 
 
+def structure_defaults_line(chosen: dict[str, Any]) -> str:
+    """The values DP-GNN used for the fields its structure rule fills (K, batch, steps,
+    lr), each marked ``(given)`` when the spec fixed it, and what the rule read."""
+    given = set(chosen.get("given") or ())
+    vals = ", ".join(f"{k} {chosen.get(k)}" + (" (given)" if k in given else "")
+                     for k in ("max_degree", "batch_size", "steps", "lr"))
+    stats = chosen.get("stats")
+    read = (f"; median degree {stats['median_degree']:g}, mean degree "
+            f"{stats['mean_degree']:.3g}, N_train {stats['num_train']}" if stats else "")
+    return f"{vals} [{chosen.get('rule')}{read}]"
+
+
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(_json_inf(summary), allow_nan=False, default=str))
@@ -365,6 +377,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
                f"test accuracy {fmt(summary['test_accuracy'])}, "
                f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
+    if summary.get("structure_defaults"):
+        typer.echo(f"  defaults   {structure_defaults_line(summary['structure_defaults'])}")
     if summary.get("privacy_report"):
         typer.echo(f"  protects   {summary.get('protects')} [level {summary.get('level')}, "
                    f"relation {summary.get('relation')}]")

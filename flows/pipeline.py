@@ -229,7 +229,7 @@ def privacy_params(report: dict[str, Any], ledger: dict[str, Any] | None,
 
 
 #: Spec fields a private run resolves when they are left unset (defaults, calibration).
-_RESOLVED = ("delta", "noise_multiplier", "batch_size", "accountant", "steps")
+_RESOLVED = ("delta", "noise_multiplier", "batch_size", "accountant", "steps", "max_degree")
 
 
 def resolved_spec(spec: dict[str, Any], privacy: dict[str, Any]) -> dict[str, Any]:
@@ -526,6 +526,8 @@ def pipeline(
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
+        **({"structure_defaults": report["structure_defaults"]}
+           if report.get("structure_defaults") else {}),
         "artifacts_dir": model["path"],
         "evaluation_dir": ev["path"],
         "cache": states,

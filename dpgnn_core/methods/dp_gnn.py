@@ -45,6 +45,7 @@ from dpgnn_core.methods._subgraph import (
     train_on_subgraphs,
 )
 from dpgnn_core.methods.preflight import dpgnn_level
+from dpgnn_core.methods.structure_defaults import StructureDefaults, resolve, structure_stats
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
@@ -58,7 +59,7 @@ def marked_subgraphs(spec: DpgnnSpec) -> int:
     """M, the most training subgraphs one neighbouring change touches: N(K,r) when the
     sampled structure cannot depend on it (``node_feature``), 2N(K,r) - 1 when the node's
     own edge list is replaced too (``node``: the subgraphs holding it before or after)."""
-    occ = neighbourhood_size(spec.max_degree, spec.layers)
+    occ = neighbourhood_size(spec.degree_bound, spec.layers)
     return occ if spec.level == "node_feature" else 2 * occ - 1
 
 
@@ -80,7 +81,7 @@ def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
 
     def ledger(lam: float) -> Ledger:
         return Ledger().add(DpgnnEvent(noise_multiplier=lam, num_train=num_train,
-                                       batch_size=spec.batch, max_degree=spec.max_degree,
+                                       batch_size=spec.batch, max_degree=spec.degree_bound,
                                        layers=spec.layers, steps=spec.steps, marked=marked,
                                        level=spec.level, description="DP-GNN training"),
                             sampler_scheme=SAMPLING_SCHEME)
@@ -98,9 +99,19 @@ def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator,
     ei = data.edge_index
     if data.directed and not is_symmetric(ei, data.num_nodes):
         ei = np.ascontiguousarray(ei[::-1])  # messages follow real edges (see dpgnn_sampler)
-    sampled = sample_edgelists(ei, data.num_nodes, train, spec.max_degree, rng, progress)
-    return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.max_degree,
+    sampled = sample_edgelists(ei, data.num_nodes, train, spec.degree_bound, rng, progress)
+    return sample_subgraphs(sampled, data.num_nodes, train, spec.layers, spec.degree_bound,
                             progress)
+
+
+def resolve_for_data(spec: DpgnnSpec, data: GraphData, n_train: int
+                     ) -> tuple[DpgnnSpec, StructureDefaults]:
+    """``spec`` with an unset K and batch chosen for ``data``
+    (:func:`~dpgnn_core.methods.structure_defaults.resolve`): the degrees are read only at
+    level ``node_feature``, where the structure is public."""
+    stats = (structure_stats(data.edge_index, data.num_nodes, n_train)
+             if spec.level == "node_feature" else None)
+    return resolve(spec, n_train, stats)
 
 
 def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
@@ -118,8 +129,8 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
             or level ``node`` on an undirected dataset.
     """
     n_train = check_node_task(data, spec, "DP-GNN")
-    spec = spec.with_batch_size(n_train)
     check_level(data, spec)
+    spec, chosen = resolve_for_data(spec, data, n_train)
     spec = resolve_steps(spec, n_train, ledger_for)
     randomness = Randomness.for_spec(spec)
     sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"),
@@ -127,11 +138,13 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
     result = train_on_subgraphs(
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=ledger_for(spec, n_train),
         randomness=randomness,
-        unit_sensitivity=2.0 * neighbourhood_size(spec.max_degree, spec.layers),
+        unit_sensitivity=2.0 * neighbourhood_size(spec.degree_bound, spec.layers),
         protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step,
         ledger_for=ledger_for)
     result.report["occurrence_bound"] = sg.occurrence_bound
     result.report["marked_subgraphs"] = marked_subgraphs(spec)
+    result.report["max_degree"] = spec.degree_bound
+    result.report["structure_defaults"] = chosen.as_dict()
     return result
 
 

@@ -189,8 +189,10 @@ def test_run_method_help_lists_only_its_options() -> None:
     r = runner.invoke(app, ["run", "dp-gcn", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "--max-degree" in r.output and "--level" in r.output
-    degree = next(line for line in r.output.splitlines() if "--max-degree" in line)
-    assert "(default: 2)" in degree  # the swept default, shown where the option is
+    lines = r.output.splitlines()
+    at = next(i for i, line in enumerate(lines) if "--max-degree" in line)
+    degree = " ".join(lines[at:at + 4])  # the rule chosen from the structure (issue 29)
+    assert "(default: from the structure)" in degree and "at level node it is 2" in degree
     assert "--walk-length" not in r.output and "--hops" not in r.output
     assert "--conv" not in r.output  # the name decides it
     r = runner.invoke(app, ["run", "gcn", "--help"], env={"COLUMNS": "200"})
@@ -227,3 +229,24 @@ def test_datasets_without_argument_finds_the_readme_location(
     assert r.exit_code == 0, r.output
     paths = [json.loads(line)["path"] for line in r.output.splitlines()]
     assert paths == ["data/a", str(tmp_path / "home" / "datasets" / "b")]
+
+
+def test_run_summary_prints_the_structure_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dpgnn run dp-gcn` prints the K, batch, steps and lr it used and what the rule read
+    (issue 29); --json keeps them under ``structure_defaults``."""
+    from flows.cli import _print_summary
+
+    chosen = {"max_degree": 1, "batch_size": 2033, "steps": 60, "lr": 0.02,
+              "given": ["batch_size"], "rule": "level node_feature, structure public",
+              "stats": {"num_nodes": 2708, "num_train": 2033, "mean_degree": 3.9,
+                        "median_degree": 3.0}}
+    summary = {"method": "dp-gcn", "dataset": "cora", "seed": 0, "private": False,
+               "test_accuracy": 0.7, "val_accuracy": 0.7, "structure_defaults": chosen,
+               "artifacts_dir": "a", "cache": {}}
+    _print_summary(summary, as_json=False)
+    line = [x for x in capsys.readouterr().out.splitlines() if "defaults" in x]
+    assert line == ["  defaults   max_degree 1, batch_size 2033 (given), steps 60, lr 0.02 "
+                    "[level node_feature, structure public; median degree 3, mean degree "
+                    "3.9, N_train 2033]"]
+    _print_summary(summary, as_json=True)
+    assert json.loads(capsys.readouterr().out)["structure_defaults"] == chosen

@@ -95,6 +95,9 @@ def test_dpgnn_run_is_accounted_logged_and_cached(pipeline, tmp_path: Path) -> N
                      device="cpu", accountant="rdp")  # RDP: the curve at every step
     out = pipeline(spec=spec, dataset=str(tmp_path / "ds"))
     assert out["private"] and out["method"] == "dp-gcn" and out["steps"] == 40
+    chosen = out["structure_defaults"]  # the spec's K and batch win over the rule
+    assert (chosen["max_degree"], chosen["batch_size"], chosen["steps"]) == (4, 50, 40)
+    assert chosen["given"] == ["max_degree", "batch_size"]
     ledger = Ledger.load(out["privacy_report"])
     assert RdpAccountant().epsilon(ledger, out["delta"]) == pytest.approx(out["epsilon"])
     assert out["epsilon"] <= 3.0
