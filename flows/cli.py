@@ -242,7 +242,8 @@ def ingest(
         typer.echo(f"wrote {out}: {manifest['name']} ({manifest['task']}), "
                    f"{manifest['num_nodes']} nodes, {manifest['num_edges']} edges, "
                    f"{manifest['num_graphs']} graphs, {manifest['feature_dim']} features, "
-                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}")
+                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}"
+                   + "".join(f"; {n}" for n in manifest.get("cleaning", {}).get("notes", [])))
 
 
 @app.command("export-dgl")
