@@ -17,8 +17,43 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+
+# The command-line framework's error classes (typer vendors click: found from typer's own
+# BadParameter, whichever click it is built on).
+_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _OneLineErrors(TyperGroup):
+    """The top-level group: a usage error of the command-line framework (an unknown command
+    or option, a bad or missing value) is one ``error:`` line naming it and the ``--help``
+    to read, as dpgnn's own errors are, instead of the framework's usage box."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False,
+                                **extra)
+        try:  # not standalone: the framework raises its errors instead of printing them
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _USAGE_ERROR as e:
+            where = e.ctx.command_path if e.ctx is not None else "dpgnn"
+            if e.format_message().strip():  # (none after a bare group's help)
+                _err(f"{e.format_message().strip()} (see `{where} --help`)")
+            sys.exit(e.exit_code)
+        except _CLICK_ERROR as e:
+            _err(e.format_message())
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            _err("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code (0 when none)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="dpgnn",
     help="Train graph neural networks with differential privacy: ingest a graph, run a "
     "method, browse results in MLflow.\n\nProject state (datasets, artifacts, caches, the "
