@@ -122,6 +122,10 @@ class PrivateSpec(Spec):
         insecure_reproducible_noise (bool): derive noise and sampling from ``seed`` so the
             run reproduces exactly. NOT PRIVATE: the report and MLflow say so.
             (default: False)
+        allow_large_delta (bool): accept a δ of at least 1/N_train (N_train protected
+            training records), which does not rule out leaking a whole record; refused
+            before training otherwise. Recorded with the spec (MLflow, the model file).
+            (default: False)
         device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
 
     ``batch_size`` left unset adapts to the data, so no default is invalid for a small
@@ -144,6 +148,7 @@ class PrivateSpec(Spec):
     noise_multiplier: float | None = Field(None, gt=0)
     seed: int = 0
     insecure_reproducible_noise: bool = False
+    allow_large_delta: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @property
@@ -172,10 +177,15 @@ class PrivateSpec(Spec):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         """With ``noise_multiplier`` set, ``steps`` is resolved by the fit (train until the
         budget is spent), never an input: it is left out of the dump, so a stored spec
-        (model.pt, cache keys, Prefect parameters) validates again."""
+        (model.pt, cache keys, Prefect parameters) validates again. ``allow_large_delta``
+        is dumped only when set."""
         data = handler(self)
         if self.noise_multiplier is not None and isinstance(data, dict):
             data.pop("steps", None)
+        if not self.allow_large_delta and isinstance(data, dict):
+            # Only an override is recorded: specs (and cache keys) without it are those
+            # written before the field existed.
+            data.pop("allow_large_delta", None)
         return data
 
     @model_validator(mode="after")

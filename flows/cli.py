@@ -424,7 +424,7 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # registry's Method.preflight runs the same checks; this module is light to import)
         manifest = json.loads(manifest_path.read_text())
-        preflight.check(spec, {**manifest, "path": str(dataset)})
+        notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
@@ -433,6 +433,8 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     except (DpgnnError, OSError, ValueError) as e:
         _err(str(e))
         raise typer.Exit(2) from e
+    for note in notes:
+        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
     from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
 

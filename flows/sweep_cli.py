@@ -66,11 +66,12 @@ def sweep_command(
             raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
                              "(no manifest.json); create one with `dpgnn ingest`")
         manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
-        for p in pts:
-            preflight.check(p.spec, manifest)
+        notes = list(dict.fromkeys(n for p in pts for n in preflight.check(p.spec, manifest)))
     except (DpgnnError, OSError, ValueError) as e:
         _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e
+    for note in notes:
+        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
     from flows.sweep import sweep, task_runner, write_results
     from tasks.tracking import log_sweep
