@@ -196,8 +196,8 @@ def _bound_note(summary: dict[str, Any]) -> str:
 
     counts = summary.get("counts") or {"m": summary["m"], "r": summary["guesses"],
                                        "v": summary["correct"]}
-    method = "multi-run" if "tp" in counts else "one-run"
-    top = largest_lower_bound(method, counts, summary["delta"], 1.0 - summary["confidence"])
+    top = largest_lower_bound("multi-run" if "tp" in counts else "one-run", counts,
+                              summary["delta"], 1.0 - summary["confidence"])
     guesses = f"{summary['guesses']} guesses"
     if summary["epsilon_lower"] <= 0.0:
         return (f"(0: the guesses did no better than chance can at this confidence, so "

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,8 +21,9 @@ from typer.core import TyperGroup
 
 # The command-line framework's error classes (typer vendors click: found from typer's own
 # BadParameter, whichever click it is built on).
-_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__
+                         if c.__name__ == "ClickException")
 
 
 class _OneLineErrors(TyperGroup):
@@ -30,14 +31,15 @@ class _OneLineErrors(TyperGroup):
     or option, a bad or missing value) is one ``error:`` line naming it and the ``--help``
     to read, as dpgnn's own errors are, instead of the framework's usage box."""
 
-    def main(self, args: Any = None, prog_name: str | None = None,
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
-             **extra: Any) -> Any:
+             windows_expand_args: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False,
-                                **extra)
+                                windows_expand_args=windows_expand_args, **extra)
         try:  # not standalone: the framework raises its errors instead of printing them
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False,
+                              windows_expand_args=windows_expand_args, **extra)
         except _USAGE_ERROR as e:
             where = e.ctx.command_path if e.ctx is not None else "dpgnn"
             if e.format_message().strip():  # (none after a bare group's help)
