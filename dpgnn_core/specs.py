@@ -127,6 +127,10 @@ class PrivateSpec(Spec):
             the progress line). No privacy event covers it: the run is marked
             (``unaccounted_release`` in its report, tag ``dpgnn.unaccounted_release``).
             By default a private run records no training loss. (default: False)
+        allow_large_delta (bool): accept a δ of at least 1/N_train (N_train protected
+            training records), which does not rule out leaking a whole record; refused
+            before training otherwise. Recorded with the spec (MLflow, the model file).
+            (default: False)
         device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
 
     ``batch_size`` left unset adapts to the data, so no default is invalid for a small
@@ -150,6 +154,7 @@ class PrivateSpec(Spec):
     seed: int = 0
     insecure_reproducible_noise: bool = False
     log_raw_loss: bool = False
+    allow_large_delta: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @property
@@ -178,14 +183,17 @@ class PrivateSpec(Spec):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         """With ``noise_multiplier`` set, ``steps`` is resolved by the fit (train until the
         budget is spent), never an input: it is left out of the dump, so a stored spec
-        (model.pt, cache keys, Prefect parameters) validates again. ``log_raw_loss`` is
-        left out when unset, so the specs (and cache keys) of runs that do not ask for it
-        are those written before it existed."""
+        (model.pt, cache keys, Prefect parameters) validates again. ``log_raw_loss`` and
+        ``allow_large_delta`` are left out when unset (only an override is recorded), so
+        the specs (and cache keys) of runs that do not ask for them are those written
+        before they existed."""
         data = handler(self)
         if self.noise_multiplier is not None and isinstance(data, dict):
             data.pop("steps", None)
-        if not self.log_raw_loss and isinstance(data, dict):
-            data.pop("log_raw_loss", None)
+        if isinstance(data, dict):
+            for flag in ("log_raw_loss", "allow_large_delta"):
+                if not getattr(self, flag):
+                    data.pop(flag, None)
         return data
 
     @model_validator(mode="after")

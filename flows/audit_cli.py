@@ -155,10 +155,57 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
                          f"audited with canaries on {task} data")
     if runs is None:
         guesses_per_side(canaries, guess_fraction)
+        _check_canary_memory(plan, canaries, manifest)
     if not 0.0 < beta < 1.0:
         raise DpgnnError(f"--beta {beta!r}: must lie in (0, 1)")
     if bound_delta is not None and not 0.0 <= bound_delta < 1.0:
         raise DpgnnError(f"--bound-delta {bound_delta!r}: must lie in [0, 1)")
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory (8 GiB where the system does not say)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return 8 << 30
+
+
+def _check_canary_memory(plan: Any, canaries: int, manifest: dict[str, Any]) -> None:
+    """Refuse ``--canaries`` whose feature matrices
+    (:func:`~dpgnn_core.audit.canaries.canary_bytes`) would take more than half this
+    machine's memory: found here in a second, not as a MemoryError inside the flow."""
+    from dpgnn_core.audit.canaries import canary_bytes, max_canaries
+    from dpgnn_core.errors import DpgnnError
+
+    n, d = int(manifest.get("num_nodes", 0)), int(manifest.get("feature_dim", 0))
+    need, limit = canary_bytes(plan.kind, canaries, n, d, plan.degree), memory_bytes() // 2
+    if need > limit:
+        most = max_canaries(plan.kind, limit, n, d, plan.degree)
+        raise DpgnnError(
+            f"--canaries {canaries}: the audited data with {canaries} {plan.kind} canaries "
+            f"needs about {need / 2**30:,.1f} GiB of memory ({n} nodes, {d} features), more "
+            f"than half of this machine's {memory_bytes() / 2**30:.0f} GiB; use at most "
+            f"{most} canaries")
+
+
+def _bound_note(summary: dict[str, Any]) -> str:
+    """What the printed lower bound means against the largest this audit could show."""
+    from dpgnn_core.audit.bounds import largest_lower_bound
+
+    counts = summary.get("counts") or {"m": summary["m"], "r": summary["guesses"],
+                                       "v": summary["correct"]}
+    top = largest_lower_bound("multi-run" if "tp" in counts else "one-run", counts,
+                              summary["delta"], 1.0 - summary["confidence"])
+    guesses = f"{summary['guesses']} guesses"
+    if summary["epsilon_lower"] <= 0.0:
+        return (f"(0: the guesses did no better than chance can at this confidence, so "
+                f"nothing is refuted; {guesses} can show at most ε ≥ {top:.4g})")
+    if summary["epsilon_lower"] >= top * (1 - 1e-6):
+        return (f"(every guess right: {top:.4g} is the largest bound {guesses} can show; "
+                "more canaries (--canaries) can show more)")
+    return f"(the largest bound {guesses} can show is {top:.4g})"
 
 
 def _print(summary: dict[str, Any]) -> None:
@@ -177,6 +224,7 @@ def _print(summary: dict[str, Any]) -> None:
         f"histogram {summary['histogram']}",
         f"details   {summary['audit_json']}  ({summary['seconds']:.0f} s)",
     ]
+    lines.insert(3, f"          {_bound_note(summary)}")
     for line in lines:
         typer.echo(line)
     if summary.get("mlflow_run_id"):

@@ -11,14 +11,51 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+
+# The command-line framework's error classes (typer vendors click: found from typer's own
+# BadParameter, whichever click it is built on).
+_USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__
+                         if c.__name__ == "ClickException")
+
+
+class _OneLineErrors(TyperGroup):
+    """The top-level group: a usage error of the command-line framework (an unknown command
+    or option, a bad or missing value) is one ``error:`` line naming it and the ``--help``
+    to read, as dpgnn's own errors are, instead of the framework's usage box."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False,
+                                windows_expand_args=windows_expand_args, **extra)
+        try:  # not standalone: the framework raises its errors instead of printing them
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False,
+                              windows_expand_args=windows_expand_args, **extra)
+        except _USAGE_ERROR as e:
+            where = e.ctx.command_path if e.ctx is not None else "dpgnn"
+            if e.format_message().strip():  # (none after a bare group's help)
+                _err(f"{e.format_message().strip()} (see `{where} --help`)")
+            sys.exit(e.exit_code)
+        except _CLICK_ERROR as e:
+            _err(e.format_message())
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            _err("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code (0 when none)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="dpgnn",
     help="Train graph neural networks with differential privacy: ingest a graph, run a "
     "method, browse results in MLflow.\n\nProject state (datasets, artifacts, caches, the "
@@ -242,7 +279,8 @@ def ingest(
         typer.echo(f"wrote {out}: {manifest['name']} ({manifest['task']}), "
                    f"{manifest['num_nodes']} nodes, {manifest['num_edges']} edges, "
                    f"{manifest['num_graphs']} graphs, {manifest['feature_dim']} features, "
-                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}")
+                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}"
+                   + "".join(f"; {n}" for n in manifest.get("cleaning", {}).get("notes", [])))
 
 
 @app.command("export-dgl")
@@ -414,7 +452,7 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # catalogue's preflight, which the flow runs too; it imports no torch)
         manifest = json.loads(manifest_path.read_text())
-        entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
+        notes = entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
@@ -423,6 +461,8 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     except (DpgnnError, OSError, ValueError) as e:
         _err(str(e))
         raise typer.Exit(2) from e
+    for note in notes:
+        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
     from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
 

@@ -29,7 +29,7 @@ _RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experim
                 "refresh", "non_private", "explain_graphs")
 #: Spec fields that only a private method has.
 _PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
-                   "insecure_reproducible_noise", "log_raw_loss")
+                   "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta")
 
 
 def _field_help(spec_type: type) -> dict[str, str]:

@@ -66,11 +66,13 @@ def sweep_command(
             raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
                              "(no manifest.json); create one with `dpgnn ingest`")
         manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
-        for p in pts:
-            entry(p.spec.method).preflight(p.spec, manifest)
+        notes = list(dict.fromkeys(n for p in pts
+                                   for n in entry(p.spec.method).preflight(p.spec, manifest)))
     except (DpgnnError, OSError, ValueError) as e:
         _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e
+    for note in notes:
+        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
     from flows.sweep import sweep, task_runner, write_results
     from tasks.tracking import log_sweep
@@ -113,6 +115,19 @@ def sweep_command(
         typer.secho(f"warning: {logged['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
 
 
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown pipe table, each column as wide as its widest cell (``|`` in a cell
+    escaped)."""
+    cells = [[c.replace("|", "\\|") for c in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+
+    return [line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+            *(line(r) for r in cells[1:])]
+
+
 def _nan_to_none(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
@@ -124,20 +139,30 @@ def _nan_to_none(obj: Any) -> Any:
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    """The best configuration per (method, ε), chosen on validation."""
+    """The best configuration per (method, ε), chosen on validation: a table sized to the
+    terminal on a terminal; piped or redirected (no width to fit, and a box squeezed to 80
+    columns cut the configurations short), a Markdown table as wide as its content."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("method", "ε", "configuration (best on validation)", "val acc",
-                  "test acc (mean ± std)", "seeds", "configurations", title="sweep results")
+    header = ["method", "ε", "configuration (best on validation)", "val acc",
+              "test acc (mean ± std)", "seeds", "configurations"]
+    rows = []
     for b in sorted(result["best"], key=lambda b: (b["method"], b["epsilon"] or math.inf)):
         conf = ", ".join(f"{k}={v}" for k, v in sorted(b["config"].items())) or "defaults"
-        table.add_row(b["method"], "∞" if b["epsilon"] is None else f"{b['epsilon']:g}",
-                      conf, f"{b['val_accuracy_mean']:.3f}" + ("*" if "val_score" in b
-                                                                 else ""),
-                      f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
-                      str(b["seeds"]), str(b["candidates"]))
-    Console().print(table)
+        rows.append([b["method"], "∞" if b["epsilon"] is None else f"{b['epsilon']:g}",
+                     conf, f"{b['val_accuracy_mean']:.3f}" + ("*" if "val_score" in b
+                                                                else ""),
+                     f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
+                     str(b["seeds"]), str(b["candidates"])])
+    console = Console()
+    if not console.is_terminal:
+        typer.echo("\n".join(markdown_table(header, rows)))
+    else:
+        table = Table(*header, title="sweep results")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
     if any("val_score" in b for b in result["best"]):
         typer.echo("* a noisy count of correct validation predictions over the validation "
                    "records (private selection's score, in the tuning ε)")

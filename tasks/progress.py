@@ -77,10 +77,22 @@ def format_duration(seconds: float | None) -> str:
 
 
 def format_epsilon(eps: float) -> str:
-    """ε rounded *up* to two decimals (a display must never under-report ε spent)."""
+    """ε rounded *up* (a display must never under-report ε spent) to three significant
+    digits, at least two decimals: ``2.10``, ``0.124``, ``0.00100``; below 0.001 in
+    scientific notation, ``1.00e-04`` (a two-decimal display showed 9.995e-05 as 0.01)."""
     if not math.isfinite(eps):
         return "inf"
-    return f"{math.ceil(eps * 100 - 1e-9) / 100:.2f}"
+    if eps <= 0:
+        return "0.00"
+    exp = math.floor(math.log10(eps))
+    if eps >= 1e-3:
+        decimals = max(2, 2 - exp)
+        scale = 10**decimals
+        return f"{math.ceil(eps * scale * (1 - 1e-12)) / scale:.{decimals}f}"
+    mantissa = math.ceil(eps / 10.0**exp * 100 * (1 - 1e-12)) / 100
+    if mantissa >= 10:
+        mantissa, exp = mantissa / 10, exp + 1
+    return f"{mantissa:.2f}e{exp:+03d}"
 
 
 def _percent(done: int, total: int) -> int:

@@ -88,18 +88,39 @@ def _http_error_reason(err: BaseException, timeout: float) -> str:
     return str(reason) or type(reason).__name__
 
 
+#: Schemes of MLflow's own tracking stores ("" and "file": a local folder); a database
+#: scheme may name its driver (``postgresql+psycopg2``).
+MLFLOW_SCHEMES = frozenset({"", "file", "http", "https", "databricks", "databricks-uc", "uc",
+                            "sqlite", "postgresql", "mysql", "mssql"})
+
+
+def tracking_schemes() -> frozenset[str]:
+    """The URI schemes MLflow can store runs at: its own (:data:`MLFLOW_SCHEMES`) and those
+    of installed tracking-store plugins (entry points ``mlflow.tracking_store``; read
+    without importing MLflow)."""
+    from importlib.metadata import entry_points
+
+    return MLFLOW_SCHEMES | {e.name for e in entry_points(group="mlflow.tracking_store")}
+
+
 def check_tracking_uri(uri: str, timeout: float = 3.0) -> None:
     """Fail fast, with a one-line reason, when ``uri`` cannot take an MLflow run.
 
     ``http(s)``: the server must answer ``GET /health`` (or, behind a proxy without it, the
     experiments search API) within ``timeout`` seconds, once, without retries. ``sqlite``:
-    the database's folder must exist and be writable (and the file, when it exists). Other
-    schemes (``databricks``, ``postgresql``, ...) are not checked.
+    the database's folder must exist and be writable (and the file, when it exists). A
+    scheme MLflow has no store for (``ftp``, a typo) is refused (:func:`tracking_schemes`);
+    other usable schemes (``databricks``, ``postgresql``, ...) are not checked further.
 
     Raises:
         TrackingError: the URI cannot be used, with the reason.
     """
     scheme = urllib.parse.urlsplit(uri).scheme.lower()
+    usable = tracking_schemes()
+    if scheme.split("+")[0] not in usable:
+        raise TrackingError(f"tracking URI {uri!r}: MLflow cannot store runs at a "
+                            f"{scheme}:// address (it takes {', '.join(sorted(usable - {''}))}"
+                            " or a local folder)")
     if scheme in ("http", "https"):
         base = uri.rstrip("/")
         try:

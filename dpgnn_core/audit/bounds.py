@@ -410,3 +410,23 @@ def multi_run_audit(tp: int, fn: int, fp: int, tn: int, delta: float = 0.0,
     return AuditBound(epsilon_lower=eps, confidence=1.0 - float(beta), method="multi-run",
                       delta=float(delta),
                       counts={"tp": int(tp), "fn": int(fn), "fp": int(fp), "tn": int(tn)})
+
+
+def largest_lower_bound(method: Method, counts: Mapping[str, int], delta: float = 0.0,
+                        beta: float = DEFAULT_BETA) -> float:
+    """The largest ε lower bound an audit of this size can show: the bound of the same
+    audit had every guess been right (one-run: v = r; multi-run: no false positive or
+    negative). A bound that reaches it says the attack won every guess: the audit's size,
+    not the mechanism, capped it.
+
+    Args:
+        method (str): ``"one-run"`` or ``"multi-run"``.
+        counts (Mapping[str, int]): the audit's counts (``m``, ``r``, ``v``; or ``tp``,
+            ``fn``, ``fp``, ``tn``).
+        delta (float, optional): δ the bound is stated at. (default: :obj:`0.0`)
+        beta (float, optional): 1 − confidence. (default: :obj:`0.05`)
+    """
+    if method == "one-run":
+        return one_run_epsilon_lower_bound(counts["m"], counts["r"], counts["r"], delta, beta)
+    positives, negatives = counts["tp"] + counts["fn"], counts["fp"] + counts["tn"]
+    return multi_run_epsilon_lower_bound(positives, 0, 0, negatives, delta, beta)

@@ -656,6 +656,47 @@ def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any
     return score_edge_canaries(model, extra["aggregations"], data, canaries)
 
 
+def canary_bytes(kind: str, m: int, num_nodes: int, num_features: int, degree: int = 0
+                 ) -> int:
+    """Bytes of the float32 feature matrices that inserting ``m`` canaries of ``kind``
+    builds at its peak (the audited data's and the canaries' own, with the copies a
+    concatenation makes): node, node-with-edges and graph canaries add a feature column
+    each, so this grows as m²; edge and star canaries copy real rows.
+
+    Args:
+        kind (str): ``node``, ``node-edges``, ``graph``, ``edge`` or ``star``.
+        m (int): canaries.
+        num_nodes (int): nodes of the dataset.
+        num_features (int): its feature width.
+        degree (int, optional): star canaries' degree D. (default: :obj:`0`)
+    """
+    n, d = int(num_nodes), int(num_features)
+    if kind in ("node", "node-edges"):  # x [n + m, d + m] from [n, d + m], canaries [m, d + m]
+        return 4 * (d + m) * (2 * n + 3 * m)
+    if kind == "graph":  # as node canaries, with each canary's row repeated on its nodes
+        from dpgnn_core.audit.graph_canaries import DEFAULT_NODES
+
+        return 4 * (d + m) * (2 * n + m * (2 + 2 * DEFAULT_NODES))
+    rows = 2 * m if kind == "edge" else m * (int(degree) + 1)  # edge: 2m copied endpoints
+    return 4 * d * 2 * (n + rows)
+
+
+def max_canaries(kind: str, limit_bytes: int, num_nodes: int, num_features: int,
+                 degree: int = 0) -> int:
+    """The most canaries whose :func:`canary_bytes` stays within ``limit_bytes`` (0 when
+    not even one does)."""
+    lo, hi = 0, 1
+    while canary_bytes(kind, hi, num_nodes, num_features, degree) <= limit_bytes:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if canary_bytes(kind, mid, num_nodes, num_features, degree) <= limit_bytes:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def guesses_per_side(m: int, guess_fraction: float = DEFAULT_GUESS_FRACTION) -> int:
     """k = round(guess_fraction · m / 2): the guesses made on each side, fixed before any
     score is seen."""

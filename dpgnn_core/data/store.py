@@ -232,6 +232,59 @@ def verify_checksums(folder: str | Path, manifest: dict[str, Any]) -> None:
                             field="sha256", value=digest)
 
 
+def verify_folder(folder: str | Path, manifest: dict[str, Any]) -> None:
+    """What a run checks of a dataset folder before it starts (cheap: hashes and Parquet
+    footers, no table read): every file the manifest lists is there with its sha256
+    (:func:`verify_checksums`); the manifest's ``content_sha256`` is that of those sha256,
+    so a listed hash was not edited; and the row counts and widths the manifest states are
+    those of the files' footers, so its counts were not edited either.
+
+    Raises:
+        DataError: naming the file (or ``manifest.json``), the field and the value.
+    """
+    folder = Path(folder)
+    where = folder / MANIFEST
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(
+            isinstance(v, dict) and "sha256" in v for v in files.values()):
+        raise DataError("manifest lists no files with their sha256", path=where, field="files")
+    verify_checksums(folder, manifest)
+    content = sha256_json({f: h["sha256"] for f, h in files.items()})
+    if "content_sha256" in manifest and manifest["content_sha256"] != content:
+        raise DataError("manifest was edited after ingest: its files' sha256 do not give its "
+                        f"content_sha256 (they give {content[:12]}…)", path=where,
+                        field="content_sha256", value=manifest.get("content_sha256"))
+    expect = {"nodes.parquet": "num_nodes", "features.parquet": "num_nodes",
+              "edges.parquet": "num_edges"}
+    if manifest.get("task") == "graph":
+        expect["graphs.parquet"] = "num_graphs"
+    for name, field in expect.items():
+        if name not in files:
+            raise DataError("manifest does not list this file", path=folder / name)
+        rows, value = pq.read_metadata(folder / name).num_rows, manifest.get(field)
+        if rows != value:
+            raise DataError(f"manifest was edited after ingest: it says {field} = {value}, "
+                            f"{name} holds {rows} rows", path=where, field=field, value=value)
+    width = pq.read_schema(folder / "features.parquet").field("x").type
+    if pa.types.is_fixed_size_list(width) and width.list_size != manifest.get("feature_dim"):
+        raise DataError(f"manifest was edited after ingest: it says feature_dim = "
+                        f"{manifest.get('feature_dim')}, features.parquet holds "
+                        f"{width.list_size}", path=where, field="feature_dim",
+                        value=manifest.get("feature_dim"))
+
+
+def record_labels(folder: str | Path, task: str) -> tuple[np.ndarray, np.ndarray]:
+    """The labels and split codes of a dataset's training records: nodes
+    (``nodes.parquet``) or, for graph classification, graphs (``graphs.parquet``); labels
+    ``[n]`` (``[n, C]`` multi-label), split codes int8 ``[n]``."""
+    name = "graphs.parquet" if task == "graph" else "nodes.parquet"
+    p = Path(folder) / name
+    table = pq.read_table(p, columns=["label", "split"])
+    labels = (_column(table, "label", path=p, dtype=pa.int64()) if task == "graph"
+              else _read_labels(table, path=p))
+    return labels, _split_codes(table.column("split"), path=p)
+
+
 def read_features(folder: str | Path) -> np.ndarray:
     """``features.parquet`` as a float32 ``[n, d]`` array (memory-mapped read, no loop)."""
     p = Path(folder) / "features.parquet"

@@ -97,12 +97,15 @@ class Entry:
         """The spec class (imported on first use: the catalogue stays light)."""
         return getattr(importlib.import_module("dpgnn_core.specs"), self.spec)
 
-    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> None:
+    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> list[str]:
         """The checks that need only the spec and the dataset's manifest (and, for
         GAP-NDP, its edge list): :func:`dpgnn_core.methods.preflight.check`. The CLI and
         the pipeline flow both call this (through
         :meth:`~dpgnn_core.methods.registry.Method.preflight` where the registry is
         loaded); it imports no torch, so a bad run is refused in a second.
+
+        Returns:
+            list of str: warnings that do not stop the run.
 
         Raises:
             DataError, DeviceError, PrivacyError: one line naming what is wrong.
@@ -112,7 +115,7 @@ class Entry:
         if getattr(spec, "method", None) != self.name:
             raise ValueError(f"a spec of {getattr(spec, 'method', None)!r} given to "
                              f"{self.name}")
-        preflight.check(spec, manifest)
+        return preflight.check(spec, manifest)
 
     def canary_for(self, level: str | None) -> Canary | None:
         """The audit's canary kind and relation for a spec at ``level``."""

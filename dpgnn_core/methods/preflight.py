@@ -7,13 +7,23 @@ accountants (torch only for ``device='cuda'``, the edge list only for GAP-NDP).
 
 The checks, in order:
 
+0. with the dataset folder known (a ``path`` key in the manifest): its files are those the
+   manifest lists, by sha256, and the manifest was not edited
+   (:func:`~dpgnn_core.data.store.verify_folder`), so a tampered or missing file is refused
+   here, not inside the flow;
 1. the dataset's task is the method's (node or graph classification);
 2. single labels, for every method but the non-private full-batch baselines;
 3. training records exist (nodes, or graphs for graph classification);
 4. a set ``batch_size`` fits in them (unset, it adapts to the data);
-5. the requested device exists, and the requested backend's library loads (``backend='dgl'``
+5. with the folder known: the split counts are the manifest's, and the training split
+   holds at least two classes (a classifier of one class trains to loss 0 and says
+   nothing);
+6. the privacy parameters (:func:`check_privacy`): a target ε the PLD accountant can
+   calibrate within memory, and δ below 1/N_train unless ``allow_large_delta`` (a warning
+   above 1/(10 N_train));
+7. the requested device exists, and the requested backend's library loads (``backend='dgl'``
    needs the optional DGL extra: the error names its install command);
-6. the method family's own checks (:data:`FAMILY_CHECKS`, keyed by spec type): DP-GNN's
+8. the method family's own checks (:data:`FAMILY_CHECKS`, keyed by spec type): DP-GNN's
    level ``node`` needs a directed dataset; GAP-NDP needs every degree within ``D``.
 
 BatchNorm, which mixes the examples of a batch, is refused when the model is built
@@ -22,7 +32,9 @@ BatchNorm, which mixes the examples of a batch, is refused when the model is bui
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
@@ -70,6 +82,116 @@ def check_data(spec: Any, manifest: Mapping[str, Any]) -> None:
         raise DataError(f"batch size {batch} exceeds the {n_train} training {records}; "
                         "leave --batch-size unset to adapt it to the data, or give at most "
                         f"{n_train}", path=where, field="batch_size", value=batch)
+
+
+#: Folders already verified in this process, keyed by what would change on a new write
+#: (a sweep checks every point against the same folder once).
+_VERIFIED: dict[tuple[Any, ...], tuple[dict[str, int], Any]] = {}
+
+
+def _folder_records(manifest: Mapping[str, Any]) -> tuple[dict[str, int], Any]:
+    """Verify the folder (check 0) and count its records' splits and training classes:
+    ``({split: count}, training labels)``, cached per folder state."""
+    from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN
+    from dpgnn_core.data.store import record_labels, verify_folder
+
+    folder = Path(str(manifest["path"]))
+    files = manifest.get("files") or {}
+    stats = []
+    for f in sorted(files):
+        st = (folder / f).stat() if (folder / f).is_file() else None
+        stats.append((f, st and st.st_size, st and st.st_mtime_ns))
+    key = (str(folder.resolve()), tuple(stats), json.dumps(dict(manifest), sort_keys=True,
+                                                           default=str))
+    if key not in _VERIFIED:
+        verify_folder(folder, dict(manifest))
+        labels, split = record_labels(folder, str(manifest.get("task")))
+        import numpy as np
+
+        counts = np.bincount(split.astype(np.int64), minlength=len(SPLIT_NAMES))
+        _VERIFIED[key] = ({n: int(c) for n, c in zip(SPLIT_NAMES, counts, strict=True)},
+                          labels[split == TRAIN])
+    return _VERIFIED[key]
+
+
+def check_records(spec: Any, manifest: Mapping[str, Any]) -> None:
+    """Check 5: the split counts are the manifest's and the training split holds at least
+    two classes (single-label data).
+
+    Raises:
+        DataError: naming the file, the field and the value.
+    """
+    if not manifest.get("path"):
+        return
+    import numpy as np
+
+    counts, train = _folder_records(manifest)
+    where = _where(manifest)
+    stated = {k: int(v) for k, v in (manifest.get("split_counts") or {}).items()}
+    if stated != counts:
+        raise DataError(f"manifest was edited after ingest: split_counts {stated}, the files "
+                        f"hold {counts}", path=where, field="split_counts", value=stated)
+    if train.ndim != 1:  # multi-label: every column is a task of its own
+        return
+    classes = np.unique(train[train >= 0])
+    records = "graphs" if task_of(spec) == "graph" else "nodes"
+    if classes.shape[0] < 2:
+        only = f"class {int(classes[0])}" if classes.shape[0] else "no label"
+        raise DataError(f"a classifier needs at least two classes in the training split; "
+                        f"all {train.shape[0]} training {records} of "
+                        f"{manifest.get('name', 'this dataset')!r} have {only}",
+                        path=where, field="split_counts.train", value=classes.tolist())
+
+
+def n_train(spec: Any, manifest: Mapping[str, Any]) -> int:
+    """N_train: the training records (nodes, or graphs for graph classification)."""
+    return int((manifest.get("split_counts") or {}).get("train", 0))
+
+
+#: The largest target ε the PLD accountant (the default) is asked to calibrate: its grid
+#: of privacy losses grows as 1/noise, and a huge ε needs tiny noise. Measured on DP-MLP
+#: (200 nodes, default options): ε = 4 peaks at 0.8 GB, ε = 100 at 1.8 GB, ε = 1000 at
+#: 3.9 GB after 150 s, ε = 1e6 asks for an 800 GiB array. The RDP accountant has no grid
+#: (ε = 1e6: 0.65 GB, 14 s).
+PLD_MAX_EPSILON = 100.0
+
+
+def check_privacy(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
+    """Check 6: a target ε above :data:`PLD_MAX_EPSILON` with the PLD accountant is
+    refused; so is a δ of at least 1/N_train (publishing one training record at random is
+    (0, 1/N_train)-DP, so such a δ rules out nothing) unless ``allow_large_delta`` is set,
+    which the spec then records. A δ above 1/(10 N_train), the default, is warned about.
+
+    Returns:
+        list of str: warnings (the command line prints each as a ``warning:`` line).
+
+    Raises:
+        PrivacyError: naming the option and the value.
+    """
+    eps = getattr(spec, "epsilon", None)
+    if eps is None:  # non-private: no budget to check
+        return []
+    if getattr(spec, "accountant", None) == "pld" and eps > PLD_MAX_EPSILON:
+        raise PrivacyError(
+            f"--epsilon {eps:g}: above {PLD_MAX_EPSILON:g} the PLD accountant cannot "
+            "calibrate the noise within memory (its grid grows as 1/noise: ε = 1000 needs "
+            "about 4 GB and minutes, ε = 1e6 an 800 GiB array), and e^ε rules nothing out "
+            "there; use --accountant rdp for such a target, or --non-private")
+    delta, n = getattr(spec, "delta", None), n_train(spec, manifest)
+    if delta is None or n < 1:  # the default, 1/(10 N_train)
+        return []
+    if delta >= 1.0 / n and not getattr(spec, "allow_large_delta", False):
+        raise PrivacyError(
+            f"--delta {delta:g} >= 1/N_train = 1/{n} = {1.0 / n:.3g}: publishing one "
+            "training record at random is (0, 1/N_train)-DP, so this δ does not rule out "
+            f"leaking a record; use δ below {1.0 / (10 * n):.3g} (the default, 1/(10 "
+            "N_train)) or pass --allow-large-delta, which the run records")
+    if delta > 1.0 / (10 * n):
+        return [f"--delta {delta:g} is above 1/(10 N_train) = {1.0 / (10 * n):.3g} "
+                f"(N_train = {n}); a δ well below 1/N_train is the usual reading of DP"
+                + (" (allowed by --allow-large-delta, recorded with the run)"
+                   if delta >= 1.0 / n else "")]
+    return []
 
 
 def check_device(spec: Any) -> None:
@@ -148,17 +270,26 @@ FAMILY_CHECKS: dict[type, Callable[[Any, Mapping[str, Any]], None]] = {
 }
 
 
-def check(spec: Any, manifest: Mapping[str, Any]) -> None:
+def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     """Every check of the module docstring, in order. A ``path`` key in ``manifest`` (the
-    dataset folder) is named in the errors and lets GAP-NDP read the edge list.
+    dataset folder) is named in the errors and lets the checks read the folder (its
+    hashes, labels and splits; GAP-NDP's edge list).
+
+    Returns:
+        list of str: warnings that do not stop the run (:func:`check_privacy`).
 
     Raises:
         DataError, DeviceError, PrivacyError, MissingExtraError: one line naming what is
             wrong.
     """
+    if manifest.get("path"):
+        _folder_records(manifest)
     check_data(spec, manifest)
+    check_records(spec, manifest)
+    warnings = check_privacy(spec, manifest)
     check_device(spec)
     check_backend(spec)
     family = FAMILY_CHECKS.get(type(spec))
     if family is not None:
         family(spec, manifest)
+    return warnings

@@ -171,7 +171,7 @@ class Method:
                 f"{', '.join(self.options())}")
         return self.spec_type(**{**options, **self.fixed})
 
-    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> None:
+    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> list[str]:
         """Checks that need only the spec and the dataset's manifest (cheap: run before any
         orchestration starts, so a bad run fails in a second, not after Prefect starts).
 
@@ -182,13 +182,16 @@ class Method:
         :mod:`dpgnn_core.methods.preflight`, which the CLI runs before Prefect starts. A
         ``path`` key in ``manifest`` (the dataset folder) is named in the errors.
 
+        Returns:
+            list of str: warnings that do not stop the run.
+
         Raises:
             DataError: the data does not suit the method or the spec.
             DeviceError: ``device='cuda'`` without a CUDA device.
             PrivacyError: the method's own privacy checks.
         """
         self._check_spec(spec)
-        self.entry.preflight(spec, manifest)
+        return self.entry.preflight(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
         """Train ``spec`` on ``data``. The result's report is a frozen

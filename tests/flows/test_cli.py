@@ -82,6 +82,32 @@ def test_run_rejects_non_dataset(tmp_path: Path) -> None:
 
 
 @pytest.mark.xdist_group("prefect")
+@pytest.mark.parametrize(("args", "needle", "help_of"), [
+    (["run", "dp-mlp", "--epsilon", "1", "--hops", "3"], "No such option: --hops",
+     "dpgnn run dp-mlp"),
+    (["run", "dp-nope", "--epsilon", "1"], "No such command 'dp-nope'", "dpgnn run"),
+    (["run", "dp-mlp", "--epsilon", "x", "--dataset", "d"], "'--epsilon'", "dpgnn run dp-mlp"),
+    (["run", "dp-mlp", "--epsilon", "1"], "Missing option '--dataset'", "dpgnn run dp-mlp"),
+    (["ingest", "--format", "nope", "--out", "x"], "'--format'", "dpgnn ingest"),
+    (["nope"], "No such command 'nope'", "dpgnn"),
+])
+def test_usage_errors_are_one_line(args: list[str], needle: str, help_of: str) -> None:
+    r = runner.invoke(app, args)
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert lines[0].startswith("error: ") and needle in lines[0]
+    assert f"(see `{help_of} --help`)" in lines[0]
+
+
+def test_usage_error_one_line_from_the_script() -> None:
+    r = subprocess.run([BIN / "dpgnn", "run", "dp-mlp", "--hops", "3"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("error: No such option: --hops")
+    assert r.stderr.rstrip().endswith("(see `dpgnn run dp-mlp --help`)")
+
+
 def test_run_json_contract(tmp_path: Path) -> None:
     """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
     ds = tmp_path / "ds"

@@ -71,18 +71,30 @@ def load_planetoid(source: str | Path, name: str | None = None,
     allx, ally = _dense(objs["allx"]), _dense(objs["ally"])
     n_train = _dense(objs["y"]).shape[0]
     sorted_test = np.sort(test_idx)
-    if name == "citeseer":
-        # Citeseer has isolated test nodes missing from tx: pad with zero rows (as PyG does).
-        full = np.arange(sorted_test.min(), sorted_test.max() + 1)
-        tx_ext = np.zeros((full.shape[0], tx.shape[1]), dtype=tx.dtype)
-        tx_ext[sorted_test - sorted_test.min()] = tx
-        ty_ext = np.zeros((full.shape[0], ty.shape[1]), dtype=ty.dtype)
-        ty_ext[sorted_test - sorted_test.min()] = ty
+    if np.unique(test_idx).shape[0] != test_idx.shape[0] or tx.shape[0] != test_idx.shape[0] \
+            or ty.shape[0] != test_idx.shape[0]:
+        raise DataError(f"the test index names {test_idx.shape[0]} nodes "
+                        f"({np.unique(test_idx).shape[0]} distinct) but tx/ty hold "
+                        f"{tx.shape[0]}/{ty.shape[0]} rows", path=test_path,
+                        field="test.index", value=int(test_idx.shape[0]))
+    if test_idx.size and sorted_test[0] != allx.shape[0]:
+        raise DataError(f"the test index starts at node {int(sorted_test[0])}, but allx holds "
+                        f"{allx.shape[0]} rows (the test nodes follow them)", path=test_path,
+                        field="test.index", value=int(sorted_test[0]))
+    # Gaps in the test index (Citeseer's isolated test nodes are absent from tx/ty): as PyG
+    # does, the missing nodes get a zero feature row and no label (-1, split 'unused').
+    span = int(sorted_test[-1] - sorted_test[0] + 1) if test_idx.size else 0
+    gaps = span - int(test_idx.shape[0])
+    if gaps:
+        tx_ext = np.zeros((span, tx.shape[1]), dtype=tx.dtype)
+        tx_ext[sorted_test - sorted_test[0]] = tx
+        ty_ext = np.zeros((span, ty.shape[1]), dtype=ty.dtype)
+        ty_ext[sorted_test - sorted_test[0]] = ty
         tx, ty = tx_ext, ty_ext
-        sorted_test = full
     x = np.concatenate([allx, tx]).astype(np.float32)
     y_onehot = np.concatenate([ally, ty])
-    # Rows of tx/ty are in test.index order: move each to the node id it names.
+    # Row j of tx/ty belongs to node test_idx[j]; after the concatenation (and the padding,
+    # which puts it at its sorted position) it sits at node sorted_test[j]: move it there.
     x[test_idx] = x[sorted_test]
     y_onehot[test_idx] = y_onehot[sorted_test]
     labeled = y_onehot.sum(axis=1) > 0
@@ -105,7 +117,7 @@ def load_planetoid(source: str | Path, name: str | None = None,
         split[np.arange(n_train)] = TRAIN
         split[np.arange(n_train, n_train + 500)] = VAL
         split[test_idx] = TEST
-        split[(split != UNUSED) & (y < 0)] = UNUSED  # Citeseer's padded test rows: no label
+        split[(split != UNUSED) & (y < 0)] = UNUSED  # rows without a label
         split_meta: dict[str, Any] = {"scheme": "planetoid-public", "seed": None}
     else:
         split = stratified_split(y, fractions, rng=np.random.default_rng(seed))
@@ -119,6 +131,9 @@ def load_planetoid(source: str | Path, name: str | None = None,
             "raw_adjacency_entries": int(raw),
             "self_loops_removed": int(loops.sum()),
             "symmetrised_and_coalesced": True,
+            "test_index_gaps_filled": gaps,
+            "notes": [f"{gaps} test-index gaps filled with zero-feature unlabelled nodes "
+                      "(as PyG does)"] if gaps else [],
         },
     }
     return GraphData(name=name, task="node", x=x, edge_index=ei, y=y, split=split,

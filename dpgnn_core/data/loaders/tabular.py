@@ -83,6 +83,135 @@ def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
     return out
 
 
+#: Text a cell may hold for "no value" (compared stripped and lower-cased): a label cell
+#: holding one is unlabelled, and a feature column's such cells are neither number nor text.
+MISSING_TEXT = frozenset({"", "nan", "-nan", "na", "n/a", "#n/a", "null", "none"})
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _text_kinds(values: list[Any]) -> tuple[list[int], list[int], list[int]]:
+    """Rows of a text column's cells that are numbers, missing (null or
+    :data:`MISSING_TEXT`) and other text."""
+    numbers: list[int] = []
+    missing: list[int] = []
+    text: list[int] = []
+    for i, v in enumerate(values):
+        if v is None or str(v).strip().lower() in MISSING_TEXT:
+            missing.append(i)
+        elif _is_number(str(v)):
+            numbers.append(i)
+        else:
+            text.append(i)
+    return numbers, missing, text
+
+
+def _auto_feature_cols(nt: pa.Table, skip: set[str], path: Path, notes: list[str],
+                       dropped: dict[str, str]) -> list[str]:
+    """Every numeric column not in ``skip``. A text column whose cells are all text (a
+    name, say) is left out, and said in ``notes`` and ``dropped``; one that mixes numbers
+    and text (a numeric column with a stray cell) cannot be meant either way: refused."""
+    cols = []
+    for c in nt.column_names:
+        if c in skip:
+            continue
+        kind = nt.column(c).type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            cols.append(c)
+            continue
+        values = nt.column(c).to_pylist()
+        numbers, _, text = (_text_kinds(values) if pa.types.is_string(kind)
+                            or pa.types.is_large_string(kind) else ([], [], []))
+        if numbers and text:
+            first = text[0]
+            raise DataError(
+                f"feature column mixes numbers and text ({len(numbers)} numbers, "
+                f"{len(text)} text cells, the first at {_locate(path)(first)}); fix the "
+                "cell, or pass --feature-cols without this column", path=path, field=c,
+                value=values[first])
+        why = "text" if text else ("empty" if pa.types.is_null(kind) else str(kind))
+        dropped[c] = why
+        notes.append(f"column {c!r} ({why}) not used as a feature")
+    return cols
+
+
+def _labels(nt: pa.Table, label_col: str, perm: np.ndarray, path: Path, notes: list[str]
+            ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Labels ``[n]`` (-1 unlabelled, node order), the class values, and the manifest's
+    record of what each kind of cell became. Integers and whole-number floats are classes
+    by value; text is classes in sorted order; null, blank and NaN-like cells
+    (:data:`MISSING_TEXT`, a float NaN) are unlabelled. A fractional number, a negative
+    one, or a column that mixes numbers and text cannot be meant as classes: refused."""
+    lab = nt.column(label_col)
+    values = lab.to_pylist()
+    kind = lab.type
+    record: dict[str, Any] = {}
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
+        nums = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+        missing = np.isnan(nums)
+        nulls = sum(v is None for v in values)
+        bad = ~missing & ((nums != np.round(nums)) | (nums < 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"label is not a class: labels are whole numbers >= 0 or text, "
+                            f"an empty cell for unlabelled (at {_locate(path)(i)})",
+                            path=path, field=label_col, value=values[i])
+        ints = np.where(missing, -1, np.nan_to_num(nums, nan=-1)).astype(np.int64)[perm]
+        classes: np.ndarray = np.unique(ints[ints >= 0])
+        y = np.where(ints >= 0, np.searchsorted(classes, ints), -1).astype(np.int64)
+        record = {"kind": "number", "missing_cells": int(nulls),
+                  "nan_cells": int(missing.sum()) - int(nulls)}
+        unlabelled = int(missing.sum())
+        if unlabelled:
+            notes.append(f"{label_col}: {unlabelled} empty or NaN cells -> unlabelled")
+        return y, classes, record
+    strs = ["" if v is None else str(v) for v in values]
+    numbers, missing_rows, text = _text_kinds(strs)
+    if numbers and text:
+        first = text[0]
+        raise DataError(f"label column mixes numbers and text ({len(numbers)} numbers, "
+                        f"{len(text)} text cells, the first at {_locate(path)(first)}); a "
+                        "stray cell would become a class of its own", path=path,
+                        field=label_col, value=strs[first])
+    arr = np.asarray(strs, dtype=object)[perm]
+    valid = np.ones(len(strs), dtype=bool)
+    valid[missing_rows] = False
+    valid = valid[perm]
+    if numbers:  # numbers stored as text: classes by value, as a numeric column's are
+        nums = np.array([float(v) if ok else -1.0 for v, ok in zip(arr, valid, strict=True)])
+        bad = valid & ((nums != np.round(nums)) | (nums < 0))
+        if bad.any():
+            i = int(perm[np.flatnonzero(bad)[0]])
+            raise DataError(f"label is not a class: labels are whole numbers >= 0 or text "
+                            f"(at {_locate(path)(i)})", path=path, field=label_col,
+                            value=strs[i])
+        ints = np.where(valid, nums, -1).astype(np.int64)
+        classes = np.unique(ints[valid])
+        y = np.where(valid, np.searchsorted(classes, ints), -1).astype(np.int64)
+        record = {"kind": "number (as text)"}
+    else:
+        texts = np.where(valid, arr, "").astype(str)
+        classes = np.unique(texts[valid])
+        y = np.where(valid, np.searchsorted(classes, texts), -1).astype(np.int64)
+        record = {"kind": "text"}
+        shown = ", ".join(f"{c!r}->{i}" for i, c in enumerate(classes[:5].tolist()))
+        notes.append(f"{label_col}: {classes.shape[0]} text classes ({shown}"
+                     f"{', ...' if classes.shape[0] > 5 else ''})")
+    blank = sum(1 for i in missing_rows if not strs[i].strip())
+    record.update({"missing_cells": blank, "nan_cells": len(missing_rows) - blank})
+    if missing_rows:
+        seen = sorted({strs[i].strip() for i in missing_rows} - {""})
+        what = "empty" + (f" or {'/'.join(repr(t) for t in seen)}" if seen else "")
+        notes.append(f"{label_col}: {len(missing_rows)} {what} cells -> unlabelled")
+    return y, classes, record
+
+
 def load_tabular(
     edges: str | Path,
     nodes: str | Path,
@@ -185,10 +314,10 @@ def load_tabular(
 
     # Features.
     skip = {id_col, label_col, *( [split_col] if split_col else [])}
+    notes: list[str] = []
+    dropped: dict[str, str] = {}
     if feature_cols is None:
-        feature_cols = [c for c in nt.column_names if c not in skip
-                        and (pa.types.is_integer(nt.column(c).type)
-                             or pa.types.is_floating(nt.column(c).type))]
+        feature_cols = _auto_feature_cols(nt, skip, nodes, notes, dropped)
         if not feature_cols:
             raise DataError("no numeric feature columns found; pass --feature-cols", path=nodes)
     cols = []
@@ -210,24 +339,8 @@ def load_tabular(
     if label_col not in nt.column_names:
         raise DataError(f"no such column; columns present: {nt.column_names}", path=nodes,
                         field=label_col)
-    lab = nt.column(label_col)
-    valid = ~lab.is_null().to_numpy(zero_copy_only=False)
-    values = np.asarray(lab.to_pylist(), dtype=object)[perm]
-    valid = valid[perm]
-    if pa.types.is_integer(lab.type):
-        ints = np.where(valid, values, -1).astype(np.int64)
-        if (ints[valid] < 0).any():
-            raise DataError("negative label (use an empty cell for unlabeled)", path=nodes,
-                            field=label_col, value=int(ints[valid].min()))
-        classes = np.unique(ints[valid])
-        y = np.where(valid, np.searchsorted(classes, ints), -1).astype(np.int64)
-    else:
-        strs = np.where(valid, values, "").astype(str)
-        # A blank (or whitespace-only) string label means unlabeled, as an empty integer
-        # cell does: it is never a class of its own.
-        valid &= np.char.strip(strs) != ""
-        classes = np.unique(strs[valid])
-        y = np.where(valid, np.searchsorted(classes, strs), -1).astype(np.int64)
+    y, classes, label_record = _labels(nt, label_col, perm, nodes, notes)
+    valid = y >= 0
     if not valid.any():
         raise DataError("no node has a label", path=nodes, field=label_col)
 
@@ -265,6 +378,7 @@ def load_tabular(
                              undirected=undirected, relabel=relabel),
         "split": scheme,
         "cleaning": {**counts, "class_values": [str(c) for c in classes],
+                     "labels": label_record, "dropped_columns": dropped, "notes": notes,
                      "self_loops_removed": counts["self_loops"] if remove_self_loops else 0,
                      "duplicates_removed": counts["duplicate_edges"] if dedupe else 0},
     }
