@@ -75,8 +75,9 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
     else:
         n_train = int(data.mask("train").sum())
     z = float(fitted.report.get("noise_multiplier") or 0.0)
-    if getattr(spec, "max_degree", 0) is None:  # DP-GNN's K: chosen from the graph (issue 29)
-        spec = spec.model_copy(update={"max_degree": fitted.report["max_degree"]})
+    chosen = dict(fitted.report).get("max_degree") if m.private else None
+    if getattr(spec, "max_degree", 0) is None and chosen is not None:
+        spec = spec.model_copy(update={"max_degree": chosen})  # DP-GNN's K: from the graph
     if m.private:
         planned = m.ledger_for(spec, n_train)(z)
         assert planned.entries == fitted.ledger.entries
