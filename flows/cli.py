@@ -332,8 +332,13 @@ def datasets(
 
 
 def _use_server_if_running() -> str | None:
-    from flows import server
+    """Before a command starts Prefect (and Dask): end what a killed command left running
+    on this home and start this one's watchdog (:func:`flows.reaper.guard`), then point
+    Prefect at the background server when it is up."""
+    from dpgnn_core.home import project_dir
+    from flows import reaper, server
 
+    reaper.guard(project_dir())
     url = server.api_url_if_running()
     if url:
         os.environ["PREFECT_API_URL"] = url

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
-from flows import procs
+from flows import procs, reaper
 
 DEFAULT_PORT = 4242
 
@@ -145,6 +145,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
         "PREFECT_UI_ENABLED": env.get("PREFECT_UI_ENABLED", "true"),
     })
     env.pop("PREFECT_API_URL", None)
+    env.pop(reaper.OWNER_ENV, None)  # outlives the command that starts it, by design
     log = open(home / "server.log", "ab")
     argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
