@@ -71,10 +71,55 @@ def log_path(home: Path) -> Path:
 
 class _HideFailures(logging.Filter):
     """Keep Prefect's error records (a failed task or flow, with its 90-line traceback)
-    off the terminal: the CLI prints one line instead, and the file has them."""
+    and Dask's shutdown warnings (a worker "still alive after 4.0 seconds, killing") off
+    the terminal: the CLI prints one line instead, and the file has them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR and record.name.startswith("prefect"))
+        return not ((record.levelno >= logging.ERROR and record.name.startswith("prefect"))
+                    or (record.levelno < logging.ERROR
+                        and record.name.startswith("distributed")))
+
+
+#: The log file the Dask workers of a sweep's local cluster write their output to
+#: (:func:`workers_log_to`, :func:`dask_setup`).
+WORKER_LOG_ENV = "DPGNN_WORKER_LOG"
+
+
+@contextlib.contextmanager
+def workers_log_to(path: Path | None) -> Iterator[None]:
+    """Within the block, the Dask workers that a local cluster spawns (they inherit the
+    environment and run :func:`dask_setup` as a preload: :func:`flows.sweep.task_runner`)
+    append their standard output and error to ``path`` instead of the terminal, unless
+    verbose: a point's failure in a worker is otherwise a 40-line Prefect traceback on the
+    terminal, which no logging filter of this process can see. ``None``: nothing changes."""
+    if path is None or verbose():
+        yield
+        return
+    saved = os.environ.get(WORKER_LOG_ENV)
+    os.environ[WORKER_LOG_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(WORKER_LOG_ENV, None)
+        else:
+            os.environ[WORKER_LOG_ENV] = saved
+
+
+def dask_setup(worker: object = None) -> None:
+    """Dask's preload hook, run in each worker process of a sweep's local cluster as it
+    starts: send its standard output and error to the file named by ``DPGNN_WORKER_LOG``
+    (:func:`workers_log_to`); nothing when the variable is unset."""
+    path = os.environ.get(WORKER_LOG_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:  # the terminal, then
+        return
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 @contextlib.contextmanager

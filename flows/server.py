@@ -216,3 +216,42 @@ def stop(home: Path | None = None, timeout: float = 20.0) -> bool:
     if not result.stopped and result.message != "no server was running":
         print(result.message, file=sys.stderr)
     return result.stopped
+
+
+class _DetachedSubprocess:
+    """``subprocess`` as Prefect's ephemeral-server module sees it after
+    :func:`detach_ephemeral`: ``Popen`` starts its process in a new session."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
+        kwargs.setdefault("start_new_session", True)
+        return subprocess.Popen(*args, **kwargs)
+
+
+def detach_ephemeral() -> None:
+    """Start Prefect's ephemeral server (``SubprocessASGIServer``, used when no
+    ``PREFECT_API_URL`` is set) in its own session: a Ctrl-C on the terminal goes to the
+    command's process group, and the server, in that group, ended at once, so the run
+    could not record its end and failed after minutes of ``ConnectError`` retries. The
+    server still ends with the command: Prefect stops it at exit, and the command's
+    watchdog (:mod:`flows.reaper`) ends it if the command is killed. Call before the first
+    flow starts; idempotent."""
+    from prefect.server.api import server as api
+
+    if not isinstance(api.subprocess, _DetachedSubprocess):
+        api.subprocess = _DetachedSubprocess()  # type: ignore[assignment]
+
+
+def ephemeral_process() -> subprocess.Popen[Any] | None:
+    """The process of Prefect's ephemeral server in this process, if one was started."""
+    from prefect.server.api import server as api
+
+    for instance in list(api.SubprocessASGIServer._instances.values()):
+        proc = getattr(instance, "server_process", None)
+        if proc is not None:
+            return proc  # type: ignore[no-any-return]
+    return None
+

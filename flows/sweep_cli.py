@@ -81,7 +81,8 @@ def sweep_command(
     import time
 
     started_ms = int(time.time() * 1000)  # the parent run spans the whole sweep
-    with clilog.captured(project_dir()) as log, _stdout_to_stderr():
+    with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
+            clilog.workers_log_to(None if dask_address else log):
         try:
             result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
                                                             refresh=refresh)
@@ -92,10 +93,15 @@ def sweep_command(
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
+    refused = [r for r in result["rows"] if r.get("refused")]
     summary = {"name": spec.name, "points": len(result["rows"]), **paths,
-               "best": result["best"], **logged}
+               "best": result["best"], **logged,
+               **({"refused": [{k: r[k] for k in ("method", "config_id", "epsilon", "seed",
+                                                  "refused")} for r in refused]}
+                  if refused else {})}
     if as_json:
         print(json.dumps(_nan_to_none(summary), default=str, allow_nan=False))
+        _refused_exit(refused, len(result["rows"]))
         return
     _print_table(result)
     typer.echo(f"\ntable     {paths['table']} (and .csv; Markdown: {paths['summary']})")
@@ -111,6 +117,22 @@ def sweep_command(
                    f"{logged['mlflow_tracking_uri']}")
     if logged.get("mlflow_error"):
         typer.secho(f"warning: {logged['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
+    _refused_exit(refused, len(result["rows"]))
+
+
+def _refused_exit(refused: list[dict[str, Any]], points: int) -> None:
+    """Exit 1 with one line when the privacy budget refused points: the table, the plots
+    and MLflow hold the others, and mark these."""
+    if not refused:
+        return
+    from flows.cli import _err
+
+    which = ", ".join(f"{r['method']} ε={r['epsilon']:g} seed {r['seed']}" for r in refused[:5])
+    more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
+    _err(f"the privacy budget refused {len(refused)} of {points} points ({which}{more}), "
+         f"nothing trained for them; the results hold the other points and mark these "
+         f"refused. {refused[0]['refused']}")
+    raise typer.Exit(1)
 
 
 def _nan_to_none(obj: Any) -> Any:
@@ -137,6 +159,11 @@ def _print_table(result: dict[str, Any]) -> None:
                                                                  else ""),
                       f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
                       str(b["seeds"]), str(b["candidates"]))
+    for r in result["rows"]:
+        if r.get("refused"):
+            conf = ", ".join(f"{k}={v}" for k, v in sorted(r["config"].items())) or "defaults"
+            table.add_row(r["method"], f"{r['epsilon']:g}", conf, "refused", "(budget)",
+                          f"seed {r['seed']}", "-")
     Console().print(table)
     if any("val_score" in b for b in result["best"]):
         typer.echo("* a noisy count of correct validation predictions over the validation "

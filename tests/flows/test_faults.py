@@ -4,6 +4,7 @@ left; ..."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -153,3 +154,142 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
         for p in cases.values():
             p.kill()
             p.wait()
+
+
+_LOG_ONE_RUN = ("from tasks.tracking import log_run; "
+                "log_run.fn(run_name='r', params={'a': 1}, history_path=None, "
+                "metrics={'test': {'accuracy': 0.5}}, artifacts=[], tags={})")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True])
+def test_first_mlflow_run_is_quiet_unless_verbose(tmp_path: Path, verbose: bool) -> None:
+    """MLflow's "Creating initial MLflow database tables" INFO lines (a fresh store) reach
+    the terminal only with --verbose (DPGNN_VERBOSE)."""
+    env = _env(DPGNN_HOME=str(tmp_path / "home"), **({"DPGNN_VERBOSE": "1"} if verbose
+                                                     else {}))
+    env.pop("MLFLOW_LOGGING_LEVEL", None)
+    r = subprocess.run([sys.executable, "-c", _LOG_ONE_RUN], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "home" / "mlflow.db").is_file()
+    shown = "Creating initial MLflow database tables" in r.stderr + r.stdout
+    assert shown == verbose, r.stderr
+    if not verbose:
+        assert " INFO " not in r.stderr + r.stdout, r.stderr
+
+
+def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "dpgnn"), *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
+        dataset: Path, tmp_path: Path) -> None:
+    """A budget that covers one of two points: the sweep finishes with it, the table, the
+    plot and MLflow mark the other refused, one `error:` line and exit 1, no traceback;
+    a rerun does the same (the finished point from the cache)."""
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    home = tmp_path / "home"
+    env = _env()
+    r = _dpgnn(["--home", str(home), "budget", "set", str(dataset), "--epsilon", "3",
+                "--delta", "1e-3"], env)
+    assert r.returncode == 0, r.stderr
+    spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=10, epsilons=[1.0, 4.0])
+    for attempt in ("first", "rerun"):
+        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--workers", "1", "--json"], env)
+        assert r.returncode == 1, (attempt, r.stderr[-3000:])
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "refused 1 of 2 points" in errors[0], r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) < 8, r.stderr
+        summary = json.loads(r.stdout)
+        assert [(x["epsilon"], x["refused"].split(" exceeded")[0][:23])
+                for x in summary["refused"]] == [(4.0, "privacy budget of datas")]
+        rows = {row["epsilon"]: row for row in pq.read_table(summary["table"]).to_pylist()}
+        assert rows[4.0]["cache"] == "Refused" and rows[4.0]["test_accuracy"] is None
+        assert rows[1.0]["cache"] == ("Cached" if attempt == "rerun" else "Completed")
+        assert 0 <= rows[1.0]["test_accuracy"] <= 1
+        assert "refused (budget)" in Path(summary["summary"]).read_text()
+        assert Path(summary["privacy_utility"]).is_file()
+        client = MlflowClient(summary["mlflow_tracking_uri"])
+        kids = client.search_runs(
+            [client.get_experiment_by_name("dpgnn-sweeps").experiment_id],
+            f"tags.mlflow.parentRunId = '{summary['mlflow_parent_run_id']}'")
+        assert sorted((k.data.tags.get("dpgnn.refused", "")[:7], k.info.status)
+                      for k in kids) == [("", "FINISHED"), ("privacy", "FAILED")]
+
+
+@pytest.mark.slow
+def test_two_identical_runs_started_together_make_one_release(dataset: Path,
+                                                              tmp_path: Path) -> None:
+    """Two identical `dpgnn run`s started together: the second waits for the first and
+    reuses its model; one release, one folder, one charge to the budget."""
+    home = tmp_path / "home"
+    args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
+            "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
+            "--json"]
+    procs_ = [subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs_]
+    for p, (_, err) in zip(procs_, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    a, b = (json.loads(out) for out, _ in outs)
+    assert a["artifacts_dir"] == b["artifacts_dir"]
+    assert sorted(s["cache"]["train"] for s in (a, b)) == ["Cached", "Completed"]
+    release = json.loads((Path(a["artifacts_dir"]) / "report.json").read_text())["release"]
+    assert all(release["id"] in s["release"] for s in (a, b))
+    assert "waiting for pid" in outs[0][1] + outs[1][1]
+    for s in (a, b):  # the dataset's odometer counts one release of ε = 2
+        assert s["dataset_epsilon_spent"] == pytest.approx(a["epsilon"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
+                                                            tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
+    training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
+    checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
+    it and finishes."""
+    import re
+    import threading
+
+    steps = 400
+    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+            "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
+            "--device", "cpu", "--dataset", str(dataset), "--json"]
+    env = _env(DPGNN_CHECKPOINT_SECONDS="3600", DPGNN_PROGRESS="plain")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 130, "".join(lines)[-3000:]
+    stopped = [ln for ln in lines if ln.startswith("stopped:")]
+    assert len(stopped) == 1 and not any(ln.startswith("error:") for ln in lines), lines
+    m = re.search(r"after step (\d+) of (\d+); checkpoint kept at (\S+):", stopped[0])
+    assert m is not None and int(m.group(2)) == steps, stopped
+    assert Path(m.group(3)).is_file()
+    assert "Traceback" not in "".join(lines)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
+    assert report["release"]["resumed_from_step"] == [int(m.group(1))]
+    assert not Path(m.group(3)).exists()  # the result is stored: the checkpoint cleared
