@@ -451,6 +451,29 @@ def _stopped(e: KeyboardInterrupt) -> None:
     typer.secho(f"stopped: {msg}", fg=typer.colors.RED, err=True)
 
 
+def _give_up(why: str) -> None:
+    """End the command at once with one ``error:`` line (called from a watcher thread)."""
+    _err(f"{why}; the run stops here. Nothing half-written is kept (every artifact is "
+         "written atomically): rerun the same command once fixed (finished steps are "
+         "reused, training resumes from its last checkpoint)")
+    sys.stderr.flush()
+    os._exit(1)  # the flow's own end would wait minutes on a dead API or a full disk
+
+
+@contextlib.contextmanager
+def _server_watched() -> Iterator[None]:
+    """Within the block, a Prefect server that ends mid-run, or a project home whose disk
+    fills up, ends the command within a second with one ``error:`` line (exit 1), instead
+    of minutes of Prefect's retries and a bare ``ConnectError`` or thousands of lines of
+    database tracebacks. Artifacts are written atomically and checkpoints stay, so nothing
+    half-written is kept and a rerun reuses the finished steps."""
+    from dpgnn_core.home import project_dir
+    from flows import clilog, server
+
+    with server.watched(_give_up), clilog.disk_watched(project_dir(), _give_up):
+        yield
+
+
 @contextlib.contextmanager
 def _stop_at_step_end() -> Iterator[None]:
     """Within the block, the first Ctrl-C asks the training under way to stop at the end of
@@ -488,7 +511,7 @@ def _run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: 
     from tasks.progress import status  # one live display: the training bars join it
 
     with status(f"running {name} on {dataset} (Prefect flow)…"), _stdout_to_stderr(), \
-            _stop_at_step_end():
+            _stop_at_step_end(), _server_watched():
         summary: dict[str, Any] = pipeline(spec=spec, dataset=str(dataset.resolve()),
                                            **kwargs)
     return summary

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: Below this much free space at the project home a run is refused before it starts: the
@@ -56,6 +56,43 @@ def check_home(home: Path) -> None:
     if free < MIN_FREE_BYTES:
         raise HomeError(f"the disk of the project home {home} is full ({free >> 20} MiB "
                         f"free, a run needs at least {MIN_FREE_BYTES >> 20} MiB)")
+
+
+#: Below this much free space during a run, the disk of the project home counts as full
+#: (:func:`disk_watched`).
+FULL_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def disk_watched(home: Path, on_full: Callable[[str], None], every: float = 0.5
+                 ) -> Iterator[None]:
+    """Within the block, a thread checks every ``every`` seconds that the disk of ``home``
+    has at least :data:`FULL_BYTES` free, and calls ``on_full(sentence)`` once when it has
+    not: a full disk otherwise shows up as minutes of the Prefect server's database errors
+    and thousands of lines of tracebacks. ``on_full`` runs in that thread (it may end the
+    process)."""
+    import threading
+
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(every):
+            try:
+                free = shutil.disk_usage(home).free
+            except OSError:
+                continue
+            if free < FULL_BYTES:
+                on_full(f"the disk of the project home {home} is full ({free >> 10} KiB "
+                        "free)")
+                return
+
+    thread = threading.Thread(target=loop, name="dpgnn-disk-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
 
 
 def log_path(home: Path) -> Path:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -254,4 +255,65 @@ def ephemeral_process() -> subprocess.Popen[Any] | None:
         if proc is not None:
             return proc  # type: ignore[no-any-return]
     return None
+
+
+def _ended(background: dict[str, Any] | None, seen: list[subprocess.Popen[Any]]) -> str | None:
+    """A sentence when the Prefect server this process uses has ended, else None."""
+    if background is not None:
+        who, _ = owner(background)
+        if who != "ours":
+            return (f"the Prefect server at {background['url']} (pid {background['pid']}, "
+                    "`dpgnn server start`) is no longer running")
+        return None
+    if not seen:
+        proc = ephemeral_process()
+        if proc is None:
+            return None
+        seen.append(proc)
+    code = seen[0].poll()
+    if code is None:
+        return None
+    return (f"Prefect's temporary server (pid {seen[0].pid}) ended during the run (exit "
+            f"code {code})")
+
+
+@contextlib.contextmanager
+def watched(on_end: Callable[[str], None], home: Path | None = None, every: float = 0.5
+            ) -> Iterator[None]:
+    """Within the block, a thread checks every ``every`` seconds that the Prefect server
+    this process uses (the background server when ``PREFECT_API_URL`` names it, else the
+    ephemeral one once started) still runs, and calls ``on_end(sentence)`` once if it has
+    ended: Prefect's client would otherwise retry for minutes and end in a bare
+    ``ConnectError``. ``on_end`` runs in that thread (it may end the process)."""
+    import threading
+
+    background = None
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        path = state_file(home)
+        try:
+            info = json.loads(path.read_text()) if path.is_file() else None
+        except (OSError, ValueError):
+            info = None
+        if info is None or info.get("url") != url:
+            yield  # a server of someone else's: its life is not ours to tell
+            return
+        background = info
+    done = threading.Event()
+    seen: list[subprocess.Popen[Any]] = []
+
+    def loop() -> None:
+        while not done.wait(every):
+            why = _ended(background, seen)
+            if why is not None:
+                on_end(why)
+                return
+
+    thread = threading.Thread(target=loop, name="dpgnn-server-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
 

@@ -39,7 +39,7 @@ def sweep_command(
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
-    from flows.cli import _err, _stdout_to_stderr, _use_server_if_running
+    from flows.cli import _err, _server_watched, _stdout_to_stderr, _use_server_if_running
 
     try:
         spec = load_sweep_spec(spec_file)
@@ -84,8 +84,9 @@ def sweep_command(
     with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
             clilog.workers_log_to(None if dask_address else log):
         try:
-            result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
-                                                            refresh=refresh)
+            with _server_watched():
+                result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
+                                                                refresh=refresh)
             paths = write_results(result, spec)
             logged = log_sweep(result=result, spec=spec.model_dump(mode="json"),
                                paths=paths, tracking_uri=tracking_uri,

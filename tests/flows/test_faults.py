@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,126 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
     assert report["release"]["resumed_from_step"] == [int(m.group(1))]
     assert not Path(m.group(3)).exists()  # the result is stored: the checkpoint cleared
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_prefect_server_dying_mid_run_is_one_line_within_seconds(dataset: Path,
+                                                                tmp_path: Path) -> None:
+    """The ephemeral Prefect server is killed while the run trains: the command ends within
+    seconds with one `error:` line naming the server (not a bare ConnectError after
+    minutes of retries), and leaves no process behind."""
+    import re
+    import threading
+
+    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+            "--epsilon", "4", "--steps", "100000", "--hidden", "8", "--device", "cpu",
+            "--dataset", str(dataset)]
+    proc = subprocess.Popen(args, env=_env(DPGNN_PROGRESS="plain"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        servers = [p for p, (_, a) in _children(proc.pid).items() if "uvicorn" in a]
+        assert len(servers) == 1, _children(proc.pid)
+        os.kill(servers[0], signal.SIGKILL)
+        killed = time.monotonic()
+        proc.wait(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 1, "".join(lines)[-3000:]
+    assert took < 15, f"{took:.1f} s"
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and "Prefect" in errors[0] and "server" in errors[0], lines
+    assert "Traceback" not in "".join(lines) and "ConnectError" not in "".join(lines)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 96 MiB tmpfs (a small disk that a test can fill); skipped where mounting is not
+    permitted (not root, or a container without the capability)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill ``folder``'s disk: write zeros until ENOSPC."""
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
+        dataset: Path, small_disk: Path) -> None:
+    """The project home's disk (a small tmpfs) fills while the run trains: one `error:`
+    line naming the home within seconds, exit 1, nothing half-written in the artifacts;
+    once space is freed the same command finishes."""
+    import re
+    import threading
+
+    home = small_disk / "home"
+    args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "4",
+            "--steps", "400", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
+            "--json"]
+    env = _env(DPGNN_PROGRESS="plain")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        filler = _fill(small_disk)
+        full = time.monotonic()
+        proc.wait(timeout=60)
+        took = time.monotonic() - full
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 1, "".join(lines)[-3000:]
+    assert took < 15, f"{took:.1f} s"
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and str(home) in errors[0] and "full" in errors[0], lines
+    assert len(lines) < 10 and "Traceback" not in "".join(lines), lines
+    for folder in (home / "artifacts").glob("*/[!.]*"):  # what is stored is whole (a
+        # hidden .NAME.tmp-* sibling of a writer that died is never read, and removed by
+        # the next writer of NAME)
+        files = json.loads((folder / "manifest.json").read_text())["files"]
+        assert all((folder / n).stat().st_size == f["bytes"] for n, f in files.items())
+    filler.unlink()
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert (Path(summary["artifacts_dir"]) / "model.pt").is_file()
