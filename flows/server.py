@@ -242,8 +242,8 @@ def detach_ephemeral() -> None:
     flow starts; idempotent."""
     from prefect.server.api import server as api
 
-    if not isinstance(api.subprocess, _DetachedSubprocess):
-        api.subprocess = _DetachedSubprocess()  # type: ignore[assignment]
+    if not isinstance(getattr(api, "subprocess", None), _DetachedSubprocess):
+        setattr(api, "subprocess", _DetachedSubprocess())  # noqa: B010 - not exported
 
 
 def ephemeral_process() -> subprocess.Popen[Any] | None:
