@@ -436,10 +436,13 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     accuracy; ``*`` marks the configuration chosen on validation for its (method, ε).
     Sorted by method, ε, then configuration."""
     chosen = {(b["method"], b["epsilon"], b["config_id"])
-              for b in best_per_method_and_epsilon(rows)}
+              for b in best_per_method_and_epsilon([r for r in rows if not r.get("refused")])}
+    refused = {(r["method"], r["config_id"], r["epsilon"]) for r in rows if r.get("refused")}
 
     def cell(rec: Mapping[str, Any], k: str) -> str:
         m, s = rec[f"{k}_mean"], rec[f"{k}_std"]
+        if math.isnan(m) and (rec["method"], rec["config_id"], rec["epsilon"]) in refused:
+            return "refused (budget)"
         return "-" if math.isnan(m) else f"{m:.3f} ± {s:.3f}"
 
     def options(config: Mapping[str, Any]) -> str:

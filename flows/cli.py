@@ -370,11 +370,20 @@ def datasets(
 
 
 def _use_server_if_running() -> str | None:
-    from flows import server
+    """Before a command starts Prefect (and Dask): end what a killed command left running
+    on this home and start this one's watchdog (:func:`flows.reaper.guard`), then point
+    Prefect at the background server when it is up."""
+    from dpgnn_core.home import project_dir
+    from flows import reaper, server
 
+    reaper.guard(project_dir())
     url = server.api_url_if_running()
     if url:
         os.environ["PREFECT_API_URL"] = url
+    elif not os.environ.get("PREFECT_API_URL"):
+        import tasks  # noqa: F401 - Prefect's environment first
+
+        server.detach_ephemeral()  # a Ctrl-C on the terminal must not end it mid-run
     return url
 
 
@@ -465,8 +474,15 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
     from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
+    from flows.runlock import lock_path, same_run_lock
 
-    with clilog.captured(project_dir()) as log:
+    def waiting(holder: str) -> None:
+        typer.echo(f"waiting for {holder}, which runs the same spec on this dataset; its "
+                   "result is then reused (no second release)", err=True)
+
+    lock = lock_path(project_dir(), str(manifest.get("content_sha256")),
+                     spec.model_dump(mode="json"))
+    with clilog.captured(project_dir()) as log, same_run_lock(lock, waiting):
         try:
             summary = _run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
@@ -479,7 +495,80 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             _err(f"cannot write {e.filename or project_dir()}: {e.strerror or e} "
                  f"(details: {path})")
             raise typer.Exit(1) from e
+        except KeyboardInterrupt as e:  # Ctrl-C: say what was kept, exit 130
+            _stopped(e)
+            raise typer.Exit(130) from e
     _print_summary(summary, as_json)
+
+
+def _stopped(e: KeyboardInterrupt) -> None:
+    """The one line of a run stopped by Ctrl-C: what was kept and how to resume."""
+    from dpgnn_core.training.checkpoint import Stopped
+
+    if isinstance(e, Stopped) and e.path is not None:
+        msg = (f"stopped after step {e.step} of {e.steps}; checkpoint kept at {e.path}: "
+               "the same command resumes from it (the steps done count against the budget)")
+    elif isinstance(e, Stopped):
+        msg = f"stopped after step {e.step} of {e.steps}; nothing kept"
+    else:
+        msg = ("stopped before training or between steps; nothing half-written is kept "
+               "(cached steps and checkpoints of earlier runs stay): the same command "
+               "starts again")
+    typer.secho(f"stopped: {msg}", fg=typer.colors.RED, err=True)
+
+
+def _give_up(why: str) -> None:
+    """End the command at once with one ``error:`` line (called from a watcher thread)."""
+    _err(f"{why}; the run stops here. Nothing half-written is kept (every artifact is "
+         "written atomically): rerun the same command once fixed (finished steps are "
+         "reused, training resumes from its last checkpoint)")
+    sys.stderr.flush()
+    os._exit(1)  # the flow's own end would wait minutes on a dead API or a full disk
+
+
+@contextlib.contextmanager
+def _server_watched() -> Iterator[None]:
+    """Within the block, a Prefect server that ends mid-run, or a project home whose disk
+    fills up, ends the command within a second with one ``error:`` line (exit 1), instead
+    of minutes of Prefect's retries and a bare ``ConnectError`` or thousands of lines of
+    database tracebacks. Artifacts are written atomically and checkpoints stay, so nothing
+    half-written is kept and a rerun reuses the finished steps."""
+    from dpgnn_core.home import project_dir
+    from flows import clilog, server
+
+    with server.watched(_give_up), clilog.disk_watched(project_dir(), _give_up):
+        yield
+
+
+@contextlib.contextmanager
+def _stop_at_step_end() -> Iterator[None]:
+    """Within the block, the first Ctrl-C asks the training under way to stop at the end of
+    its step and keep a checkpoint (:func:`dpgnn_core.training.checkpoint.request_stop`),
+    which it raises as ``Stopped``; a second Ctrl-C, or one while no training runs, is a
+    ``KeyboardInterrupt`` at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from dpgnn_core.training import checkpoint
+
+    asked = [False]
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if not asked[0] and checkpoint.request_stop():
+            asked[0] = True
+            typer.echo("stopping at the end of this step, keeping a checkpoint (Ctrl-C "
+                       "again stops at once)…", err=True)
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any
@@ -487,7 +576,8 @@ def _run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: 
     """The pipeline flow with the CLI's progress display around it."""
     from tasks.progress import status  # one live display: the training bars join it
 
-    with status(f"running {name} on {dataset} (Prefect flow)…"), _stdout_to_stderr():
+    with status(f"running {name} on {dataset} (Prefect flow)…"), _stdout_to_stderr(), \
+            _stop_at_step_end(), _server_watched():
         summary: dict[str, Any] = pipeline(spec=spec, dataset=str(dataset.resolve()),
                                            **kwargs)
     return summary

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: Below this much free space at the project home a run is refused before it starts: the
@@ -58,6 +58,43 @@ def check_home(home: Path) -> None:
                         f"free, a run needs at least {MIN_FREE_BYTES >> 20} MiB)")
 
 
+#: Below this much free space during a run, the disk of the project home counts as full
+#: (:func:`disk_watched`).
+FULL_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def disk_watched(home: Path, on_full: Callable[[str], None], every: float = 0.5
+                 ) -> Iterator[None]:
+    """Within the block, a thread checks every ``every`` seconds that the disk of ``home``
+    has at least :data:`FULL_BYTES` free, and calls ``on_full(sentence)`` once when it has
+    not: a full disk otherwise shows up as minutes of the Prefect server's database errors
+    and thousands of lines of tracebacks. ``on_full`` runs in that thread (it may end the
+    process)."""
+    import threading
+
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(every):
+            try:
+                free = shutil.disk_usage(home).free
+            except OSError:
+                continue
+            if free < FULL_BYTES:
+                on_full(f"the disk of the project home {home} is full ({free >> 10} KiB "
+                        "free)")
+                return
+
+    thread = threading.Thread(target=loop, name="dpgnn-disk-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+
+
 def log_path(home: Path) -> Path:
     """A new log file's path under ``home/logs`` (the temp folder if that is unusable)."""
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
@@ -71,10 +108,55 @@ def log_path(home: Path) -> Path:
 
 class _HideFailures(logging.Filter):
     """Keep Prefect's error records (a failed task or flow, with its 90-line traceback)
-    off the terminal: the CLI prints one line instead, and the file has them."""
+    and Dask's shutdown warnings (a worker "still alive after 4.0 seconds, killing") off
+    the terminal: the CLI prints one line instead, and the file has them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR and record.name.startswith("prefect"))
+        return not ((record.levelno >= logging.ERROR and record.name.startswith("prefect"))
+                    or (record.levelno < logging.ERROR
+                        and record.name.startswith("distributed")))
+
+
+#: The log file the Dask workers of a sweep's local cluster write their output to
+#: (:func:`workers_log_to`, :func:`dask_setup`).
+WORKER_LOG_ENV = "DPGNN_WORKER_LOG"
+
+
+@contextlib.contextmanager
+def workers_log_to(path: Path | None) -> Iterator[None]:
+    """Within the block, the Dask workers that a local cluster spawns (they inherit the
+    environment and run :func:`dask_setup` as a preload: :func:`flows.sweep.task_runner`)
+    append their standard output and error to ``path`` instead of the terminal, unless
+    verbose: a point's failure in a worker is otherwise a 40-line Prefect traceback on the
+    terminal, which no logging filter of this process can see. ``None``: nothing changes."""
+    if path is None or verbose():
+        yield
+        return
+    saved = os.environ.get(WORKER_LOG_ENV)
+    os.environ[WORKER_LOG_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(WORKER_LOG_ENV, None)
+        else:
+            os.environ[WORKER_LOG_ENV] = saved
+
+
+def dask_setup(worker: object = None) -> None:
+    """Dask's preload hook, run in each worker process of a sweep's local cluster as it
+    starts: send its standard output and error to the file named by ``DPGNN_WORKER_LOG``
+    (:func:`workers_log_to`); nothing when the variable is unset."""
+    path = os.environ.get(WORKER_LOG_ENV)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:  # the terminal, then
+        return
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 @contextlib.contextmanager

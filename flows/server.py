@@ -19,13 +19,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
-from flows import procs
+from flows import procs, reaper
 
 DEFAULT_PORT = 4242
 
@@ -145,6 +146,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
         "PREFECT_UI_ENABLED": env.get("PREFECT_UI_ENABLED", "true"),
     })
     env.pop("PREFECT_API_URL", None)
+    env.pop(reaper.OWNER_ENV, None)  # outlives the command that starts it, by design
     log = open(home / "server.log", "ab")
     argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -215,3 +217,103 @@ def stop(home: Path | None = None, timeout: float = 20.0) -> bool:
     if not result.stopped and result.message != "no server was running":
         print(result.message, file=sys.stderr)
     return result.stopped
+
+
+class _DetachedSubprocess:
+    """``subprocess`` as Prefect's ephemeral-server module sees it after
+    :func:`detach_ephemeral`: ``Popen`` starts its process in a new session."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
+        kwargs.setdefault("start_new_session", True)
+        return subprocess.Popen(*args, **kwargs)
+
+
+def detach_ephemeral() -> None:
+    """Start Prefect's ephemeral server (``SubprocessASGIServer``, used when no
+    ``PREFECT_API_URL`` is set) in its own session: a Ctrl-C on the terminal goes to the
+    command's process group, and the server, in that group, ended at once, so the run
+    could not record its end and failed after minutes of ``ConnectError`` retries. The
+    server still ends with the command: Prefect stops it at exit, and the command's
+    watchdog (:mod:`flows.reaper`) ends it if the command is killed. Call before the first
+    flow starts; idempotent."""
+    from prefect.server.api import server as api
+
+    if not isinstance(getattr(api, "subprocess", None), _DetachedSubprocess):
+        setattr(api, "subprocess", _DetachedSubprocess())  # noqa: B010 - not exported
+
+
+def ephemeral_process() -> subprocess.Popen[Any] | None:
+    """The process of Prefect's ephemeral server in this process, if one was started."""
+    from prefect.server.api import server as api
+
+    for instance in list(api.SubprocessASGIServer._instances.values()):
+        proc = getattr(instance, "server_process", None)
+        if proc is not None:
+            return proc  # type: ignore[no-any-return]
+    return None
+
+
+def _ended(background: dict[str, Any] | None, seen: list[subprocess.Popen[Any]]) -> str | None:
+    """A sentence when the Prefect server this process uses has ended, else None."""
+    if background is not None:
+        who, _ = owner(background)
+        if who != "ours":
+            return (f"the Prefect server at {background['url']} (pid {background['pid']}, "
+                    "`dpgnn server start`) is no longer running")
+        return None
+    if not seen:
+        proc = ephemeral_process()
+        if proc is None:
+            return None
+        seen.append(proc)
+    code = seen[0].poll()
+    if code is None:
+        return None
+    return (f"Prefect's temporary server (pid {seen[0].pid}) ended during the run (exit "
+            f"code {code})")
+
+
+@contextlib.contextmanager
+def watched(on_end: Callable[[str], None], home: Path | None = None, every: float = 0.5
+            ) -> Iterator[None]:
+    """Within the block, a thread checks every ``every`` seconds that the Prefect server
+    this process uses (the background server when ``PREFECT_API_URL`` names it, else the
+    ephemeral one once started) still runs, and calls ``on_end(sentence)`` once if it has
+    ended: Prefect's client would otherwise retry for minutes and end in a bare
+    ``ConnectError``. ``on_end`` runs in that thread (it may end the process)."""
+    import threading
+
+    background = None
+    url = os.environ.get("PREFECT_API_URL")
+    if url:
+        path = state_file(home)
+        try:
+            info = json.loads(path.read_text()) if path.is_file() else None
+        except (OSError, ValueError):
+            info = None
+        if info is None or info.get("url") != url:
+            yield  # a server of someone else's: its life is not ours to tell
+            return
+        background = info
+    done = threading.Event()
+    seen: list[subprocess.Popen[Any]] = []
+
+    def loop() -> None:
+        while not done.wait(every):
+            why = _ended(background, seen)
+            if why is not None:
+                on_end(why)
+                return
+
+    thread = threading.Thread(target=loop, name="dpgnn-server-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+

@@ -28,6 +28,7 @@ from typing import Any
 import tasks  # noqa: F401
 from prefect import flow
 
+from dpgnn_core.budget import BudgetExceeded
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.io import sha256_json
 from dpgnn_core.sweeps import (
@@ -111,6 +112,8 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     import dask
 
     dask.config.set(NANNY_ENVIRON)  # before the LocalCluster's nannies spawn workers
+    # Each worker sends its output to the sweep's log file (flows.clilog.workers_log_to).
+    dask.config.set({"distributed.worker.preload": ["flows.clilog"]})
     # A nanny started earlier in this process with distributed's defaults (any LocalCluster
     # of a notebook or a test) exported its value into this process's environment
     # (distributed/nanny.py: os.environ.update(pre_spawn_env)), and new workers inherit it.
@@ -141,7 +144,18 @@ def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
             "val_accuracy": m["val"]["accuracy"], "test_accuracy": m["test"]["accuracy"],
             "private": bool(report.get("private")), "cache": state,
             "artifacts_dir": model["path"], "mlflow_run_id": None,
-            "config": dict(point.config)}
+            "config": dict(point.config), "refused": None}
+
+
+def refused_row(point: Any, error: BaseException) -> dict[str, Any]:
+    """The table's row of a point that the dataset's privacy budget refused before it
+    trained anything: no accuracy, ``cache = "Refused"`` and the reason in ``refused``."""
+    return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
+            "seed": point.seed, "epsilon_spent": None, "delta": None, "level": None,
+            "noise_multiplier": None, "val_accuracy": None, "test_accuracy": None,
+            "private": True, "cache": "Refused", "artifacts_dir": None,
+            "mlflow_run_id": None, "config": dict(point.config),
+            "refused": " ".join(str(error).split())}
 
 
 def for_workers(task_: Any, refresh: bool = False) -> Any:
@@ -209,7 +223,11 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
             shown.advance()  # points done / total, in the order they finish
     rows = []
     for p, tf, ef in submitted:
-        model: Any = tf.result()
+        try:
+            model: Any = tf.result()
+        except BudgetExceeded as e:  # the budget ran out: the sweep goes on without it
+            rows.append(refused_row(p, e))
+            continue
         ev: Any = ef.result()
         state = str(tf.state.name)
         if not (_intact(model) and _intact(ev)):  # a cached artifact lost or changed
@@ -225,7 +243,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
             account_after(ds, report, p.method,
                           json.loads(ledger.read_text()) if ledger.is_file() else None,
                           reading=False)
-    best = best_per_method_and_epsilon(rows)
+    best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]
                             if b["epsilon"] is not None and b["candidates"] > 1 else [])
@@ -265,10 +283,11 @@ def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:
     paths["summary"] = str(folder / "summary.md")
     with atomic_file(paths["summary"]) as tmp:
         Path(tmp).write_text(markdown_table(result["rows"]))
+    done = [r for r in result["rows"] if not r.get("refused")]  # refused: in the table
     paths["privacy_utility"] = str(plots.privacy_utility(
-        result["rows"], folder / "privacy_utility.png",
+        done, folder / "privacy_utility.png",
         title=f"{spec.name} on {result['dataset']['name']}"))
-    hp = plots.hyperparameters(result["rows"], folder / "hyperparameters.png")
+    hp = plots.hyperparameters(done, folder / "hyperparameters.png")
     if hp is not None:
         paths["hyperparameters"] = str(hp)
     return paths

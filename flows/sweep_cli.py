@@ -39,7 +39,7 @@ def sweep_command(
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
-    from flows.cli import _err, _stdout_to_stderr, _use_server_if_running
+    from flows.cli import _err, _server_watched, _stdout_to_stderr, _use_server_if_running
 
     try:
         spec = load_sweep_spec(spec_file)
@@ -83,10 +83,12 @@ def sweep_command(
     import time
 
     started_ms = int(time.time() * 1000)  # the parent run spans the whole sweep
-    with clilog.captured(project_dir()) as log, _stdout_to_stderr():
+    with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
+            clilog.workers_log_to(None if dask_address else log):
         try:
-            result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
-                                                            refresh=refresh)
+            with _server_watched():
+                result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
+                                                                refresh=refresh)
             paths = write_results(result, spec)
             logged = log_sweep(result=result, spec=spec.model_dump(mode="json"),
                                paths=paths, tracking_uri=tracking_uri,
@@ -94,10 +96,15 @@ def sweep_command(
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
+    refused = [r for r in result["rows"] if r.get("refused")]
     summary = {"name": spec.name, "points": len(result["rows"]), **paths,
-               "best": result["best"], **logged}
+               "best": result["best"], **logged,
+               **({"refused": [{k: r[k] for k in ("method", "config_id", "epsilon", "seed",
+                                                  "refused")} for r in refused]}
+                  if refused else {})}
     if as_json:
         print(json.dumps(_nan_to_none(summary), default=str, allow_nan=False))
+        _refused_exit(refused, len(result["rows"]))
         return
     _print_table(result)
     typer.echo(f"\ntable     {paths['table']} (and .csv; Markdown: {paths['summary']})")
@@ -113,6 +120,22 @@ def sweep_command(
                    f"{logged['mlflow_tracking_uri']}")
     if logged.get("mlflow_error"):
         typer.secho(f"warning: {logged['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
+    _refused_exit(refused, len(result["rows"]))
+
+
+def _refused_exit(refused: list[dict[str, Any]], points: int) -> None:
+    """Exit 1 with one line when the privacy budget refused points: the table, the plots
+    and MLflow hold the others, and mark these."""
+    if not refused:
+        return
+    from flows.cli import _err
+
+    which = ", ".join(f"{r['method']} ε={r['epsilon']:g} seed {r['seed']}" for r in refused[:5])
+    more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
+    _err(f"the privacy budget refused {len(refused)} of {points} points ({which}{more}), "
+         f"nothing trained for them; the results hold the other points and mark these "
+         f"refused. {refused[0]['refused']}")
+    raise typer.Exit(1)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -155,6 +178,11 @@ def _print_table(result: dict[str, Any]) -> None:
                                                                 else ""),
                      f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
                      str(b["seeds"]), str(b["candidates"])])
+    for r in result["rows"]:
+        if r.get("refused"):
+            conf = ", ".join(f"{k}={v}" for k, v in sorted(r["config"].items())) or "defaults"
+            rows.append([r["method"], f"{r['epsilon']:g}", conf, "refused", "(budget)",
+                         f"seed {r['seed']}", "-"])
     console = Console()
     if not console.is_terminal:
         typer.echo("\n".join(markdown_table(header, rows)))

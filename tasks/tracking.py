@@ -170,6 +170,26 @@ def short_http_retries() -> Iterator[None]:
             os.environ.pop(k, None)
 
 
+@contextlib.contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """MLflow's INFO records ("Creating initial MLflow database tables...", "Updating
+    database tables" on a fresh store; MLflow's own handler writes them to the terminal)
+    are left out unless ``DPGNN_VERBOSE`` (``--verbose``) is set; warnings still show."""
+    import logging
+
+    quiet = os.environ.get("DPGNN_VERBOSE", "") in ("", "0", "false")
+    loggers = [logging.getLogger(n) for n in ("mlflow", "alembic")]
+    saved = [lg.level for lg in loggers]
+    if quiet:
+        for lg in loggers:
+            lg.setLevel(max(lg.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
+
+
 def _experiment(client: Any, name: str, tracking_uri: str) -> str:
     """The experiment's id, creating it as a model-training experiment when missing (and
     marking an existing one without a kind)."""
@@ -260,7 +280,7 @@ def log_run(
 
     uri = tracking_uri or default_tracking_uri()
     check_tracking_uri(uri)
-    with short_http_retries():
+    with short_http_retries(), quiet_mlflow():
         client = MlflowClient(tracking_uri=uri)
         exp_id = _experiment(client, experiment, uri)
         run = client.create_run(exp_id, run_name=run_name, start_time=start_time_ms,
@@ -324,7 +344,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     dataset = {"name": ds["name"], "path": ds["path"], "content_sha256": ds["content_sha256"]}
     try:
         check_tracking_uri(uri)
-        with short_http_retries():
+        with short_http_retries(), quiet_mlflow():
             client = MlflowClient(tracking_uri=uri)
             exp_id = _experiment(client, experiment, uri)
             now = int(time.time() * 1000)
@@ -348,7 +368,9 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                         "dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
                         "dpgnn.private": str(row["private"]).lower(),
                         "dpgnn.cache": str(row["cache"])}
-                if row["private"]:
+                if row.get("refused"):  # the budget refused it: nothing was trained
+                    tags |= {"dpgnn.refused": str(row["refused"])[:5000]}
+                elif row["private"]:
                     tags |= {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}",
                              "dpgnn.level": str(row["level"]),
                              **{k: v + " (after the sweep)" for k, v in
@@ -368,7 +390,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                 p = {"method": row["method"], "seed": row["seed"],
                      "epsilon_target": eps, **{f"option.{k}": v
                                                 for k, v in row["config"].items()}}
-                if row["private"]:
+                if row["private"] and not row.get("refused"):
                     p |= {"privacy.delta": row["delta"],
                           "privacy.noise_multiplier": row.get("noise_multiplier"),
                           "privacy.level": row["level"]}
@@ -379,7 +401,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                       for k in ("val_accuracy", "test_accuracy", "epsilon_spent")
                       if row.get(k) is not None and not math.isnan(float(row[k]))]
                 client.log_batch(child, metrics=ms)
-                client.set_terminated(child, "FINISHED")
+                client.set_terminated(child, "FAILED" if row.get("refused") else "FINISHED")
             for key in ("table", "csv", "spec", "best", "privacy_utility", "hyperparameters"):
                 if key in paths:
                     client.log_artifact(parent, paths[key])

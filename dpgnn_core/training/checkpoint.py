@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,6 +86,54 @@ class Checkpointer:
     def clear(self) -> None:
         """Remove the folder (the training finished and its result is stored)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Stopped(KeyboardInterrupt):
+    """A training stopped on request (:func:`request_stop`, a Ctrl-C) at the end of a step,
+    after saving its checkpoint: a rerun of the same training resumes from it.
+
+    Attributes:
+        step (int): the last step done. steps (int): the plan's steps.
+        path (Path or None): the checkpoint saved (None outside a :func:`checkpointing`
+            block, or when every step was done).
+    """
+
+    def __init__(self, step: int, steps: int, path: Path | None) -> None:
+        self.step, self.steps, self.path = step, steps, path
+        super().__init__(f"stopped after step {step} of {steps}"
+                         + (f"; checkpoint kept at {path}" if path is not None else ""))
+
+
+_STOP = threading.Event()
+_TRAINING = [0]  # trainings under way in this process (stop requests are for them)
+
+
+def request_stop() -> bool:
+    """Ask the trainings under way to stop at the end of their current step, saving their
+    checkpoint (:class:`Stopped`). Returns whether any is under way (else nothing will
+    see the request; the caller then stops by other means, e.g. ``KeyboardInterrupt``)."""
+    if _TRAINING[0] <= 0:
+        return False
+    _STOP.set()
+    return True
+
+
+def stop_requested() -> bool:
+    return _STOP.is_set()
+
+
+def training_started() -> None:
+    """A training loop starts (for :func:`request_stop`); pair with
+    :func:`training_ended`."""
+    _TRAINING[0] += 1
+
+
+def training_ended() -> None:
+    """A training loop ended; a stop request is cleared when the last one ends."""
+    _TRAINING[0] -= 1
+    if _TRAINING[0] <= 0:
+        _TRAINING[0] = 0
+        _STOP.clear()
 
 
 _CURRENT: contextvars.ContextVar[Checkpointer | None] = contextvars.ContextVar(

@@ -151,6 +151,7 @@ def train_steps(
             if saved["best"] is not None:
                 best = (float(saved["best"][0]), saved["best"][1])
             ckpt.resumed_from.append(int(saved["step"]))
+    checkpoint.training_started()  # a stop request (Ctrl-C) ends it at a step's end
     try:
         for step in range(start, steps + 1):
             optimizer.zero_grad(set_to_none=True)
@@ -176,14 +177,18 @@ def train_steps(
             history.append(rec)
             if on_step is not None:
                 on_step(step, rec)
-            if ckpt is not None and step < steps and ckpt.due():
+            stop = step < steps and checkpoint.stop_requested()
+            if ckpt is not None and step < steps and (ckpt.due() or stop):
                 ckpt.save(sig, {"step": step, "history": history,
                                 "model": {k: v.detach().cpu() for k, v in
                                           model.state_dict().items()},
                                 "optimizer": optimizer.state_dict(),
                                 "best": None if best is None else
                                 [best[0], {k: v.cpu() for k, v in best[1].items()}]})
+            if stop:  # a Ctrl-C (flows.cli): the state of this step is saved
+                raise checkpoint.Stopped(step, steps, ckpt.path if ckpt is not None else None)
     finally:
+        checkpoint.training_ended()
         if clipper is not None:
             clipper.remove()
     if best is not None:

@@ -113,3 +113,36 @@ def test_a_private_method_resumes_with_its_whole_ledger(tmp_path: Path) -> None:
     assert [r["step"] for r in fitted.history] == list(range(1, 61))
     (entry,) = fitted.ledger.entries
     assert entry.event.steps == 60 and fitted.report["steps"] == 60
+
+
+@pytest.mark.parametrize("stop_at", [1, 6])
+def test_a_stop_request_ends_at_the_step_and_keeps_its_state(tmp_path: Path,
+                                                             stop_at: int) -> None:
+    """A stop request (the CLI's Ctrl-C) during a step ends the training after that step
+    with a checkpoint of it, even when no periodic checkpoint is due; a rerun resumes from
+    it; with no training under way a request is refused (nobody would see it)."""
+    from dpgnn_core.training import checkpoint
+
+    assert checkpoint.request_stop() is False
+    steps, clip = 10, Clipping((1.0,), (0.5,), 16.0)
+    model, opt, _, losses = _setup(0)
+
+    def ctrl_c(step: int, rec: dict[str, float]) -> None:
+        if step == stop_at:
+            assert checkpoint.request_stop() is True
+
+    with checkpointing(tmp_path / "ck", every_seconds=3600), \
+            pytest.raises(checkpoint.Stopped) as stopped:
+        train_steps(model, opt, steps, losses, clipping=clip, generator=torch.Generator(),
+                    on_step=ctrl_c)
+    assert (stopped.value.step, stopped.value.steps) == (stop_at, steps)
+    assert stopped.value.path == tmp_path / "ck" / "checkpoint.pt"
+    assert stopped.value.path.is_file()
+    assert not checkpoint.stop_requested()  # cleared with the training
+    model2, opt2, calls2, losses2 = _setup(1)
+    with checkpointing(tmp_path / "ck", every_seconds=3600) as ck:
+        hist = train_steps(model2, opt2, steps, losses2, clipping=clip,
+                           generator=torch.Generator())
+    assert ck.resumed_from == [stop_at]
+    assert len(calls2) == steps - stop_at
+    assert [r["step"] for r in hist] == list(range(1, steps + 1))

@@ -1,0 +1,419 @@
+"""Faults a user meets with real processes (issue 29, section 3): a sweep killed with
+SIGKILL leaves no server or worker behind, and the next command ends what a killed one
+left; ..."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+BIN = Path(sys.executable).parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PREFECT_API_URL", "DPGNN_OWNER") and not k.startswith("PREFECT_")}
+    return {**env, "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1", "DPGNN_PROGRESS": "off",
+            **extra}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("faults-data") / "csbm"
+    write_dataset(csbm(num_nodes=300, seed=1), folder)
+    return folder
+
+
+def _sweep_spec(path: Path, dataset: Path, steps: int, epsilons: list[float]) -> Path:
+    path.write_text(
+        f'name = "faults"\ndataset = "{dataset}"\nepsilons = {epsilons}\nseeds = [0]\n\n'
+        f'[[methods]]\nmethod = "dp-mlp"\n'
+        f'fixed = {{steps = {steps}, hidden = 8, accountant = "rdp", device = "cpu"}}\n')
+    return path
+
+
+def _children(pid: int) -> dict[int, tuple[int, str]]:
+    """Every descendant of ``pid``: its pid -> (parent pid, command line)."""
+    tree: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        tree[int(entry.name)] = (ppid, args)
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        for c, (pp, args) in tree.items():
+            if pp == p and c not in out:
+                out[c] = (pp, args)
+                todo.append(c)
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_bytes()
+    except OSError:
+        return False
+    return state[state.rindex(b")") + 2:state.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path) -> None:
+    """`kill -9` of `dpgnn sweep` once its ephemeral Prefect server and a Dask worker run:
+    within seconds none of its processes is left (issue 29: three orphaned servers)."""
+    spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=20000, epsilons=[1.0])
+    proc = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "sweep",
+                             str(spec), "--workers", "1"], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: dict[int, tuple[int, str]] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen.update(_children(proc.pid))
+            kinds = {("uvicorn" in a) + 2 * ("spawn_main" in a) for _, a in seen.values()}
+            if {1, 2} <= kinds:  # a server and a worker
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, "the sweep ended before it was killed"
+        assert any("spawn_main" in a for _, a in seen.values()), seen
+        time.sleep(1.0)
+        seen.update(_children(proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_running(p) for p in seen):
+        time.sleep(0.2)
+    left = {p: a[:120] for p, (_, a) in seen.items() if _running(p)}
+    for p in left:  # the test's own clean-up, so a failure leaves nothing behind either
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"processes outlived the killed sweep: {left}"
+
+
+def _sleeper(token: str | None) -> subprocess.Popen[bytes]:
+    env = _env()
+    if token is not None:
+        env["DPGNN_OWNER"] = token
+    return subprocess.Popen(["sleep", "60"], env=env)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a killed command and its killed watchdog left on this home is ended by the next
+    command before it starts Prefect; processes of a live owner, of another home or without
+    a token are left alone."""
+    from flows import procs, reaper
+    from flows.cli import _use_server_if_running
+
+    home, other = tmp_path / "home", tmp_path / "other"
+    home.mkdir()
+    gone = subprocess.Popen(["sleep", "60"])  # an owner that has ended since
+    dead = reaper.Owner(gone.pid, procs.start_time(gone.pid) or "", str(home.resolve()))
+    gone.kill()
+    gone.wait()
+    me = reaper.this_process(home)
+    assert me is not None
+    cases = {
+        "orphan": _sleeper(dead.token),
+        "another home": _sleeper(reaper.Owner(dead.pid, dead.start_time,
+                                              str(other.resolve())).token),
+        "live owner": _sleeper(me.token),
+        "no token": _sleeper(None),
+    }
+    try:
+        time.sleep(0.3)  # exec'd: /proc shows their environment
+        monkeypatch.setenv("DPGNN_HOME", str(home))
+        monkeypatch.delenv("DPGNN_OWNER", raising=False)
+        monkeypatch.delenv("PREFECT_API_URL", raising=False)
+        _use_server_if_running()
+        time.sleep(0.2)
+        ended = {name for name, p in cases.items() if p.poll() is not None}
+        assert ended == {"orphan"}
+        assert os.environ["DPGNN_OWNER"] == me.token  # what it starts now is marked as its
+    finally:
+        for p in cases.values():
+            p.kill()
+            p.wait()
+
+
+_LOG_ONE_RUN = ("from tasks.tracking import log_run; "
+                "log_run.fn(run_name='r', params={'a': 1}, history_path=None, "
+                "metrics={'test': {'accuracy': 0.5}}, artifacts=[], tags={})")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verbose", [False, True])
+def test_first_mlflow_run_is_quiet_unless_verbose(tmp_path: Path, verbose: bool) -> None:
+    """MLflow's "Creating initial MLflow database tables" INFO lines (a fresh store) reach
+    the terminal only with --verbose (DPGNN_VERBOSE)."""
+    env = _env(DPGNN_HOME=str(tmp_path / "home"), **({"DPGNN_VERBOSE": "1"} if verbose
+                                                     else {}))
+    env.pop("MLFLOW_LOGGING_LEVEL", None)
+    r = subprocess.run([sys.executable, "-c", _LOG_ONE_RUN], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "home" / "mlflow.db").is_file()
+    shown = "Creating initial MLflow database tables" in r.stderr + r.stdout
+    assert shown == verbose, r.stderr
+    if not verbose:
+        assert " INFO " not in r.stderr + r.stdout, r.stderr
+
+
+def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "dpgnn"), *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
+        dataset: Path, tmp_path: Path) -> None:
+    """A budget that covers one of two points: the sweep finishes with it, the table, the
+    plot and MLflow mark the other refused, one `error:` line and exit 1, no traceback;
+    a rerun does the same (the finished point from the cache)."""
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    home = tmp_path / "home"
+    env = _env()
+    r = _dpgnn(["--home", str(home), "budget", "set", str(dataset), "--epsilon", "3",
+                "--delta", "1e-3"], env)
+    assert r.returncode == 0, r.stderr
+    spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=10, epsilons=[1.0, 4.0])
+    for attempt in ("first", "rerun"):
+        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--workers", "1", "--json"], env)
+        assert r.returncode == 1, (attempt, r.stderr[-3000:])
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "refused 1 of 2 points" in errors[0], r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) < 8, r.stderr
+        summary = json.loads(r.stdout)
+        assert [(x["epsilon"], x["refused"].split(" exceeded")[0][:23])
+                for x in summary["refused"]] == [(4.0, "privacy budget of datas")]
+        rows = {row["epsilon"]: row for row in pq.read_table(summary["table"]).to_pylist()}
+        assert rows[4.0]["cache"] == "Refused" and rows[4.0]["test_accuracy"] is None
+        assert rows[1.0]["cache"] == ("Cached" if attempt == "rerun" else "Completed")
+        assert 0 <= rows[1.0]["test_accuracy"] <= 1
+        assert "refused (budget)" in Path(summary["summary"]).read_text()
+        assert Path(summary["privacy_utility"]).is_file()
+        client = MlflowClient(summary["mlflow_tracking_uri"])
+        kids = client.search_runs(
+            [client.get_experiment_by_name("dpgnn-sweeps").experiment_id],
+            f"tags.mlflow.parentRunId = '{summary['mlflow_parent_run_id']}'")
+        assert sorted((k.data.tags.get("dpgnn.refused", "")[:7], k.info.status)
+                      for k in kids) == [("", "FINISHED"), ("privacy", "FAILED")]
+
+
+@pytest.mark.slow
+def test_two_identical_runs_started_together_make_one_release(dataset: Path,
+                                                              tmp_path: Path) -> None:
+    """Two identical `dpgnn run`s started together: the second waits for the first and
+    reuses its model; one release, one folder, one charge to the budget."""
+    home = tmp_path / "home"
+    args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
+            "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
+            "--json"]
+    procs_ = [subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs_]
+    for p, (_, err) in zip(procs_, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    a, b = (json.loads(out) for out, _ in outs)
+    assert a["artifacts_dir"] == b["artifacts_dir"]
+    assert sorted(s["cache"]["train"] for s in (a, b)) == ["Cached", "Completed"]
+    release = json.loads((Path(a["artifacts_dir"]) / "report.json").read_text())["release"]
+    assert all(release["id"] in s["release"] for s in (a, b))
+    assert "waiting for pid" in outs[0][1] + outs[1][1]
+    for s in (a, b):  # the dataset's odometer counts one release of ε = 2
+        assert s["dataset_epsilon_spent"] == pytest.approx(a["epsilon"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
+                                                            tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
+    training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
+    checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
+    it and finishes."""
+    import re
+    import threading
+
+    steps = 400
+    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+            "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
+            "--device", "cpu", "--dataset", str(dataset), "--json"]
+    env = _env(DPGNN_CHECKPOINT_SECONDS="3600", DPGNN_PROGRESS="plain")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 130, "".join(lines)[-3000:]
+    stopped = [ln for ln in lines if ln.startswith("stopped:")]
+    assert len(stopped) == 1 and not any(ln.startswith("error:") for ln in lines), lines
+    m = re.search(r"after step (\d+) of (\d+); checkpoint kept at (\S+):", stopped[0])
+    assert m is not None and int(m.group(2)) == steps, stopped
+    assert Path(m.group(3)).is_file()
+    assert "Traceback" not in "".join(lines)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
+    assert report["release"]["resumed_from_step"] == [int(m.group(1))]
+    assert not Path(m.group(3)).exists()  # the result is stored: the checkpoint cleared
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_prefect_server_dying_mid_run_is_one_line_within_seconds(dataset: Path,
+                                                                tmp_path: Path) -> None:
+    """The ephemeral Prefect server is killed while the run trains: the command ends within
+    seconds with one `error:` line naming the server (not a bare ConnectError after
+    minutes of retries), and leaves no process behind."""
+    import re
+    import threading
+
+    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+            "--epsilon", "4", "--steps", "100000", "--hidden", "8", "--device", "cpu",
+            "--dataset", str(dataset)]
+    proc = subprocess.Popen(args, env=_env(DPGNN_PROGRESS="plain"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        servers = [p for p, (_, a) in _children(proc.pid).items() if "uvicorn" in a]
+        assert len(servers) == 1, _children(proc.pid)
+        os.kill(servers[0], signal.SIGKILL)
+        killed = time.monotonic()
+        proc.wait(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 1, "".join(lines)[-3000:]
+    assert took < 15, f"{took:.1f} s"
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and "Prefect" in errors[0] and "server" in errors[0], lines
+    assert "Traceback" not in "".join(lines) and "ConnectError" not in "".join(lines)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 96 MiB tmpfs (a small disk that a test can fill); skipped where mounting is not
+    permitted (not root, or a container without the capability)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(folder: Path) -> Path:
+    """Fill ``folder``'s disk: write zeros until ENOSPC."""
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
+        dataset: Path, small_disk: Path) -> None:
+    """The project home's disk (a small tmpfs) fills while the run trains: one `error:`
+    line naming the home within seconds, exit 1, nothing half-written in the artifacts;
+    once space is freed the same command finishes."""
+    import re
+    import threading
+
+    home = small_disk / "home"
+    args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "4",
+            "--steps", "400", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
+            "--json"]
+    env = _env(DPGNN_PROGRESS="plain")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not any(re.search(r"step \d+/", ln) for ln in lines):
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(lines)
+        filler = _fill(small_disk)
+        full = time.monotonic()
+        proc.wait(timeout=60)
+        took = time.monotonic() - full
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 1, "".join(lines)[-3000:]
+    assert took < 15, f"{took:.1f} s"
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and str(home) in errors[0] and "full" in errors[0], lines
+    assert len(lines) < 10 and "Traceback" not in "".join(lines), lines
+    for folder in (home / "artifacts").glob("*/[!.]*"):  # what is stored is whole (a
+        # hidden .NAME.tmp-* sibling of a writer that died is never read, and removed by
+        # the next writer of NAME)
+        files = json.loads((folder / "manifest.json").read_text())["files"]
+        assert all((folder / n).stat().st_size == f["bytes"] for n, f in files.items())
+    filler.unlink()
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert (Path(summary["artifacts_dir"]) / "model.pt").is_file()
