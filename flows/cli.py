@@ -372,7 +372,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
-             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20) -> None:
+             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
+             allow_non_private_release: bool = False) -> None:
     """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
     that need only the spec and the dataset's manifest run first, before Prefect starts."""
     manifest_path = dataset / "manifest.json"
@@ -404,7 +405,8 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         try:
             summary = _run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
-                                    explain_graphs=explain_graphs)
+                                    explain_graphs=explain_graphs,
+                                    allow_non_private_release=allow_non_private_release)
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
