@@ -148,3 +148,22 @@ def test_budgeted_dataset_refuses_non_private_and_lost_releases(tmp_path: Path) 
     again = pipeline(spec=spec, dataset=ds, refresh=True)
     assert again["release"].startswith("new release")
     assert len([r for r in s.summary(s.resolve(sha)).records if r.status == "spent"]) == 2
+
+
+def test_graph_classifier_twin_on_a_budgeted_dataset_is_refused_before_training(
+        tmp_path: Path) -> None:
+    """The GNNExplainer comparison's non-private twin is a release too: under a budget the
+    private run is refused before anything trains, naming the way out."""
+    from dpgnn_core.data.synthetic import er_graphs
+    from dpgnn_core.specs import GraphClsSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import NonPrivateRefused, store
+
+    write_dataset(er_graphs(num_graphs=60, split=(30, 10, 20), seed=8), tmp_path / "g")
+    sha = json.loads((tmp_path / "g" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "g", str(tmp_path / "g"), epsilon=20.0, delta=1e-4)
+    spec = GraphClsSpec(conv="gcn", epsilon=5.0, steps=4, batch_size=10, device="cpu")
+    with pytest.raises(NonPrivateRefused, match="twin.*--explain-graphs 0"):
+        pipeline(spec=spec, dataset=str(tmp_path / "g"), explain_graphs=3)
+    assert s.summary(s.resolve(sha)).records == []  # nothing reserved, nothing trained
