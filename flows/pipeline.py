@@ -422,7 +422,7 @@ TWIN_NOTE = ("**NOT PRIVATE**: the non-private twin of a private graph classifie
              "noise.")
 
 
-def log_twin(ds: dict[str, Any], twin_spec: Any, twin: dict[str, Any],
+def log_twin(ds: DatasetRef, twin_spec: Any, twin: dict[str, Any],
              explained: dict[str, Any], tags: dict[str, str], tracking_uri: str | None,
              experiment: str) -> dict[str, Any]:
     """The non-private twin as its own MLflow run (never on the private run's page): its

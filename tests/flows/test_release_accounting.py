@@ -164,6 +164,6 @@ def test_graph_classifier_twin_on_a_budgeted_dataset_is_refused_before_training(
     s = store()
     s.set_budget(sha, "g", str(tmp_path / "g"), epsilon=20.0, delta=1e-4)
     spec = GraphClsSpec(conv="gcn", epsilon=5.0, steps=4, batch_size=10, device="cpu")
-    with pytest.raises(NonPrivateRefused, match="twin.*--explain-graphs 0"):
+    with pytest.raises(NonPrivateRefused, match=r"twin.*--explain-graphs 0"):
         pipeline(spec=spec, dataset=str(tmp_path / "g"), explain_graphs=3)
     assert s.summary(s.resolve(sha)).records == []  # nothing reserved, nothing trained
