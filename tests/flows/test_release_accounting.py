@@ -167,3 +167,21 @@ def test_graph_classifier_twin_on_a_budgeted_dataset_is_refused_before_training(
     with pytest.raises(NonPrivateRefused, match=r"twin.*--explain-graphs 0"):
         pipeline(spec=spec, dataset=str(tmp_path / "g"), explain_graphs=3)
     assert s.summary(s.resolve(sha)).records == []  # nothing reserved, nothing trained
+
+
+def test_audit_of_a_non_private_control_on_a_budgeted_dataset_is_refused(
+        tmp_path: Path) -> None:
+    """An audit's non-private control trains on the data and publishes its scores: under a
+    budget it is refused before the canaries are drawn, unless allowed."""
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.audit import audit
+    from tasks.budget import NonPrivateRefused, store
+
+    write_dataset(csbm(num_nodes=200, seed=72), tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "ds", str(tmp_path / "ds"), epsilon=20.0, delta=1e-4)
+    spec = DpMlpSpec(epsilon=None, steps=3, batch_size=40, hidden=8, device="cpu")
+    with pytest.raises(NonPrivateRefused, match="dp-mlp is not private"):
+        audit(spec=spec, dataset=str(tmp_path / "ds"), canaries=20)
+    assert s.summary(s.resolve(sha)).records == []
