@@ -185,3 +185,26 @@ def test_audit_of_a_non_private_control_on_a_budgeted_dataset_is_refused(
     with pytest.raises(NonPrivateRefused, match="dp-mlp is not private"):
         audit(spec=spec, dataset=str(tmp_path / "ds"), canaries=20)
     assert s.summary(s.resolve(sha)).records == []
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "mlp", "--epochs", "2"], "mlp is not private"),
+    (["run", "dp-mlp", "--non-private", "--steps", "2"], "dp-mlp is not private"),
+])
+def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
+        tmp_path: Path, args: list[str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    write_dataset(csbm(num_nodes=200, seed=73), tmp_path / "ds")
+    home = ["--home", str(tmp_path / "home")]
+    r = CliRunner().invoke(app, [*home, "budget", "set", str(tmp_path / "ds"), "--epsilon",
+                                 "8", "--delta", "1e-5"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, [*home, *args, "--dataset", str(tmp_path / "ds")])
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("error: ") and needle in line
+    assert "--allow-non-private-release" in line
+    assert not (tmp_path / "home" / "artifacts").exists()  # nothing trained
