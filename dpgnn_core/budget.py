@@ -61,8 +61,10 @@ from dpgnn_core.privacy.odometer import (
     shown_units,
 )
 
-#: Record states: what counts against the budget is ``reserved`` and ``spent``.
-STATUSES = ("reserved", "spent", "released-unused", "reuse")
+#: Record states: what counts against the budget is ``reserved`` and ``spent``;
+#: ``non-private`` is a release without privacy the user allowed on a budgeted dataset
+#: (recorded, outside every finite guarantee: tasks.budget.admit_non_private).
+STATUSES = ("reserved", "spent", "released-unused", "reuse", "non-private")
 COUNTED = ("reserved", "spent")
 
 
@@ -465,12 +467,24 @@ class BudgetStore:
             raise BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit, spent, alone, cum,
                                  b.epsilon, b.delta, reason)
 
-    def find_reservation(self, sha256: str, run_id: str, plan_key: str) -> int | None:
-        """A counted record this task's release belongs to: the same run's whose release is
-        not yet written (GAP's stages share one; a retraining of a finished plan in the same
-        run is a new release), or a private selection's of the same flow run (``run_id`` is
-        ``<flow run>:<key>``) that covers ``plan_key``: a later run of a covered
-        configuration is a new release and is charged."""
+    def find_reservation(self, sha256: str, run_id: str, plan_key: str,
+                         owner: str | None = None) -> int | None:
+        """The counted record a task may adopt instead of reserving its own: only with an
+        explicit ``owner`` token, which one flow hands to the tasks of one release and to
+        nothing else (a task without one is always its own release and is charged).
+
+        * the stages of one staged run (GAP, ProGAP) share the reservation of their first
+          stage: same ``run_id`` (``<flow run>:<plan key>:<owner>``), release not yet
+          written (a retraining of a finished plan is a new release);
+        * the candidates of a private selection adopt the selection's record of the same
+          flow run and token (``run_id`` ``<flow run>:tuning:<owner>``) when it covers
+          ``plan_key``: a later run of a covered configuration is a new release.
+
+        Two tasks of one flow run with the same plan and no common token (a sweep with
+        ``seeds = [0, 0]``) are two releases, each checked and charged."""
+        if not owner:
+            return None
+        flow = run_id.split(":", 1)[0]
         with self._tx(write=False) as db:
             r = db.execute("SELECT budget_id FROM datasets WHERE sha256=?",
                            (sha256,)).fetchone()
@@ -479,17 +493,28 @@ class BudgetStore:
             b = self._budget(db, str(r["budget_id"]))
             hit = db.execute(
                 "SELECT id FROM releases WHERE budget_id=? AND epoch=? AND status IN "
-                "('reserved','spent') AND ((run_id=? AND release_id IS NULL) OR (covers "
-                "LIKE ? AND run_id LIKE ?)) ORDER BY id LIMIT 1",
+                "('reserved','spent') AND ((run_id=? AND release_id IS NULL AND covers IS "
+                "NULL) OR (covers LIKE ? AND run_id=?)) ORDER BY id LIMIT 1",
                 (b.budget_id, b.epoch, run_id, f'%"{plan_key}"%',
-                 run_id.split(":", 1)[0] + ":%")).fetchone()
+                 f"{flow}:tuning:{owner}")).fetchone()
             return int(hit["id"]) if hit else None
 
     def attach_release(self, record_id: int, release_id: str) -> None:
-        """Name the release a record paid for (when it has none yet)."""
+        """Name the release a record paid for (when it has none yet). A private
+        selection's record is named by the selection, after it chose
+        (:meth:`attach_selected`), never by a candidate."""
         with self._tx() as db:
             db.execute("UPDATE releases SET release_id=?, updated=? WHERE id=? AND "
-                       "release_id IS NULL", (release_id, _now(), record_id))
+                       "release_id IS NULL AND covers IS NULL",
+                       (release_id, _now(), record_id))
+
+    def attach_selected(self, record_id: int, release_id: str) -> None:
+        """Name the candidate a private selection released on its record. ``updated`` is
+        left as it was (when the selection was reserved): the time the selection took
+        depends on its secret number of candidates."""
+        with self._tx() as db:
+            db.execute("UPDATE releases SET release_id=? WHERE id=? AND release_id IS NULL "
+                       "AND covers IS NOT NULL", (release_id, record_id))
 
     def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
         """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import parse_mapping
+from dpgnn_core.io import parse_mapping, sha256_json
 from dpgnn_core.methods.catalog import is_private
 from dpgnn_core.methods.catalog import spec_types as method_specs
 from dpgnn_core.specs import IngestSpec, Spec, parse_spec
@@ -339,7 +339,44 @@ def _config_id(method: str, config: Mapping[str, Any]) -> str:
 
 
 def points(sweep: SweepSpec) -> list[Point]:
-    """Every point of ``sweep``, each spec validated by its method.
+    """Every distinct point of ``sweep``, each spec validated by its method. A point listed
+    more than once (a repeated seed, ``seeds = [0, 0]``, or a repeated grid value) runs once:
+    trained twice it would be two private releases with fresh noise, each charged; the
+    duplicates are named by :func:`duplicate_points`.
+
+    Raises:
+        DataError: an option a method does not take, or an invalid value (naming the
+            method, the option and the value).
+    """
+    return _distinct(_all_points(sweep))[0]
+
+
+def duplicate_points(sweep: SweepSpec) -> list[str]:
+    """One line per point of ``sweep`` listed more than once (what :func:`points` drops)."""
+    return _distinct(_all_points(sweep))[1]
+
+
+def _distinct(pts: list[Point]) -> tuple[list[Point], list[str]]:
+    seen: dict[str, int] = {}
+    out: list[Point] = []
+    for p in pts:
+        key = sha256_json({"method": p.method, "spec": p.spec.model_dump(mode="json")})
+        if key not in seen:
+            out.append(p)
+        seen[key] = seen.get(key, 0) + 1
+    notes = []
+    for p in out:
+        n = seen[sha256_json({"method": p.method, "spec": p.spec.model_dump(mode="json")})]
+        if n > 1:
+            eps = "" if p.epsilon is None else f", ε = {p.epsilon:g}"
+            notes.append(f"point {p.config_id}{eps}, seed {p.seed} is listed {n} times (a "
+                         "repeated seed or grid value): it runs once (each further run "
+                         "would be a new release, charged again)")
+    return out, notes
+
+
+def _all_points(sweep: SweepSpec) -> list[Point]:
+    """Every point of ``sweep`` as listed, duplicates included.
 
     Raises:
         DataError: an option a method does not take, or an invalid value (naming the

@@ -47,6 +47,7 @@ def audit(
     tracking_uri: str | None = None,
     experiment: str = AUDIT_EXPERIMENT,
     refresh: bool = False,
+    allow_non_private_release: bool = False,
 ) -> dict[str, Any]:
     """Audit ``spec`` on a dataset folder.
 
@@ -66,6 +67,9 @@ def audit(
         tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
         experiment (str, optional): MLflow experiment. (default: ``dpgnn-audits``)
         refresh (bool, optional): draw new canaries and retrain. (default: :obj:`False`)
+        allow_non_private_release (bool, optional): audit a non-private spec (a control)
+            on a dataset with a privacy budget, which refuses it otherwise; recorded
+            (:func:`tasks.budget.admit_non_private`). (default: :obj:`False`)
 
     Returns:
         dict: what ``dpgnn audit --json`` prints.
@@ -73,6 +77,10 @@ def audit(
     started = time.time()
     plan = plan_audit(spec.method, spec, attack)
     ds = dataset_summary(dataset)
+    if getattr(spec, "epsilon", None) is None:  # a non-private control trains on the data
+        from tasks.budget import admit_non_private
+
+        admit_non_private(ds, spec.method, allowed=allow_non_private_release)
     states: dict[str, str] = {}
     plan_d = dataclasses.asdict(plan)
     cref, states["canaries"] = _run(audit_canaries, refresh, dataset=ds, plan=plan_d,

@@ -71,6 +71,7 @@ def _make_command(name: str, spec_type: Any) -> Any:
         execute(name, spec, run_kw["dataset"], tracking_uri=run_kw.get("tracking_uri"),
                 experiment=run_kw.get("experiment") or "dpgnn-audits",
                 refresh=bool(run_kw.get("refresh")), as_json=bool(run_kw.get("as_json")),
+                allow_non_private_release=bool(run_kw.get("allow_non_private_release")),
                 **audit_kw)
 
     base = _signature(name, spec_type)
@@ -88,7 +89,7 @@ def _make_command(name: str, spec_type: Any) -> Any:
 def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             experiment: str, refresh: bool, as_json: bool, canaries: int, runs: int | None,
             attack: str, guess_fraction: float, beta: float, bound_delta: float | None,
-            canary_scale: float) -> None:
+            canary_scale: float, allow_non_private_release: bool = False) -> None:
     """Check everything the spec and the manifest can refuse, then run the audit flow and
     print its summary (one JSON object with ``--json``)."""
     from dpgnn_core.errors import DpgnnError
@@ -124,7 +125,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                     spec=spec, dataset=str(dataset.resolve()), canaries=canaries, runs=runs,
                     attack=attack, guess_fraction=guess_fraction, beta=beta,
                     delta=bound_delta, scale=canary_scale, tracking_uri=tracking_uri,
-                    experiment=experiment, refresh=refresh)
+                    experiment=experiment, refresh=refresh,
+                    allow_non_private_release=allow_non_private_release)
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e

@@ -445,7 +445,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
-             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20) -> None:
+             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
+             allow_non_private_release: bool = False) -> None:
     """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
     that need only the spec and the dataset's manifest run first, before Prefect starts."""
     manifest_path = dataset / "manifest.json"
@@ -463,6 +464,8 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         manifest = json.loads(manifest_path.read_text())
         notes = entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
+        _refuse_non_private(spec, dataset, manifest, explain_graphs,
+                            allow_non_private_release)
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
 
@@ -486,7 +489,8 @@ def _execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         try:
             summary = _run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
-                                    explain_graphs=explain_graphs)
+                                    explain_graphs=explain_graphs,
+                                    allow_non_private_release=allow_non_private_release)
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
@@ -569,6 +573,29 @@ def _stop_at_step_end() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
+                        explain_graphs: int, allowed: bool) -> None:
+    """Before Prefect starts: a release without privacy (the run, or a private graph
+    classifier's non-private twin) on a dataset with a budget, without the override, is
+    refused here in seconds (the flow checks again, and records an allowed one:
+    :func:`tasks.budget.admit_non_private`)."""
+    if allowed:
+        return
+    private = getattr(spec, "epsilon", None) is not None
+    twin = private and bool(getattr(spec, "explains", False)) and explain_graphs > 0
+    if private and not twin:
+        return
+    from tasks.budget import admit_non_private
+
+    ds = {"content_sha256": manifest.get("content_sha256", ""),
+          "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}
+    method = str(getattr(spec, "method", "")) if not twin else \
+        str(getattr(spec, "method", "")).removeprefix("dp-")
+    admit_non_private(ds, method, allowed=False, what="" if not twin else
+                      f"the GNNExplainer comparison trains {method}, a non-private twin of "
+                      "this model, on the same training graphs (--explain-graphs 0 skips it)")
 
 
 def _run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

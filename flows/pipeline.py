@@ -7,15 +7,21 @@ with the same parameters reuses every artifact and only records a new MLflow run
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import tasks  # noqa: F401
 from prefect import flow, get_run_logger
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.specs import AnySpec, GapSpec, GraphClsSpec, IngestSpec, ProgapSpec
-from tasks.budget import account_after, budget_tags
+from dpgnn_core.specs import AnySpec, GapSpec, IngestSpec, ProgapSpec
+from tasks.budget import (
+    LostReleaseError,
+    account_after,
+    admit_non_private,
+    budget_tags,
+    new_owner,
+)
 from tasks.evaluate import artifact_intact, evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.refs import DatasetRef
@@ -25,6 +31,7 @@ from tasks.tracking import (
     default_tracking_uri,
     log_run,
     run_url,
+    tag_run,
 )
 
 
@@ -41,12 +48,38 @@ def _intact(result: dict[str, Any]) -> bool:
         return False
 
 
+def private_release(result: Any) -> bool:
+    """Whether a step's result is a private release: a private report (a trained model),
+    or privacy events (GAP's and ProGAP's encoder, aggregation and stage modules)."""
+    if not isinstance(result, dict):
+        return False
+    if (result.get("report") or {}).get("private"):
+        return True
+    events = result.get("events")
+    return isinstance(events, dict) and bool(events.get("entries"))
+
+
+def lost_release(result: dict[str, Any]) -> LostReleaseError:
+    """The refusal to remake a lost or changed cached private release silently."""
+    release = ((result.get("report") or {}).get("release") or {}).get("id")
+    eps = (result.get("report") or {}).get("epsilon")
+    return LostReleaseError(
+        f"the cached private release {release or ''} in {result.get('path')} is missing or "
+        "changed: training it again would be a new release with fresh noise, charged again "
+        "to the dataset's budget" + (f" (ε = {eps:.4g})" if eps is not None else "")
+        + ". Nothing was trained. Rerun with --refresh to spend it again")
+
+
 def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
-    """Run a cached task; if its cached artifact was deleted or changed, run it again."""
+    """Run a cached task; if its cached artifact was deleted or changed, run it again,
+    unless it is a private release (:class:`~tasks.budget.LostReleaseError`: remaking it
+    spends the budget again, which only ``refresh`` asks for)."""
     t = task_fn.with_options(refresh_cache=True) if refresh else task_fn
     state = t(return_state=True, **kwargs)
     result = state.result()
     if state.name == "Cached" and not _intact(result):
+        if private_release(result):
+            raise lost_release(result)
         state = task_fn.with_options(refresh_cache=True)(return_state=True, **kwargs)
         return state.result(), "Rebuilt"
     return result, state.name
@@ -54,12 +87,15 @@ def _run(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
 
 @dataclass
 class _StagedTasks:
-    """A staged family's cached tasks of one run: each step records its cache state."""
+    """A staged family's cached tasks of one run: each step records its cache state. The
+    stages that release something get the run's ``owner`` token: they share one budget
+    reservation, and no other task can adopt it (:func:`tasks.budget.gate_for`)."""
 
     ds: DatasetRef
     spec: Any
     refresh: bool
     states: dict[str, str]
+    owner: str = field(default_factory=new_owner)
 
     def _step(self, name: str, task_fn: Any, **kwargs: Any) -> Any:
         out, self.states[name] = _run(task_fn, self.refresh, dataset=self.ds, spec=self.spec,
@@ -87,18 +123,19 @@ class _GapTasks(_StagedTasks):
     def encoder(self, z: float) -> Any:
         from tasks.gap import gap_encoder
 
-        return self._step("encoder", gap_encoder, z=z)
+        return self._step("encoder", gap_encoder, z=z, owner=self.owner)
 
     def aggregate(self, graph: Any, encoder: Any, z: float) -> Any:
         from tasks.gap import gap_aggregate
 
-        return self._step("aggregate", gap_aggregate, graph=graph, encoder=encoder, z=z)
+        return self._step("aggregate", gap_aggregate, graph=graph, encoder=encoder, z=z,
+                          owner=self.owner)
 
     def classifier(self, aggregations: Any, z: float, calibration: Any, encoder: Any) -> Any:
         from tasks.gap import gap_classifier
 
         return self._step("train", gap_classifier, aggregations=aggregations, z=z,
-                          calibration=calibration, encoder=encoder)
+                          calibration=calibration, encoder=encoder, owner=self.owner)
 
 
 def _gap_chain(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, str]
@@ -132,7 +169,8 @@ class _ProgapTasks(_StagedTasks):
         stages, aggs = previous or ([], [])
         aggs = [*aggs, aggregation] if aggregation is not None else aggs
         ref = self._step(f"stage{k}", progap_stage, z=z, stage=k,
-                         previous=stages[-1] if stages else None, aggregations=aggs)
+                         previous=stages[-1] if stages else None, aggregations=aggs,
+                         owner=self.owner)
         return [*stages, ref], aggs
 
     def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any:
@@ -140,14 +178,14 @@ class _ProgapTasks(_StagedTasks):
 
         stages, aggs = previous
         return self._step(f"aggregate{k}", progap_aggregate, graph=graph, z=z, stage=k,
-                          previous=stages[-1], aggregations=aggs)
+                          previous=stages[-1], aggregations=aggs, owner=self.owner)
 
     def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any:
         from tasks.progap import progap_finish
 
         stages, aggs = last
         return self._step("train", progap_finish, z=z, calibration=calibration,
-                          graph=graph, stages=stages, aggregations=aggs)
+                          graph=graph, stages=stages, aggregations=aggs, owner=self.owner)
 
 
 def _progap_chain(ds: DatasetRef, spec: ProgapSpec, refresh: bool, states: dict[str, str]
@@ -371,6 +409,54 @@ def privacy_tags(report: dict[str, Any], state: str, *,
     return tags
 
 
+def with_twin(tags: dict[str, str], twin_run: dict[str, Any]) -> dict[str, str]:
+    """``tags`` whose run description names the non-private twin's own MLflow run."""
+    if not twin_run or "mlflow.note.content" not in tags:
+        return tags
+    line = (f"**Non-private twin:** MLflow run {twin_run['run_id']} (GNNExplainer "
+            "comparison): a separate release without privacy, not covered by this run's "
+            "guarantee; its explanations and IoUs are logged there")
+    return {**tags, "mlflow.note.content": tags["mlflow.note.content"] + "\n\n" + line}
+
+
+#: The run page's description of a private graph classifier's non-private twin.
+TWIN_NOTE = ("**NOT PRIVATE**: the non-private twin of a private graph classifier (run "
+             "`dpgnn.twin_of`), trained without noise on the same training graphs for the "
+             "GNNExplainer comparison. A release of its own, outside the private run's "
+             "(ε, δ) guarantee; its explanations and their IoUs read the test graphs without "
+             "noise.")
+
+
+def log_twin(ds: DatasetRef, twin_spec: Any, twin: dict[str, Any],
+             explained: dict[str, Any], tags: dict[str, str], tracking_uri: str | None,
+             experiment: str) -> dict[str, Any]:
+    """The non-private twin as its own MLflow run (never on the private run's page): its
+    spec, history, the explanations and their IoUs; ``tags`` (the recorded override)."""
+    from pathlib import Path
+
+    tdir = Path(twin["path"])
+    artifacts = [str(tdir / "manifest.json"), str(tdir / "history.json")]
+    artifacts += [str(Path(explained["path"]) / f) for f in explained["files"]]
+    out: dict[str, Any] = log_run(
+        run_name=run_name(twin_spec.method, ds["name"], {"private": False}, twin_spec.seed)
+        + "-twin",
+        params={"method": twin_spec.method, "privacy": {"private": False},
+                "train": twin_spec.model_dump(mode="json"),
+                "dataset": {"name": ds["name"], "path": ds["path"],
+                            "content_sha256": ds["content_sha256"]}},
+        history_path=str(tdir / "history.json"),
+        metrics={"explain": {k: v for k, v in explained.items() if k.startswith("iou_")}},
+        artifacts=artifacts,
+        tags={"dpgnn.method": twin_spec.method, "dpgnn.private": "false",
+              "dpgnn.twin": "non-private twin for the GNNExplainer comparison",
+              "dpgnn.dataset_sha256": ds["content_sha256"],
+              "mlflow.note.content": TWIN_NOTE, **tags},
+        tracking_uri=tracking_uri, experiment=experiment,
+        dataset={"name": ds["name"], "path": ds["path"],
+                 "content_sha256": ds["content_sha256"]})
+    return out
+
+
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
     spec: AnySpec,
@@ -380,6 +466,7 @@ def pipeline(
     experiment: str = DEFAULT_EXPERIMENT,
     refresh: bool = False,
     explain_graphs: int = 20,
+    allow_non_private_release: bool = False,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then the method ``spec``
     names (``spec.method``; the registry decides everything else).
@@ -395,7 +482,12 @@ def pipeline(
         refresh (bool, optional): recompute cached steps. (default: :obj:`False`)
         explain_graphs (int, optional): with a private graph classifier, explain this many
             test graphs with GNNExplainer under the private and the non-private model (the
-            latter trained through the same cached path); 0 skips. (default: :obj:`20`)
+            latter trained through the same cached path, a non-private release logged as
+            its own MLflow run, linked); 0 skips. (default: :obj:`20`)
+        allow_non_private_release (bool, optional): let a non-private run (or the private
+            graph classifier's non-private twin) release on a dataset with a budget, which
+            refuses it otherwise; recorded in the odometer and on the MLflow run
+            (:func:`tasks.budget.admit_non_private`). (default: :obj:`False`)
 
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
@@ -421,6 +513,20 @@ def pipeline(
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
     # the method's pre-flight (the CLI ran it too; a deployment or a Python caller did not)
     the_method.preflight(spec, {**read_manifest(Path(ds["path"])), "path": ds["path"]})
+    # A release without privacy on a budgeted dataset is refused (charged ∞) unless allowed,
+    # before anything trains; the graph classifier's non-private twin is one too.
+    np_tags: dict[str, str] = {}
+    twin_tags: dict[str, str] = {}
+    if getattr(spec, "epsilon", None) is None:
+        np_tags = admit_non_private(ds, the_method.name, allowed=allow_non_private_release)
+    twin_spec = None
+    if the_method.explains and getattr(spec, "epsilon", None) is not None \
+            and explain_graphs > 0:
+        twin_spec = the_method.spec_type(**{**spec.model_dump(), "epsilon": None, "method": None})
+        twin_tags = admit_non_private(
+            ds, twin_spec.method, allowed=allow_non_private_release,
+            what=f"the GNNExplainer comparison trains {twin_spec.method}, a non-private twin "
+                 "of this model, on the same training graphs (--explain-graphs 0 skips it)")
     chain = _STAGED[the_method.staged] if the_method.staged else None
     if chain is not None:  # GAP, ProGAP: their cached stages (calibrate, graph, modules,
         model, report = chain(ds, spec, refresh, states)  # aggregations, composition)
@@ -430,12 +536,11 @@ def pipeline(
     method = report.get("method") or the_method.name
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
-    if the_method.explains and report["private"] and explain_graphs > 0:
+    twin: dict[str, Any] = {}
+    if twin_spec is not None and report["private"]:
         from tasks.explain import explain
 
-        twin, states["train_nonprivate"] = _run(
-            train, refresh, dataset=ds,
-            spec=GraphClsSpec(**{**spec.model_dump(), "epsilon": None, "method": None}))
+        twin, states["train_nonprivate"] = _run(train, refresh, dataset=ds, spec=twin_spec)
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
     mdir = Path(model["path"])
@@ -453,25 +558,28 @@ def pipeline(
     artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
                  str(mdir / "history.json"), str(Path(ev["path"]) / "metrics.json")]
     artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
-    if explained:
-        artifacts += [str(Path(explained["path"]) / f) for f in explained["files"]]
     run: dict[str, Any] = {"run_id": None,
                            "tracking_uri": tracking_uri or default_tracking_uri()}
+    twin_run: dict[str, Any] = {}
     mlflow_error: str | None = None
     try:
         check_tracking_uri(run["tracking_uri"])  # seconds, not MLflow's minutes of retries
+        if explained:  # the non-private twin: its own run, never the private run's page
+            assert twin_spec is not None
+            twin_run = log_twin(ds, twin_spec, twin, explained, twin_tags, tracking_uri,
+                                experiment)
         run = log_run(
             run_name=run_name(method, ds["name"], report, spec.seed),
             params=params,
             history_path=str(mdir / "history.json"),
-            metrics={**ev["metrics"], **({"explain": {k: v for k, v in explained.items()
-                                                      if k.startswith("iou_")}}
-                                         if explained else {})},
+            metrics=ev["metrics"],
             artifacts=artifacts,
             tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
-                  **with_odometer(privacy_tags(report, states.get("train", ""),
-                                               privacy=privacy, explained=bool(explained)),
+                  **with_odometer(with_twin(privacy_tags(report, states.get("train", ""),
+                                                         privacy=privacy), twin_run),
                                   budget),
+                  **({"dpgnn.nonprivate_twin": twin_run["run_id"]} if twin_run else {}),
+                  **np_tags,
                   **the_method.run_tags(spec),
                   "dpgnn.dataset_sha256": ds["content_sha256"],
                   **budget_tags(budget)},
@@ -485,6 +593,9 @@ def pipeline(
                                  "num_classes": ds["num_classes"],
                                  "feature_dim": ds["feature_dim"]}},
         )
+        if twin_run:
+            tag_run(twin_run["tracking_uri"], twin_run["run_id"],
+                    {"dpgnn.twin_of": run["run_id"]})
     except Exception as e:  # the model is trained and cached: report, do not lose it
         reason = " ".join(str(e).split()) or type(e).__name__
         mlflow_error = (f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the "
@@ -520,9 +631,15 @@ def pipeline(
         "test_roc_auc": m["test"]["roc_auc"],
         **{f"test_{k}": m["test"].get(k) for k in the_method.extra_metrics},
         **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
+        **({"nonprivate_twin": {
+            "method": twin_spec.method if twin_spec is not None else None,
+            "artifacts_dir": twin.get("path"), "mlflow_run_id": twin_run.get("run_id"),
+            "note": "not private: trained on the same training graphs for the GNNExplainer "
+                    "comparison, logged as its own MLflow run"}} if explained else {}),
         "metrics": m,
         "mlflow_run_id": run["run_id"],
         "mlflow_tracking_uri": run["tracking_uri"],
+        **({"non_private_release": np_tags["dpgnn.non_private_release"]} if np_tags else {}),
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),

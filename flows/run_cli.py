@@ -26,7 +26,7 @@ run_app = typer.Typer(
 
 #: Options of the run itself, not of the method.
 _RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experiment",
-                "refresh", "non_private", "explain_graphs")
+                "refresh", "non_private", "explain_graphs", "allow_non_private_release")
 #: Spec fields that only a private method has.
 _PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
                    "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta")
@@ -116,7 +116,13 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
     if spec_type.explains:
         run_params.append(("explain_graphs", 20, Annotated[int, typer.Option(
             min=0, help="Private runs: explain this many test graphs with GNNExplainer "
-            "(0 skips).")]))
+            "against a non-private twin (its own MLflow run; 0 skips).")]))
+    if not private or spec_type.has_non_private_mode or spec_type.explains:
+        run_params.append(("allow_non_private_release", False, Annotated[bool, typer.Option(
+            "--allow-non-private-release",
+            help="Release without privacy (this run, or a graph classifier's non-private "
+            "twin) on a dataset with a privacy budget, which refuses it otherwise; recorded "
+            "in the odometer and on the MLflow run.")]))
     params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
                for n, d, a in run_params]
     return inspect.Signature(params)
@@ -196,7 +202,8 @@ def _make_command(name: str, spec_type: Any) -> Any:
                  experiment=run_kwargs.get("experiment", "dpgnn"),
                  refresh=bool(run_kwargs.get("refresh")),
                  as_json=bool(run_kwargs.get("as_json")),
-                 explain_graphs=run_kwargs.get("explain_graphs", 20))
+                 explain_graphs=run_kwargs.get("explain_graphs", 20),
+                 allow_non_private_release=bool(run_kwargs.get("allow_non_private_release")))
 
     sig = _signature(name, spec_type)
     command.__signature__ = sig  # type: ignore[attr-defined]

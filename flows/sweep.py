@@ -34,11 +34,12 @@ from dpgnn_core.io import sha256_json
 from dpgnn_core.sweeps import (
     SweepSpec,
     best_per_method_and_epsilon,
+    duplicate_points,
     markdown_table,
     points,
     selection_note,
 )
-from tasks.budget import account_after, odometer
+from tasks.budget import account_after, admit_non_private, odometer
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -178,33 +179,47 @@ def with_dataset_folder(spec: SweepSpec) -> SweepSpec:
 
 
 @flow(name="dpgnn-sweep", persist_result=False, log_prints=False)
-def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
+def sweep(sweep_spec: SweepSpec, refresh: bool = False,
+          allow_non_private_release: bool = False) -> dict[str, Any]:
     """Run every point of ``sweep_spec`` (on the flow's task runner: see
     :func:`task_runner`) and collect the results.
 
     Args:
         sweep_spec (SweepSpec): the sweep (:class:`dpgnn_core.sweeps.SweepSpec`).
         refresh (bool, optional): recompute cached points (each private one is then a new
-            release). (default: :obj:`False`)
+            release). Without it a cached private point whose artifacts were lost or
+            changed is refused (:class:`~tasks.budget.LostReleaseError`), not retrained.
+            (default: :obj:`False`)
+        allow_non_private_release (bool, optional): let non-private points release on a
+            dataset with a budget, which refuses them otherwise (recorded:
+            :func:`tasks.budget.admit_non_private`). (default: :obj:`False`)
 
     Returns:
         dict: ``rows`` (one per point), ``best`` (per method and ε, chosen on validation),
         ``dataset`` (its summary) and ``folder`` (where the table and plots go). With
         ``selection = "private"``, each private method's rows are the selected candidates
         only (:mod:`flows.sweep_tuning`) and ``withheld`` holds the others, for the caller
-        alone.
+        alone. ``notes``: points listed more than once (run once), and with a private
+        selection where its candidates are kept (the curator's only).
     """
-    from flows.pipeline import _intact
+    from flows.pipeline import _intact, lost_release, private_release
 
-    pts = points(sweep_spec)
+    pts = points(sweep_spec)  # distinct points: a repeated seed or grid value runs once
+    notes = duplicate_points(sweep_spec)
     sweep_spec = with_dataset_folder(sweep_spec)
     assert isinstance(sweep_spec.dataset, str)
     ds = dataset_summary(sweep_spec.dataset)
     context: RunContext = run_context()  # every task: this home, this code version
+    allowed: dict[str, str] = {}  # a non-private point on a budgeted dataset: refused
+    for method in dict.fromkeys(p.method for p in pts  # unless allowed (and recorded),
+                                if getattr(p.spec, "epsilon", None) is None):  # first
+        allowed |= admit_non_private(ds, method, allowed=allow_non_private_release)
     train_t, eval_t = for_workers(train, refresh), for_workers(evaluate, refresh)
     tuning = None
     if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
-        from flows.sweep_tuning import PrivateSelection
+        from flows.sweep_tuning import CURATOR_NOTE, PrivateSelection
+
+        notes.append(CURATOR_NOTE)
 
         tuning = PrivateSelection.start(sweep_spec, ds, pts, for_workers(train), eval_t,
                                         context)
@@ -230,12 +245,15 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
             continue
         ev: Any = ef.result()
         state = str(tf.state.name)
-        if not (_intact(model) and _intact(ev)):  # a cached artifact lost or changed
+        if not _intact(model):  # a cached artifact lost or changed
+            if private_release(model):  # remaking it would spend the budget again
+                raise lost_release(model)
             model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
                                                     context=context).result()
+            state = "Rebuilt"
+        if state == "Rebuilt" or not _intact(ev):
             ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
                                                     context=context).result()
-            state = "Rebuilt"
         rows.append(_row(p, model, ev, state))
         report = model.get("report") or {}
         if report.get("private"):  # a cached point re-used its release: recorded, no cost
@@ -255,7 +273,8 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False) -> dict[str, Any]:
         out["withheld"] = selected["withheld"]  # the curator's: never written or logged
     out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
     return {"rows": rows, "best": best, "dataset": dict(ds),
-            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), **out}
+            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,
+            "mlflow_tags": allowed, **out}
 
 
 def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:

@@ -28,6 +28,11 @@ def sweep_command(
     refresh: Annotated[bool, typer.Option(
         "--refresh", help="Recompute cached points (private ones are new releases).")
                        ] = False,
+    allow_non_private_release: Annotated[bool, typer.Option(
+        "--allow-non-private-release",
+        help="Let the sweep's non-private points release on a dataset with a privacy "
+        "budget, which refuses them otherwise; recorded in the odometer and on MLflow.")
+                                         ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")
                        ] = False,
 ) -> None:
@@ -82,13 +87,17 @@ def sweep_command(
                f"{dask_address or 'a local Dask cluster'}…", err=True)
     import time
 
-    started_ms = int(time.time() * 1000)  # the parent run spans the whole sweep
+    # The parent run spans the whole sweep, except with a private selection: its wall time
+    # grows with the secret number of candidates, so that parent run is logged at release
+    # time without it (tasks.tracking.log_sweep).
+    started_ms = int(time.time() * 1000)
     with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
             clilog.workers_log_to(None if dask_address else log):
         try:
             with _server_watched():
-                result = sweep.with_options(task_runner=runner)(sweep_spec=spec,
-                                                                refresh=refresh)
+                result = sweep.with_options(task_runner=runner)(
+                    sweep_spec=spec, refresh=refresh,
+                    allow_non_private_release=allow_non_private_release)
             paths = write_results(result, spec)
             logged = log_sweep(result=result, spec=spec.model_dump(mode="json"),
                                paths=paths, tracking_uri=tracking_uri,
@@ -98,10 +107,12 @@ def sweep_command(
             raise typer.Exit(1) from e
     refused = [r for r in result["rows"] if r.get("refused")]
     summary = {"name": spec.name, "points": len(result["rows"]), **paths,
-               "best": result["best"], **logged,
+               "best": result["best"], "notes": result.get("notes", []), **logged,
                **({"refused": [{k: r[k] for k in ("method", "config_id", "epsilon", "seed",
                                                   "refused")} for r in refused]}
                   if refused else {})}
+    for note in result.get("notes", []):
+        typer.secho(f"note: {note}", fg=typer.colors.YELLOW, err=True)
     if as_json:
         print(json.dumps(_nan_to_none(summary), default=str, allow_nan=False))
         _refused_exit(refused, len(result["rows"]))

@@ -10,9 +10,13 @@ noise-free validation accuracy and flags it (``SCORE_NOTE``).
 What leaves this module: per (method, ε) the selected candidate's row (its ε the tuning
 ε) and a ``best`` entry naming the mechanism. The other candidates, their number K and
 their scores are returned to the flow only as ``withheld`` (the curator's, in memory): the
-results table, best.json, the plots and MLflow never see them. The artifact cache and
-Prefect's database do hold every candidate (it is how they train); they are the curator's
-storage and publishing them voids the bound.
+results table, best.json, the plots and MLflow never see them. The artifact cache,
+Prefect's database (its task runs, with their times) and the budget store's record of which
+plans the selection covers do hold every candidate (it is how they train); they are the
+curator's storage and publishing them voids the bound (:data:`CURATOR_NOTE`, printed with
+the sweep's results). Candidates train without progress output, their histories keep no
+validation or test metric (:func:`tasks.train.candidate_history`), and the odometer's
+record of the selection names the released candidate, whichever finished first.
 """
 
 from __future__ import annotations
@@ -38,10 +42,20 @@ from dpgnn_core.sweep_tuning import (
     verify_candidate,
 )
 from dpgnn_core.sweeps import Point, SweepSpec
+from tasks.budget import new_owner, store
 
 
 class SelectionError(PrivacyError):
     """A private selection that cannot be released as planned."""
+
+
+#: What the sweep says about the places that hold every candidate of a private selection.
+CURATOR_NOTE = ("private selection: the candidates' number K is secret; their artifacts "
+                "(the cache under $DPGNN_HOME/artifacts), Prefect's task runs and logs, and "
+                "the budget store's record of the plans the selection covers are the "
+                "curator's only: publishing them reveals K and voids the tuning bound. "
+                "Candidates train without progress output; the MLflow parent run is "
+                "logged at release time, without the sweep's wall time")
 
 
 @dataclass
@@ -53,6 +67,7 @@ class PrivateSelection:
     n_val: int = 0
     submitted: list[tuple[TuningPlan, list[tuple[Draw, Point, Any, Any]]]] = field(
         default_factory=list)
+    records: list[int] = field(default_factory=list)  # each plan's odometer record
 
     @classmethod
     def start(cls, sweep_spec: SweepSpec, ds: Any, pts: list[Point],
@@ -90,10 +105,13 @@ class PrivateSelection:
                 points_.append((d, Point(method=plan.method, config=c.config,
                                          config_id=c.config_id, epsilon=plan.target_epsilon,
                                          seed=d.seed, spec=spec)))
-            reserve_tuning(ds, plan, [p.spec for _d, p in points_])
+            owner = new_owner()  # the candidates' token: only they adopt the record
+            self.records.append(reserve_tuning(ds, plan, [p.spec for _d, p in points_],
+                                               owner))
             cands = []
             for d, point in points_:
-                tf = fresh.submit(dataset=ds, spec=point.spec, context=context)
+                tf = fresh.submit(dataset=ds, spec=point.spec, context=context, owner=owner,
+                                  candidate=True)
                 ef = evaluate_task.submit(dataset=ds, model=tf, context=context)
                 cands.append((d, point, tf, ef))
             self.submitted.append((plan, cands))
@@ -115,7 +133,7 @@ class PrivateSelection:
         rows: list[dict[str, Any]] = []
         best: list[dict[str, Any]] = []
         withheld: list[dict[str, Any]] = []
-        for plan, cands in self.submitted:
+        for (plan, cands), record in zip(self.submitted, self.records, strict=True):
             done = []
             for d, point, tf, ef in cands:
                 model: Any = tf.result()
@@ -136,18 +154,21 @@ class PrivateSelection:
                     score, event = noisy_count(exact, plan.score)
                     ledger = ledger.add(event)
                     row = {**row, "val_accuracy": score / self.n_val}
-                done.append((point, row, ledger, score))
+                release = str(((report.get("release") or {}).get("id")) or "")
+                done.append((point, row, ledger, score, release))
             if not done:  # Poisson K = 0: the mechanism releases nothing
                 best.append(_nothing(plan))
                 continue
             try:
-                i = select([score for *_x, score in done])
+                i = select([c[3] for c in done])
             except PrivacyError as e:
                 raise SelectionError(f"{plan.method}: {e}") from e
-            for j, (_p, r, led, _s) in enumerate(done):
+            for j, (_p, r, led, _s, _r) in enumerate(done):
                 if j != i:  # the curator's only: with each candidate's ledger
                     withheld.append({**r, "released": False, "ledger": led.to_dict()})
-            point, row, ledger, score = done[i]
+            point, row, ledger, score, release = done[i]
+            if release:  # the odometer names the released candidate
+                store().attach_selected(record, release)
             row = {**row, "epsilon_spent": plan.epsilon, "delta": plan.delta}
             rows.append(row)
             best.append(_released(plan, row, ledger, score, self.n_val))
@@ -178,17 +199,19 @@ def tuning_charge(plan: TuningPlan) -> Any:
                               plan.epsilon, plan.delta))
 
 
-def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any]) -> int:
+def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any], owner: str) -> int:
     """Charge the dataset's budget the selection's tuning mechanism once (its RDP curve,
     :func:`tuning_charge`), covering every candidate's training, before any trains;
     refused (``BudgetExceeded``) when it does not fit. The charge is the same whatever K
-    was drawn (even K = 0): the odometer must not reveal K."""
+    was drawn (even K = 0): the odometer must not reveal K. Only tasks given ``owner``
+    (the candidates) adopt the record; its release is named after the selection
+    (:meth:`~dpgnn_core.budget.BudgetStore.attach_selected`)."""
     from tasks.budget import flow_run_id, plan_key, store
 
     s = store()
     rid = s.reserve(ds["content_sha256"], ds["name"], ds["path"], tuning_charge(plan),
                     method=f"{plan.method} (private selection)",
-                    run_id=f"{flow_run_id()}:tuning", delta=plan.delta,
+                    run_id=f"{flow_run_id() or '-'}:tuning:{owner}", delta=plan.delta,
                     epsilon=plan.epsilon,
                     note=f"tuning mechanism of a private selection at target ε = "
                          f"{plan.target_epsilon:g} (its RDP curve), covering its candidates",

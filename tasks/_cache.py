@@ -34,11 +34,15 @@ def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = N
     may run on a worker with another environment) supplies the project directory and the
     code version instead of the worker's own, and is not otherwise part of the key: the
     same task gets the same key with or without it, wherever the key is computed.
+    An ``owner`` parameter (a release's owner token, :func:`tasks.budget.new_owner`: which
+    budget reservation the task shares) is not part of the key either: it does not change
+    what the task computes.
     """
 
     def key(_ctx: Any, params: dict[str, Any]) -> str:
         params = dict(params)
         context = params.pop("context", None)
+        params.pop("owner", None)
         # The project directory is part of the key: artifacts live under it.
         blob = {"task": name, "params": _plain(params),
                 "code": context["code_version"] if context else code_version(),

@@ -11,9 +11,12 @@ release) makes the reservation spent for good; a task that fails before that giv
 back. A cached task never runs, so a cache hit costs nothing: the flow records it as a
 re-use (:func:`account_after`).
 
-One run, one reservation: GAP's stages are separate tasks of one flow run and share the
-reservation of the whole plan (keyed by the flow run and the plan); the candidates of a
-private selection are covered by the selection's one reservation of the tuning total.
+One release, one reservation: a task adopts another's reservation only when its flow hands
+it the same explicit owner token (:func:`new_owner`): GAP's and ProGAP's stages are
+separate tasks of one flow run and share the reservation of the whole plan; the candidates
+of a private selection are covered by the selection's one reservation of the tuning total.
+Any other task is its own release and is checked and charged, even with the plan of
+another task of the same flow run (a sweep listing a seed twice).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dpgnn_core.budget import BudgetStore, Charge, default_store_path
+from dpgnn_core.errors import PrivacyError
 from dpgnn_core.io import sha256_json
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
@@ -46,6 +50,77 @@ def plan_key(dataset: Mapping[str, Any], spec: Any) -> str:
     return sha256_json({"dataset": dataset["content_sha256"], "spec": s})[:32]
 
 
+#: The command-line flag that lets a non-private run release on a dataset with a budget.
+ALLOW_NON_PRIVATE_FLAG = "--allow-non-private-release"
+
+
+class NonPrivateRefused(PrivacyError):
+    """A non-private release on a dataset with a finite budget, without the override."""
+
+
+class LostReleaseError(PrivacyError):
+    """A cached private release is missing or changed: remaking it is a new release."""
+
+
+def _budget_of(s: BudgetStore, dataset: Mapping[str, Any]) -> Any:
+    """The dataset's budget (by its content, else by its folder: a new version of a folder
+    shares the folder's budget), or None when the store has none for it."""
+    bid = s.budget_id(str(dataset["content_sha256"]))
+    if bid is None and dataset.get("path"):
+        try:
+            bid = s.resolve(str(dataset["path"]))
+        except PrivacyError:
+            bid = None
+    return s.summary(bid).budget if bid is not None else None
+
+
+def admit_non_private(dataset: Mapping[str, Any], method: str, *, allowed: bool,
+                      what: str = "") -> dict[str, Any]:
+    """Admit a release made without privacy (a baseline, ``--non-private``, gap-inf,
+    progap-inf, graph classification's non-private twin) on ``dataset``, before it trains
+    (or is re-used from the cache: publishing it again is a release too).
+
+    A non-private release has no finite ε: under a finite budget it is charged ∞, that is
+    refused, unless ``allowed`` (the user's :data:`ALLOW_NON_PRIVATE_FLAG`); then it is
+    recorded in the odometer (status ``non-private``, outside every finite guarantee) and
+    the returned tags say so on the MLflow run. A dataset without a budget is not touched
+    (docs/privacy.md, "One release, one charge").
+
+    Args:
+        dataset (Mapping): the dataset's summary (``content_sha256``, ``name``, ``path``).
+        method (str): the non-private method (recorded).
+        allowed (bool): the override was given.
+        what (str, optional): what is released, in words, for the messages.
+            (default: ``""``: the method's run)
+
+    Returns:
+        dict: MLflow tags of the recorded override (empty when nothing was recorded).
+
+    Raises:
+        NonPrivateRefused: a finite budget and no override.
+    """
+    s = store()
+    budget = _budget_of(s, dataset)
+    if budget is None or budget.epsilon is None:
+        return {}
+    what = what or f"{method} is not private"
+    if not allowed:
+        raise NonPrivateRefused(
+            f"dataset {dataset['name']} has a privacy budget (ε = {budget.epsilon:g} at δ = "
+            f"{budget.delta:g}): {what}, so its release has no finite ε and is charged ∞, "
+            f"which the budget refuses. Nothing was trained. Pass {ALLOW_NON_PRIVATE_FLAG} "
+            "to release it anyway (recorded in the odometer and on the MLflow run)")
+    note = (f"released without privacy by {ALLOW_NON_PRIVATE_FLAG}: {what}; no finite "
+            "guarantee of this budget covers it")
+    rid = s.record(str(dataset["content_sha256"]), str(dataset["name"]),
+                   str(dataset["path"]), Charge(None), status="non-private", method=method,
+                   run_id=flow_run_id(), release_id=None, delta=None, epsilon=None,
+                   note=note)
+    log.warning(note)
+    return {"dpgnn.non_private_release": f"allowed by {ALLOW_NON_PRIVATE_FLAG}; recorded "
+                                         f"in the odometer (record {rid})"}
+
+
 def flow_run_id() -> str:
     """The Prefect flow run this code runs in ('' outside one)."""
     try:
@@ -56,17 +131,34 @@ def flow_run_id() -> str:
         return ""
 
 
+def new_owner() -> str:
+    """A fresh owner token: what a flow hands to every task of one release (a staged run's
+    stages, a private selection's candidates) so that they share one reservation."""
+    return uuid.uuid4().hex
+
+
 class TaskGate:
     """A :class:`~dpgnn_core.privacy.gate.ReleaseGate` over the project's budget store
-    for one task of one run."""
+    for one task of one run.
 
-    def __init__(self, dataset: DatasetRef, method: str, spec: Any) -> None:
+    Args:
+        dataset (DatasetRef): the dataset whose budget the task spends from.
+        method (str): the method's name (recorded).
+        spec (Any): the task's spec (with the dataset, the plan's key).
+        owner (str, optional): the release's owner token (:func:`new_owner`), shared by
+            the tasks of one release only; without one the task is its own release.
+            (default: :obj:`None`)
+    """
+
+    def __init__(self, dataset: DatasetRef, method: str, spec: Any,
+                 owner: str | None = None) -> None:
         self.ds = dataset
         self.method = method
         self.key = plan_key(dataset, spec)
-        # GAP's stage tasks of one flow run share this key; outside a flow, every gate is
-        # its own run.
-        self.run_key = f"{flow_run_id() or uuid.uuid4().hex}:{self.key}"
+        self.owner = owner
+        # The stage tasks of one staged run share this key (their flow hands them one
+        # owner token); any other gate has a key of its own.
+        self.run_key = f"{flow_run_id() or '-'}:{self.key}:{owner or uuid.uuid4().hex}"
         self.insecure = bool(getattr(spec, "insecure_reproducible_noise", False))
         self.record_id: int | None = None
         self.adopted = False  # the reservation belongs to an earlier stage or a selection
@@ -77,7 +169,7 @@ class TaskGate:
         if self.record_id is not None:
             return
         found = self.store.find_reservation(self.ds["content_sha256"], self.run_key,
-                                            self.key)
+                                            self.key, self.owner)
         if found is not None:  # GAP's earlier stage in this run, or a private selection
             self.record_id, self.adopted = found, True
             return
@@ -117,7 +209,8 @@ class TaskGate:
         release = (report or {}).get("release") or {}
         if self.record_id is None:  # no private computation in this task (GAP-EDP's
             found = self.store.find_reservation(  # classifier): name the release on the
-                self.ds["content_sha256"], self.run_key, self.key)  # run's reservation
+                self.ds["content_sha256"], self.run_key, self.key,  # run's reservation
+                self.owner)
             if found is not None and release.get("id"):
                 self.store.attach_release(found, str(release["id"]))
             return
@@ -137,10 +230,11 @@ class TaskGate:
 
 
 @contextmanager
-def gate_for(dataset: DatasetRef, method: str, spec: Any) -> Iterator[TaskGate]:
+def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None
+             ) -> Iterator[TaskGate]:
     """Install a :class:`TaskGate` around a task's core call; a failure before the first
-    release gives the reservation back."""
-    gate = TaskGate(dataset, method, spec)
+    release gives the reservation back. ``owner``: see :class:`TaskGate`."""
+    gate = TaskGate(dataset, method, spec, owner)
     with release_gate.gated(gate):
         try:
             yield gate
@@ -226,5 +320,6 @@ def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
     return tags
 
 
-__all__ = ["TaskGate", "account_after", "budget_tags", "flow_run_id", "gate_for", "odometer",
-           "plan_key", "store"]
+__all__ = ["ALLOW_NON_PRIVATE_FLAG", "LostReleaseError", "NonPrivateRefused", "TaskGate",
+           "account_after", "admit_non_private", "budget_tags", "flow_run_id", "gate_for",
+           "new_owner", "odometer", "plan_key", "store"]

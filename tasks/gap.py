@@ -93,13 +93,15 @@ def graph_artifact(dataset: DatasetRef, spec: GapSpec | ProgapSpec, kind: str
 
 @task(name="gap_encoder", cache_key_fn=inputs_and_code("gap_encoder"), persist_result=True,
       result_serializer="json")
-def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float) -> dict[str, Any]:
-    """Encoder module (DP-Adam at node level); returns its privacy events."""
+def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float, owner: str | None = None
+                ) -> dict[str, Any]:
+    """Encoder module (DP-Adam at node level); returns its privacy events. ``owner``: the
+    run's owner token, shared by its stages' budget gates (:func:`tasks.budget.gate_for`)."""
     from dpgnn_core.methods import gap
 
     data = load_keyed_dataset(dataset)
     folder = checkpoint_dir("gap_encoder", dataset["content_sha256"], spec, z)
-    with gate_for(dataset, spec.method, spec) as gate, \
+    with gate_for(dataset, spec.method, spec, owner) as gate, \
             _module_progress(spec, "encoder") as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         enc, hist, events = gap.fit_encoder(data, spec, z, gate.on_step(shown.on_step()))
@@ -128,7 +130,7 @@ def _module_progress(spec: GapSpec, module: str) -> Progress:
 @task(name="gap_aggregate", cache_key_fn=inputs_and_code("gap_aggregate"),
       persist_result=True, result_serializer="json")
 def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str, Any],
-                  spec: GapSpec, z: float) -> dict[str, Any]:
+                  spec: GapSpec, z: float, owner: str | None = None) -> dict[str, Any]:
     """PMA: all K hops precomputed once and cached. The noise is drawn once per release,
     from a secret generator; reusing this artifact costs no further budget. Writes the
     private release X(1..K) ``[n, K, d]`` (``aggregations.pt``); X(0), every node's
@@ -142,7 +144,7 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
     enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
-    with gate_for(dataset, spec.method, spec), Progress(spec.method) as shown:
+    with gate_for(dataset, spec.method, spec, owner), Progress(spec.method) as shown:
         xs, events = gap.aggregate(data, ei, enc, spec, z, progress=shown.stage)
     assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
     out = artifact_dir("gap_aggregate", dataset["content_sha256"], graph["files"],
@@ -158,8 +160,8 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
 @task(name="gap_classifier", cache_key_fn=inputs_and_code("gap_classifier"),
       persist_result=True, result_serializer="json")
 def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapSpec,
-                   z: float, calibration: dict[str, Any], encoder: dict[str, Any]
-                   ) -> dict[str, Any]:
+                   z: float, calibration: dict[str, Any], encoder: dict[str, Any],
+                   owner: str | None = None) -> dict[str, Any]:
     """Classification module on the private aggregations; writes the model, the composed
     ledger (encoder + PMA + classifier events), the privacy report and the history with ε
     spent at every step."""
@@ -173,7 +175,7 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     folder = checkpoint_dir("gap_classifier", dataset["content_sha256"],
                             aggregations["files"], spec, z)
-    with gate_for(dataset, spec.method, spec) as gate, \
+    with gate_for(dataset, spec.method, spec, owner) as gate, \
             _module_progress(spec, "classifier") as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         clf, hist, events = gap.fit_classifier(data, xs, spec, z,

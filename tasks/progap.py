@@ -84,7 +84,8 @@ def _aggregations(data: Any, spec: ProgapSpec, refs: list[Ref]) -> torch.Tensor:
 @task(name="progap_stage", cache_key_fn=inputs_and_code("progap_stage"),
       persist_result=True, result_serializer="json")
 def progap_stage(dataset: DatasetRef, spec: ProgapSpec, z: float, stage: int,
-                 previous: Ref | None, aggregations: list[Ref]) -> dict[str, Any]:
+                 previous: Ref | None, aggregations: list[Ref], owner: str | None = None
+                 ) -> dict[str, Any]:
     """Train stage ``stage`` on X(1..stage) (``aggregations``) with the earlier stages of
     ``previous`` frozen (DP-Adam at node level); returns its privacy events."""
     from dpgnn_core.methods import progap
@@ -98,7 +99,7 @@ def progap_stage(dataset: DatasetRef, spec: ProgapSpec, z: float, stage: int,
     unit = "step" if spec.level == "node" else "epoch"
     shown = progress(unit, progap.stage_steps(spec), f"{spec.method} stage {stage}",
                      spec.epsilon if spec.level != "none" else None)
-    with gate_for(dataset, spec.method, spec) as gate, shown, \
+    with gate_for(dataset, spec.method, spec, owner) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         on_step = gate.on_step(shown.on_step()) if spec.level == "node" else shown.on_step()
         model, hist, events = progap.fit_stage(data, spec, z, stage, model, aggs, on_step)
@@ -118,7 +119,8 @@ def progap_stage(dataset: DatasetRef, spec: ProgapSpec, z: float, stage: int,
 @task(name="progap_aggregate", cache_key_fn=inputs_and_code("progap_aggregate"),
       persist_result=True, result_serializer="json")
 def progap_aggregate(dataset: DatasetRef, graph: Ref, spec: ProgapSpec, z: float,
-                     stage: int, previous: Ref, aggregations: list[Ref]) -> dict[str, Any]:
+                     stage: int, previous: Ref, aggregations: list[Ref],
+                     owner: str | None = None) -> dict[str, Any]:
     """The stage-``stage`` aggregation of stage ``stage - 1``'s embeddings (``previous``),
     computed once and cached: the noise is drawn once, from a secret generator, and reusing
     this artifact costs no further budget. Writes X(k) ``[n, hidden]``; returns its event."""
@@ -129,7 +131,7 @@ def progap_aggregate(dataset: DatasetRef, graph: Ref, spec: ProgapSpec, z: float
     model = _model(data, spec, previous)
     aggs = _aggregations(data, spec, aggregations)
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
-    with gate_for(dataset, spec.method, spec), Progress(spec.method) as shown:
+    with gate_for(dataset, spec.method, spec, owner), Progress(spec.method) as shown:
         xk, events = progap.aggregate_stage(data, ei, spec, z, stage, model, aggs,
                                             progress=shown.stage)
     out = artifact_dir("progap_aggregate", dataset["content_sha256"], graph["files"],
@@ -149,7 +151,7 @@ def progap_aggregate(dataset: DatasetRef, graph: Ref, spec: ProgapSpec, z: float
       persist_result=True, result_serializer="json")
 def progap_finish(dataset: DatasetRef, spec: ProgapSpec, z: float,
                   calibration: dict[str, Any], graph: Ref, stages: list[Ref],
-                  aggregations: list[Ref]) -> dict[str, Any]:
+                  aggregations: list[Ref], owner: str | None = None) -> dict[str, Any]:
     """Compose the stages' events (aggregation k before stage k) into the run's ledger,
     refuse one that differs from the plan, and write the model (the last stage's file),
     the private aggregations X(1..K) stacked for evaluation, the ledger, the report and
@@ -172,7 +174,7 @@ def progap_finish(dataset: DatasetRef, spec: ProgapSpec, z: float,
     report = PrivacyReport.from_dict(report_dict).to_dict()
     out = artifact_dir("progap", dataset["content_sha256"], [s["files"] for s in stages],
                        [a["files"] for a in aggregations], spec, z)
-    with gate_for(dataset, spec.method, spec) as gate:
+    with gate_for(dataset, spec.method, spec, owner) as gate:
         if report["private"]:
             report["release"] = new_release(out)
         with atomic_dir(out, overwrite=True) as tmp:

@@ -321,6 +321,16 @@ def log_run(
     return {"run_id": run_id, "experiment_id": exp_id, "tracking_uri": uri}
 
 
+def tag_run(tracking_uri: str, run_id: str, tags: dict[str, str]) -> None:
+    """Set ``tags`` on an existing run (a link to a run logged after it)."""
+    from mlflow.entities import RunTag
+    from mlflow.tracking import MlflowClient
+
+    with short_http_retries():
+        MlflowClient(tracking_uri=tracking_uri).log_batch(
+            run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+
 def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, str],
               tracking_uri: str | None = None, experiment: str = "dpgnn-sweeps",
               start_time_ms: int | None = None) -> dict[str, Any]:
@@ -331,6 +341,10 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
 
     Never raises: a logging failure is returned as ``mlflow_error`` (the sweep's results
     are on disk; rerunning the sweep reuses every point and logs again).
+
+    With ``selection = "private"`` the parent run starts and ends at release time (now;
+    ``start_time_ms`` is ignored): the sweep's wall time grows with the secret number of
+    candidates K, so it must not be logged (docs/privacy.md, "One release, one charge").
 
     Returns:
         dict: ``mlflow_parent_run_id``, ``mlflow_tracking_uri``, ``mlflow_experiment_id``
@@ -348,12 +362,16 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
             client = MlflowClient(tracking_uri=uri)
             exp_id = _experiment(client, experiment, uri)
             now = int(time.time() * 1000)
+            private_selection = spec.get("selection") == "private"
+            if private_selection:  # no sweep wall time: it would reveal K
+                start_time_ms = now
             parent = client.create_run(exp_id, run_name=spec["name"],
                                        start_time=start_time_ms, tags={
                 "mlflow.runName": spec["name"], "dpgnn.sweep": "true",
                 "dpgnn.dataset_sha256": ds["content_sha256"],
                 "dpgnn.selection": str(spec.get("selection")),
-                **budget_tags(result.get("budget") or {})}).info.run_id
+                **budget_tags(result.get("budget") or {}),
+                **result.get("mlflow_tags", {})}).info.run_id
             params = {k: json.dumps(v, default=str) if isinstance(v, (list, dict)) else v
                       for k, v in spec.items()}
             client.log_batch(parent, params=[Param(k, str(v)[:6000])
@@ -385,7 +403,8 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                         # the released candidates: K and the others are never logged
                         tags["dpgnn.selection"] = str(best["report"])[:5000]
                         tags["dpgnn.tuning"] = json.dumps(best["tuning"], default=str)[:5000]
-                child = client.create_run(exp_id, run_name=name, tags=tags).info.run_id
+                child = client.create_run(exp_id, run_name=name, tags=tags,
+                                          start_time=now).info.run_id
                 row["mlflow_run_id"] = child
                 p = {"method": row["method"], "seed": row["seed"],
                      "epsilon_target": eps, **{f"option.{k}": v
@@ -401,12 +420,14 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                       for k in ("val_accuracy", "test_accuracy", "epsilon_spent")
                       if row.get(k) is not None and not math.isnan(float(row[k]))]
                 client.log_batch(child, metrics=ms)
-                client.set_terminated(child, "FAILED" if row.get("refused") else "FINISHED")
+                client.set_terminated(child, "FAILED" if row.get("refused") else "FINISHED",
+                                      end_time=now if private_selection else None)
             for key in ("table", "csv", "spec", "best", "privacy_utility", "hyperparameters"):
                 if key in paths:
                     client.log_artifact(parent, paths[key])
             client.log_batch(parent, tags=[RunTag("dpgnn.points", str(len(result["rows"])))])
-            client.set_terminated(parent, "FINISHED", end_time=int(time.time() * 1000))
+            client.set_terminated(parent, "FINISHED", end_time=now if private_selection
+                                  else int(time.time() * 1000))
     except Exception as e:  # the results are on disk; say how to log them again
         return {"mlflow_parent_run_id": None, "mlflow_tracking_uri": uri,
                 "mlflow_error": f"MLflow logging failed ({type(e).__name__}: "

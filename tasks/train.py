@@ -79,7 +79,8 @@ def new_release(out: Path) -> dict[str, Any]:
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
 def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
-          budget_dataset: DatasetRef | None = None) -> ModelRef:
+          budget_dataset: DatasetRef | None = None, owner: str | None = None,
+          candidate: bool = False) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
@@ -90,13 +91,31 @@ def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
     ``budget_dataset`` is the dataset whose privacy budget the run spends from when it is
     not ``dataset`` itself: an audit trains on a copy of the real data with canaries added,
     and that is a use of the real data.
+
+    ``owner`` (a private selection's token, :func:`tasks.budget.new_owner`): the run is a
+    candidate the selection's one reservation covers. ``candidate``: a private selection's
+    candidate, whose number and scores are secret: it trains without progress output, and
+    its history keeps no validation or test metric (the selection releases its validation
+    score only with noise; :data:`CANDIDATE_HISTORY_DROPS`).
     """
     with in_context(context):
-        return _train(dataset, spec, budget_dataset)
+        return _train(dataset, spec, budget_dataset, owner, candidate)
 
 
-def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None
-           ) -> ModelRef:
+#: What a private selection's candidate leaves out of its ``history.json``: every metric
+#: measured on the validation or test split (only graph classification logs them while it
+#: trains). The selected candidate's folder is the one ``best.json`` names.
+CANDIDATE_HISTORY_DROPS = ("val_", "test_")
+
+
+def candidate_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history`` without the metrics :data:`CANDIDATE_HISTORY_DROPS` names."""
+    return [{k: v for k, v in rec.items() if not k.startswith(CANDIDATE_HISTORY_DROPS)}
+            for rec in history]
+
+
+def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None,
+           owner: str | None = None, candidate: bool = False) -> ModelRef:
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)
@@ -106,10 +125,13 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
     folder = checkpoint_dir("train", dataset["content_sha256"], spec)
     # The budget gate: the core reserves its calibrated plan against the dataset's budget
     # before any private computation (or refuses); the first step makes it spent.
-    with gate_for(budget_dataset or dataset, method.name, spec) as gate, \
-            progress(unit, total, method.name, getattr(spec, "epsilon", None)) as shown, \
+    shown = Progress(method.name, total, unit=unit, mode="off") if candidate else \
+        progress(unit, total, method.name, getattr(spec, "epsilon", None))
+    with gate_for(budget_dataset or dataset, method.name, spec, owner) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
+        if candidate:
+            fitted.history = candidate_history(fitted.history)
         ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
         gate.finish(ref.get("report"), fitted.ledger)
     ckpt.clear()  # the result is stored: the next run of this spec starts afresh

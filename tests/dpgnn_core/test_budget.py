@@ -335,11 +335,15 @@ def test_selection_covers_its_candidates_only_within_its_own_flow_run(tmp_path: 
     record (and so skip the budget check)."""
     s = _store(tmp_path)
     rid = s.reserve(SHA, "toy", None, Charge(fixed=(1.0, 1e-6, "node", "add_remove")),
-                    method="m (private selection)", run_id="sweeprun:tuning", delta=1e-6,
-                    epsilon=1.0, covers=["K1", "K2"])
-    assert s.find_reservation(SHA, "sweeprun:K1", "K1") == rid
-    assert s.find_reservation(SHA, "retrainrun:K1", "K1") is None
-    assert s.find_reservation(SHA, "sweeprun:K3", "K3") is None
+                    method="m (private selection)", run_id="sweeprun:tuning:tok",
+                    delta=1e-6, epsilon=1.0, covers=["K1", "K2"])
+    assert s.find_reservation(SHA, "sweeprun:K1:tok", "K1", "tok") == rid
+    assert s.find_reservation(SHA, "retrainrun:K1:tok", "K1", "tok") is None
+    assert s.find_reservation(SHA, "sweeprun:K3:tok", "K3", "tok") is None
+    # only the selection's own candidates (its owner token) adopt it
+    assert s.find_reservation(SHA, "sweeprun:K1:x", "K1") is None
+    assert s.find_reservation(SHA, "sweeprun:K1:x", "K1", "x") is None
+
 
 
 # --- issue 26: adaptive composition and one guarantee per unit ---------------------------

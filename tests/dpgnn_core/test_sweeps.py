@@ -19,6 +19,7 @@ from dpgnn_core.sweeps import (
     SweepSpec,
     aggregate,
     best_per_method_and_epsilon,
+    duplicate_points,
     load_sweep_spec,
     markdown_table,
     points,
@@ -56,6 +57,29 @@ def test_grid_times_epsilons_times_seeds() -> None:
     # one configuration id per grid cell, shared by its ε and seeds
     assert len({p.config_id for p in private}) == 6
     assert len({(p.config_id, p.epsilon, p.seed) for p in pts}) == len(pts)
+
+
+@pytest.mark.parametrize(("kw", "distinct", "listed"), [
+    ({"seeds": [0, 0]}, 2, 2),  # dp-mlp at ε = 1, mlp: each listed twice
+    ({"seeds": [0, 1, 0]}, 4, 2),
+    ({"seeds": [0], "grid": [1e-3, 1e-3, 1e-2]}, 3, 1),  # dp-mlp at lr = 1e-3
+])
+def test_a_point_listed_twice_runs_once_and_is_named(kw: dict[str, Any], distinct: int,
+                                                     listed: int) -> None:
+    """Trained twice, a repeated point would be two releases with fresh noise (each
+    charged): it runs once, and the sweep says so."""
+    grid = {"lr": kw["grid"]} if "grid" in kw else {}
+    sweep = _spec(epsilons=[1], seeds=kw["seeds"], methods=[
+        {"method": "dp-mlp", "grid": grid}, {"method": "mlp"}])
+    pts = points(sweep)
+    assert len(pts) == distinct
+    keys = [(p.method, json.dumps(p.spec.model_dump(mode="json"), sort_keys=True))
+            for p in pts]
+    assert len(set(keys)) == len(keys)
+    notes = duplicate_points(sweep)
+    assert len(notes) == listed and all("runs once" in n for n in notes)
+    assert any("dp-mlp" in n and "ε = 1" in n for n in notes)
+    assert duplicate_points(_spec(epsilons=[1], methods=[{"method": "mlp"}])) == []
 
 
 def test_random_search_is_reproducible_from_search_seed() -> None:

@@ -195,9 +195,25 @@ def test_graph_classification_run(pipeline, tmp_path: Path) -> None:
     assert out["method"] == "dp-graph-sage" and out["epsilon"] <= 5.0
     assert out["cache"]["train_nonprivate"] == "Completed"
     assert 0.0 <= out["iou_private_nonprivate"] <= 1.0
-    names = {a.path for a in MlflowClient(out["mlflow_tracking_uri"]).list_artifacts(
-        out["mlflow_run_id"])}
-    assert {"explanations.png", "explanations.json"} <= names
+    # The non-private twin is its own MLflow run, linked both ways; its explanations and
+    # IoUs are there, never on the private run's "(ε, δ)-DP" page.
+    client = MlflowClient(out["mlflow_tracking_uri"])
+    private_run = client.get_run(out["mlflow_run_id"])
+    twin_id = out["nonprivate_twin"]["mlflow_run_id"]
+    twin = client.get_run(twin_id)
+    assert private_run.data.tags["dpgnn.nonprivate_twin"] == twin_id
+    assert twin.data.tags["dpgnn.twin_of"] == out["mlflow_run_id"]
+    assert twin.data.tags["dpgnn.private"] == "false"
+    assert twin.data.tags["mlflow.note.content"].startswith("**NOT PRIVATE**")
+    assert twin.data.metrics["explain_iou_private_nonprivate"] == pytest.approx(
+        out["iou_private_nonprivate"])
+    names = {a.path for a in client.list_artifacts(out["mlflow_run_id"])}
+    assert not {"explanations.png", "explanations.json"} & names
+    assert not any(k.startswith("explain") for k in private_run.data.metrics)
+    assert {"explanations.png", "explanations.json"} <= {
+        a.path for a in client.list_artifacts(twin_id)}
+    assert f"**Non-private twin:** MLflow run {twin_id}" in \
+        private_run.data.tags["mlflow.note.content"]
     assert out["delta"] == pytest.approx(1 / (10 * 120))  # 1/(10 N), like node methods
     assert Ledger.load(out["privacy_report"]).events[0].level == "graph"
     assert {"test_sensitivity", "test_specificity", "test_roc_auc"} <= set(out)

@@ -120,3 +120,11 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(counted) == 1 and counted[0].charge.curve is not None
     assert counted[0].charge.curve.epsilon == pytest.approx(eps)
     assert counted[0].charge.curve.delta == pytest.approx(tuning["delta"])
+    # ... naming the released candidate (not the first to finish); nothing dates the end
+    released = json.loads((Path(row["artifacts_dir"]) / "report.json").read_text())
+    assert counted[0].release_id == released["release"]["id"]
+    parent = next(r for r in runs if not r.data.tags.get("mlflow.parentRunId"))
+    assert parent.info.end_time == parent.info.start_time  # no sweep wall time (K)
+    from flows.sweep_tuning import CURATOR_NOTE
+
+    assert CURATOR_NOTE in result["notes"]

@@ -1,0 +1,210 @@
+"""Every release counted once, and nothing that reveals K (issue 26 §5, §6, flow side): a
+private selection's MLflow parent run carries no sweep wall time; a lost cached private
+release is refused, not silently retrained and charged; a non-private run on a budgeted
+dataset is refused unless allowed, and then recorded in the odometer and on MLflow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+
+pytestmark = pytest.mark.xdist_group("prefect")
+
+
+def _sweep_result(ds: Path) -> dict[str, Any]:
+    row = {"method": "dp-mlp", "config_id": "dp-mlp[steps=3]", "epsilon": 4.0, "seed": 77,
+           "epsilon_spent": 3.9, "delta": 1e-4, "level": "node", "noise_multiplier": 1.1,
+           "val_accuracy": 0.5, "test_accuracy": 0.5, "private": True, "cache": "Completed",
+           "artifacts_dir": str(ds), "mlflow_run_id": None, "config": {"steps": 3}}
+    best = {"method": "dp-mlp", "config_id": "dp-mlp[steps=3]", "epsilon": 4.0,
+            "selection": "private", "report": "Papernot & Steinke", "tuning": {},
+            "unaccounted": []}
+    return {"rows": [row], "best": [best], "budget": {},
+            "dataset": {"name": "d", "path": str(ds), "content_sha256": "0" * 64}}
+
+
+@pytest.mark.parametrize("selection", ["private", "flagged"])
+def test_private_selection_parent_run_has_no_sweep_wall_time(tmp_path: Path,
+                                                             selection: str) -> None:
+    """The sweep started an hour ago: a flagged sweep's parent run spans that hour; a
+    private selection's starts and ends at release time (its duration would reveal K)."""
+    from mlflow.tracking import MlflowClient
+
+    from tasks.tracking import log_sweep
+
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    before = int(time.time() * 1000)
+    logged = log_sweep(result=_sweep_result(tmp_path), paths={},
+                       spec={"name": "s", "selection": selection},
+                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                       start_time_ms=hour_ago)
+    client = MlflowClient(logged["mlflow_tracking_uri"])
+    info = client.get_run(logged["mlflow_parent_run_id"]).info
+    (child,) = [r for r in client.search_runs([logged["mlflow_experiment_id"]])
+                if r.data.tags.get("mlflow.parentRunId")]
+    if selection == "flagged":
+        assert info.start_time == hour_ago
+        return
+    assert info.start_time >= before and info.end_time == info.start_time
+    assert child.info.end_time == child.info.start_time == info.start_time
+
+
+class _State:
+    def __init__(self, name: str, result: dict[str, Any]) -> None:
+        self.name, self._result = name, result
+
+    def result(self) -> dict[str, Any]:
+        return self._result
+
+
+class _Task:
+    """A cached task whose cache hit's artifact is gone (what Prefect's would return)."""
+
+    def __init__(self, cached: dict[str, Any]) -> None:
+        self.cached, self.runs = cached, 0
+
+    def with_options(self, **_kw: Any) -> Any:
+        return self._fresh
+
+    def _fresh(self, **_kw: Any) -> _State:
+        self.runs += 1
+        return _State("Completed", {"path": "/rebuilt"})
+
+    def __call__(self, **_kw: Any) -> _State:
+        return _State("Cached", self.cached)
+
+
+@pytest.mark.parametrize(("result", "refused"), [
+    ({"report": {"private": True, "epsilon": 2.0, "release": {"id": "r1"}}}, True),
+    ({"events": {"entries": [{"event": {}}], "unaccounted": []}}, True),  # a GAP stage
+    ({"report": {"private": False}}, False),
+    ({"events": {"entries": [], "unaccounted": []}}, False),  # GAP-inf's module
+])
+def test_a_lost_cached_private_release_is_refused_not_retrained(
+        tmp_path: Path, result: dict[str, Any], refused: bool) -> None:
+    from flows.pipeline import _run
+    from tasks.budget import LostReleaseError
+
+    cached = {**result, "path": str(tmp_path / "gone"),
+              "files": {"model.pt": {"sha256": "0" * 64, "bytes": 1}}}
+    task = _Task(cached)
+    if refused:
+        with pytest.raises(LostReleaseError, match="--refresh"):
+            _run(task, False)
+        assert task.runs == 0  # nothing trained
+    else:
+        assert _run(task, False) == ({"path": "/rebuilt"}, "Rebuilt")
+        assert task.runs == 1
+
+
+def test_budgeted_dataset_refuses_non_private_and_lost_releases(tmp_path: Path) -> None:
+    """On a dataset with a budget: gcn is refused before training unless allowed (then
+    recorded and tagged); a dp-mlp release whose cached artifact was deleted is refused
+    (not retrained and charged again) until --refresh spends it again."""
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.specs import DpMlpSpec, TrainSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import LostReleaseError, NonPrivateRefused, store
+
+    write_dataset(csbm(num_nodes=300, seed=71), tmp_path / "ds")
+    ds = str(tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "ds", ds, epsilon=20.0, delta=1e-4)
+    home_artifacts = Path(s.path).parent / "artifacts" / "train"
+    gcn = TrainSpec(method="gcn", epochs=3)
+
+    def trained() -> set[Path]:
+        return set(home_artifacts.glob("*")) if home_artifacts.exists() else set()
+
+    before = trained()
+    with pytest.raises(NonPrivateRefused, match="--allow-non-private-release"):
+        pipeline(spec=gcn, dataset=ds)
+    assert trained() == before  # refused before training
+    out = pipeline(spec=gcn, dataset=ds, allow_non_private_release=True)
+    (rec,) = s.summary(s.resolve(sha)).records
+    assert rec.status == "non-private" and rec.method == "gcn"
+    tags = MlflowClient(out["mlflow_tracking_uri"]).get_run(out["mlflow_run_id"]).data.tags
+    assert tags["dpgnn.non_private_release"].startswith("allowed by "
+                                                         "--allow-non-private-release")
+
+    spec = DpMlpSpec(epsilon=2.0, steps=5, batch_size=40, hidden=8, device="cpu")
+    first = pipeline(spec=spec, dataset=ds)
+    counted = [r for r in s.summary(s.resolve(sha)).records if r.status == "spent"]
+    assert len(counted) == 1
+    shutil.rmtree(first["artifacts_dir"])
+    with pytest.raises(LostReleaseError, match="Rerun with --refresh"):
+        pipeline(spec=spec, dataset=ds)
+    assert [r for r in s.summary(s.resolve(sha)).records if r.status == "spent"] == counted
+    again = pipeline(spec=spec, dataset=ds, refresh=True)
+    assert again["release"].startswith("new release")
+    assert len([r for r in s.summary(s.resolve(sha)).records if r.status == "spent"]) == 2
+
+
+def test_graph_classifier_twin_on_a_budgeted_dataset_is_refused_before_training(
+        tmp_path: Path) -> None:
+    """The GNNExplainer comparison's non-private twin is a release too: under a budget the
+    private run is refused before anything trains, naming the way out."""
+    from dpgnn_core.data.synthetic import er_graphs
+    from dpgnn_core.specs import GraphClsSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import NonPrivateRefused, store
+
+    write_dataset(er_graphs(num_graphs=60, split=(30, 10, 20), seed=8), tmp_path / "g")
+    sha = json.loads((tmp_path / "g" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "g", str(tmp_path / "g"), epsilon=20.0, delta=1e-4)
+    spec = GraphClsSpec(conv="gcn", epsilon=5.0, steps=4, batch_size=10, device="cpu")
+    with pytest.raises(NonPrivateRefused, match=r"twin.*--explain-graphs 0"):
+        pipeline(spec=spec, dataset=str(tmp_path / "g"), explain_graphs=3)
+    assert s.summary(s.resolve(sha)).records == []  # nothing reserved, nothing trained
+
+
+def test_audit_of_a_non_private_control_on_a_budgeted_dataset_is_refused(
+        tmp_path: Path) -> None:
+    """An audit's non-private control trains on the data and publishes its scores: under a
+    budget it is refused before the canaries are drawn, unless allowed."""
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.audit import audit
+    from tasks.budget import NonPrivateRefused, store
+
+    write_dataset(csbm(num_nodes=200, seed=72), tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "ds", str(tmp_path / "ds"), epsilon=20.0, delta=1e-4)
+    spec = DpMlpSpec(epsilon=None, steps=3, batch_size=40, hidden=8, device="cpu")
+    with pytest.raises(NonPrivateRefused, match="dp-mlp is not private"):
+        audit(spec=spec, dataset=str(tmp_path / "ds"), canaries=20)
+    assert s.summary(s.resolve(sha)).records == []
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "mlp", "--epochs", "2"], "mlp is not private"),
+    (["run", "dp-mlp", "--non-private", "--steps", "2"], "dp-mlp is not private"),
+])
+def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
+        tmp_path: Path, args: list[str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    write_dataset(csbm(num_nodes=200, seed=73), tmp_path / "ds")
+    home = ["--home", str(tmp_path / "home")]
+    r = CliRunner().invoke(app, [*home, "budget", "set", str(tmp_path / "ds"), "--epsilon",
+                                 "8", "--delta", "1e-5"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, [*home, *args, "--dataset", str(tmp_path / "ds")])
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("error: ") and needle in line
+    assert "--allow-non-private-release" in line
+    assert not (tmp_path / "home" / "artifacts").exists()  # nothing trained
