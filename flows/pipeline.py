@@ -519,7 +519,7 @@ def pipeline(
     twin_tags: dict[str, str] = {}
     if getattr(spec, "epsilon", None) is None:
         np_tags = admit_non_private(ds, the_method.name, allowed=allow_non_private_release)
-    twin_spec = None
+    twin_spec: Any = None
     if the_method.explains and getattr(spec, "epsilon", None) is not None \
             and explain_graphs > 0:
         twin_spec = the_method.spec_type(**{**spec.model_dump(), "epsilon": None, "method": None})
