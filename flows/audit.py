@@ -22,7 +22,7 @@ from prefect import flow, get_run_logger
 from dpgnn_core.audit.defaults import DEFAULT_BETA
 from dpgnn_core.audit.canaries import DEFAULT_GUESS_FRACTION, DEFAULT_SCALE, plan_audit
 from dpgnn_core.specs import AnySpec
-from flows.pipeline import _run
+from tasks.cached import run_cached as _run
 from tasks.audit import audit_canaries, audit_score, run_bits, run_seeds
 from tasks.ingest import dataset_summary
 from tasks.refs import ModelRef

@@ -202,7 +202,8 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         alone. ``notes``: points listed more than once (run once), and with a private
         selection where its candidates are kept (the curator's only).
     """
-    from flows.pipeline import _intact, lost_release, private_release
+    from tasks.cached import intact as _intact
+    from tasks.cached import lost_release, private_release
 
     pts = points(sweep_spec)  # distinct points: a repeated seed or grid value runs once
     notes = duplicate_points(sweep_spec)

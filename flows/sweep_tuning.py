@@ -127,8 +127,8 @@ class PrivateSelection:
         """
         from pathlib import Path
 
-        from flows.pipeline import _intact
         from flows.sweep import _row
+        from tasks.cached import intact as _intact
 
         rows: list[dict[str, Any]] = []
         best: list[dict[str, Any]] = []

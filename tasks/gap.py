@@ -20,6 +20,7 @@ from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
+from tasks.cached import StagedTasks
 from tasks.config import code_version
 from tasks.evaluate import verify_files
 from tasks.progress import Progress
@@ -205,3 +206,36 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,
             "aggregations": aggregations}
+
+
+# --- the pipeline's staged runner (the catalogue's ``staged = "gap"``) ------------------
+class GapTasks(StagedTasks):
+    """GAP's stages as cached tasks (:class:`dpgnn_core.methods.gap.GapStages`): the core's
+    :func:`~dpgnn_core.methods.gap.orchestrate` wires them, here as in the library."""
+
+    def calibrate(self) -> Any:
+        return self._step("calibrate", gap_calibrate)
+
+    def graph(self) -> Any:
+        return self._step("graph", gap_graph)
+
+    def encoder(self, z: float) -> Any:
+        return self._step("encoder", gap_encoder, z=z, owner=self.owner)
+
+    def aggregate(self, graph: Any, encoder: Any, z: float) -> Any:
+        return self._step("aggregate", gap_aggregate, graph=graph, encoder=encoder, z=z,
+                          owner=self.owner)
+
+    def classifier(self, aggregations: Any, z: float, calibration: Any, encoder: Any) -> Any:
+        return self._step("train", gap_classifier, aggregations=aggregations, z=z,
+                          calibration=calibration, encoder=encoder, owner=self.owner)
+
+
+def run_stages(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, str]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """GAP's cached stages, wired by the core's one orchestration; each returns the privacy
+    events of its release, composed into the run's ledger by the classifier step."""
+    from dpgnn_core.methods.gap import orchestrate
+
+    model = orchestrate(GapTasks(ds, spec, refresh, states))
+    return model, model["report"]

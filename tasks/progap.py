@@ -22,6 +22,7 @@ from dpgnn_core.specs import ProgapSpec
 from dpgnn_core.training.checkpoint import checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
+from tasks.cached import StagedTasks
 from tasks.evaluate import verify_files
 from tasks.gap import calibration_result, finish_artifact, graph_artifact
 from tasks.progress import Progress
@@ -192,3 +193,44 @@ def progap_finish(dataset: DatasetRef, spec: ProgapSpec, z: float,
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,
             "aggregations": {"path": str(out), "files": agg_files}}
+
+
+# --- the pipeline's staged runner (the catalogue's ``staged = "progap"``) ---------------
+class ProgapTasks(StagedTasks):
+    """ProGAP's stages as cached tasks (:class:`dpgnn_core.methods.progap.ProgapStages`):
+    the core's :func:`~dpgnn_core.methods.progap.orchestrate` wires them. A stage's value is
+    the list of stage and aggregation references so far."""
+
+    def calibrate(self) -> Any:
+        return self._step("calibrate", progap_calibrate)
+
+    def graph(self) -> Any:
+        return self._step("graph", progap_graph)
+
+    def train(self, k: int, previous: Any, aggregation: Any, z: float) -> Any:
+        stages, aggs = previous or ([], [])
+        aggs = [*aggs, aggregation] if aggregation is not None else aggs
+        ref = self._step(f"stage{k}", progap_stage, z=z, stage=k,
+                         previous=stages[-1] if stages else None, aggregations=aggs,
+                         owner=self.owner)
+        return [*stages, ref], aggs
+
+    def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any:
+        stages, aggs = previous
+        return self._step(f"aggregate{k}", progap_aggregate, graph=graph, z=z, stage=k,
+                          previous=stages[-1], aggregations=aggs, owner=self.owner)
+
+    def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any:
+        stages, aggs = last
+        return self._step("train", progap_finish, z=z, calibration=calibration,
+                          graph=graph, stages=stages, aggregations=aggs, owner=self.owner)
+
+
+def run_stages(ds: DatasetRef, spec: ProgapSpec, refresh: bool, states: dict[str, str]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ProGAP's cached stages, wired by the core's one orchestration; the last step
+    composes the stages' privacy events into the run's ledger."""
+    from dpgnn_core.methods.progap import orchestrate
+
+    model = orchestrate(ProgapTasks(ds, spec, refresh, states))
+    return model, model["report"]

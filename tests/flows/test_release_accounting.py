@@ -90,8 +90,8 @@ class _Task:
 ])
 def test_a_lost_cached_private_release_is_refused_not_retrained(
         tmp_path: Path, result: dict[str, Any], refused: bool) -> None:
-    from flows.pipeline import _run
     from tasks.budget import LostReleaseError
+    from tasks.cached import run_cached as _run
 
     cached = {**result, "path": str(tmp_path / "gone"),
               "files": {"model.pt": {"sha256": "0" * 64, "bytes": 1}}}

@@ -47,7 +47,7 @@ def spec() -> Any:
 def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
     from dpgnn_core.methods.gap import ledger_for
     from dpgnn_core.specs import GapSpec
-    from flows.pipeline import privacy_params, resolved_spec, run_name
+    from tasks.run_record import privacy_params, resolved_spec, run_name
 
     spec = GapSpec(level="node", epsilon=4.0, max_degree=5, steps=20, batch_size=50,
                    budget_split=(1.0, 0.5, 2.0), device="cpu")

@@ -1,0 +1,89 @@
+"""Running cached tasks from a flow: a cached step whose artifact went missing is rebuilt
+(or, for a private release, refused), and a staged method's steps share one owner token.
+
+The flows (``pipeline``, ``audit``, ``sweep``) and the staged runners of GAP and ProGAP
+(:func:`tasks.gap.run_stages`, :func:`tasks.progap.run_stages`, reached through the method
+catalogue's ``staged`` key) call these; they hold no Prefect flow of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpgnn_core.errors import DataError
+from tasks.budget import LostReleaseError, new_owner
+from tasks.evaluate import artifact_intact
+from tasks.ingest import dataset_summary
+from tasks.refs import DatasetRef
+
+
+def intact(result: dict[str, Any]) -> bool:
+    """Whether a (cached) step's artifact is still on disk unchanged."""
+    if "path" not in result:  # nothing on disk (e.g. a calibration)
+        return True
+    if "files" in result:
+        return artifact_intact(result["path"], result["files"])
+    try:
+        return bool(dataset_summary(result["path"])["content_sha256"]
+                    == result["content_sha256"])
+    except DataError:
+        return False
+
+
+def private_release(result: Any) -> bool:
+    """Whether a step's result is a private release: a private report (a trained model),
+    or privacy events (GAP's and ProGAP's encoder, aggregation and stage modules)."""
+    if not isinstance(result, dict):
+        return False
+    if (result.get("report") or {}).get("private"):
+        return True
+    events = result.get("events")
+    return isinstance(events, dict) and bool(events.get("entries"))
+
+
+def lost_release(result: dict[str, Any]) -> LostReleaseError:
+    """The refusal to remake a lost or changed cached private release silently."""
+    release = ((result.get("report") or {}).get("release") or {}).get("id")
+    eps = (result.get("report") or {}).get("epsilon")
+    return LostReleaseError(
+        f"the cached private release {release or ''} in {result.get('path')} is missing or "
+        "changed: training it again would be a new release with fresh noise, charged again "
+        "to the dataset's budget" + (f" (ε = {eps:.4g})" if eps is not None else "")
+        + ". Nothing was trained. Rerun with --refresh to spend it again")
+
+
+def run_cached(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
+    """Run a cached task; if its cached artifact was deleted or changed, run it again,
+    unless it is a private release (:class:`~tasks.budget.LostReleaseError`: remaking it
+    spends the budget again, which only ``refresh`` asks for)."""
+    t = task_fn.with_options(refresh_cache=True) if refresh else task_fn
+    state = t(return_state=True, **kwargs)
+    result = state.result()
+    if state.name == "Cached" and not intact(result):
+        if private_release(result):
+            raise lost_release(result)
+        state = task_fn.with_options(refresh_cache=True)(return_state=True, **kwargs)
+        return state.result(), "Rebuilt"
+    return result, state.name
+
+
+@dataclass
+class StagedTasks:
+    """A staged family's cached tasks of one run: each step records its cache state. The
+    stages that release something get the run's ``owner`` token: they share one budget
+    reservation, and no other task can adopt it (:func:`tasks.budget.gate_for`)."""
+
+    ds: DatasetRef
+    spec: Any
+    refresh: bool
+    states: dict[str, str]
+    owner: str = field(default_factory=new_owner)
+
+    def _step(self, name: str, task_fn: Any, **kwargs: Any) -> Any:
+        out, self.states[name] = run_cached(task_fn, self.refresh, dataset=self.ds, spec=self.spec,
+                                      **kwargs)
+        return out
+
+    def noise_scale(self, calibration: Any) -> float:
+        return float(calibration["z"])
