@@ -180,9 +180,12 @@ def with_dataset_folder(spec: SweepSpec) -> SweepSpec:
 
 @flow(name="dpgnn-sweep", persist_result=False, log_prints=False)
 def sweep(sweep_spec: SweepSpec, refresh: bool = False,
-          allow_non_private_release: bool = False) -> dict[str, Any]:
+          allow_non_private_release: bool = False, tracking_uri: str | None = None,
+          experiment: str = "dpgnn-sweeps", write: bool = True) -> dict[str, Any]:
     """Run every point of ``sweep_spec`` (on the flow's task runner: see
-    :func:`task_runner`) and collect the results.
+    :func:`task_runner`), collect the results and, unless ``write`` is off, write the
+    results table, the plots and the MLflow runs, as ``dpgnn sweep`` does (the command only
+    prints what this returns).
 
     Args:
         sweep_spec (SweepSpec): the sweep (:class:`dpgnn_core.sweeps.SweepSpec`).
@@ -193,6 +196,11 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         allow_non_private_release (bool, optional): let non-private points release on a
             dataset with a budget, which refuses them otherwise (recorded:
             :func:`tasks.budget.admit_non_private`). (default: :obj:`False`)
+        tracking_uri (str, optional): MLflow URI; SQLite under the project by default.
+        experiment (str, optional): MLflow experiment. (default: ``dpgnn-sweeps``)
+        write (bool, optional): write the table and plots (:func:`write_results`) and log
+            the parent and nested MLflow runs (:func:`tasks.tracking.log_sweep`).
+            (default: :obj:`True`)
 
     Returns:
         dict: ``rows`` (one per point), ``best`` (per method and ε, chosen on validation),
@@ -200,8 +208,16 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         ``selection = "private"``, each private method's rows are the selected candidates
         only (:mod:`flows.sweep_tuning`) and ``withheld`` holds the others, for the caller
         alone. ``notes``: points listed more than once (run once), and with a private
-        selection where its candidates are kept (the curator's only).
+        selection where its candidates are kept (the curator's only). With ``write``:
+        ``paths`` (the files written, by name) and ``mlflow`` (the parent run's id and
+        URI, or ``mlflow_error``).
     """
+    import time
+
+    from tasks.tracking import log_sweep
+
+    started_ms = int(time.time() * 1000)  # the parent run spans the sweep (not with a
+    # private selection, whose wall time would reveal K: log_sweep logs it at release time)
     from tasks.cached import intact as _intact
     from tasks.cached import lost_release, private_release
 
@@ -273,9 +289,15 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         best += selected["best"]
         out["withheld"] = selected["withheld"]  # the curator's: never written or logged
     out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
-    return {"rows": rows, "best": best, "dataset": dict(ds),
-            "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,
-            "mlflow_tags": allowed, **out}
+    result = {"rows": rows, "best": best, "dataset": dict(ds),
+              "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,
+              "mlflow_tags": allowed, **out}
+    if write:
+        result["paths"] = write_results(result, sweep_spec)
+        result["mlflow"] = log_sweep(result=result, spec=sweep_spec.model_dump(mode="json"),
+                                     paths=result["paths"], tracking_uri=tracking_uri,
+                                     experiment=experiment, start_time_ms=started_ms)
+    return result
 
 
 def write_results(result: dict[str, Any], spec: SweepSpec) -> dict[str, str]:

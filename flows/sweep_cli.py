@@ -79,29 +79,20 @@ def sweep_command(
     for note in notes:
         typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
     _use_server_if_running()
-    from flows.sweep import sweep, task_runner, write_results
-    from tasks.tracking import log_sweep
+    from flows.sweep import sweep, task_runner
 
     runner = task_runner(dask_address, workers)
     typer.echo(f"sweep {spec.name}: {len(pts)} points on "
                f"{dask_address or 'a local Dask cluster'}…", err=True)
-    import time
-
-    # The parent run spans the whole sweep, except with a private selection: its wall time
-    # grows with the secret number of candidates, so that parent run is logged at release
-    # time without it (tasks.tracking.log_sweep).
-    started_ms = int(time.time() * 1000)
     with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
             clilog.workers_log_to(None if dask_address else log):
         try:
             with _server_watched():
                 result = sweep.with_options(task_runner=runner)(
                     sweep_spec=spec, refresh=refresh,
-                    allow_non_private_release=allow_non_private_release)
-            paths = write_results(result, spec)
-            logged = log_sweep(result=result, spec=spec.model_dump(mode="json"),
-                               paths=paths, tracking_uri=tracking_uri,
-                               experiment=experiment, start_time_ms=started_ms)
+                    allow_non_private_release=allow_non_private_release,
+                    tracking_uri=tracking_uri, experiment=experiment)
+            paths, logged = result["paths"], result["mlflow"]
         except DpgnnError as e:
             _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e

@@ -37,8 +37,7 @@ def _randbits_covering_both(m: int = 2) -> int:
 
 def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                       ) -> None:
-    from flows.sweep import sweep, write_results
-    from tasks.tracking import log_sweep
+    from flows.sweep import sweep
 
     write_dataset(csbm(num_nodes=240, seed=5), tmp_path / "ds")
     value = _randbits_covering_both()
@@ -55,7 +54,8 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
                      selection="private", methods=[
                          {"method": "dp-mlp", "grid": {"steps": [3, 8]},
                           "fixed": {"batch_size": 16, "hidden": 8, "device": "cpu"}}])
-    result = sweep(sweep_spec=spec)
+    # called from Python, the flow writes its table, plots and MLflow runs itself
+    result = sweep(sweep_spec=spec, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert calls.count(128) == 1  # one secret generator for the one selection
     (row,) = result["rows"]  # the selected candidate only
     withheld = result["withheld"]
@@ -92,13 +92,14 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not any("selected among" in u for u in best["unaccounted"])
     assert row["seed"] != 0  # a secret seed per candidate, not the sweep's
     # what is written and logged: the released row only
-    paths = write_results(result, spec)
+    paths = result["paths"]
+    assert Path(paths["privacy_utility"]).is_file()
     with open(paths["csv"]) as f:
         table = list(csv.DictReader(f))
     assert [r["artifacts_dir"] for r in table] == [row["artifacts_dir"]]
     assert json.loads(Path(paths["best"]).read_text())[0]["selection"] == "private"
-    logged = log_sweep(result=result, spec=spec.model_dump(mode="json"), paths=paths,
-                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    logged = result["mlflow"]
+    assert "mlflow_error" not in logged, logged
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(logged["mlflow_tracking_uri"])
