@@ -72,7 +72,6 @@ def pipeline(
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
     """
-    import json
     import time
     from pathlib import Path
 
@@ -126,8 +125,7 @@ def pipeline(
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
     mdir = Path(model["path"])
-    ledger = (json.loads((mdir / "ledger.json").read_text())
-              if report["private"] and (mdir / "ledger.json").is_file() else None)
+    ledger = model.get("ledger") if report["private"] else None  # from the task's reference
     # The dataset's odometer: a cached release re-used here is recorded at no cost; the
     # reading after this run goes to the summary and MLflow.
     budget = account_after(ds, report, method, ledger) if report["private"] else {}

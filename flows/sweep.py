@@ -274,10 +274,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         rows.append(_row(p, model, ev, state))
         report = model.get("report") or {}
         if report.get("private"):  # a cached point re-used its release: recorded, no cost
-            ledger = Path(model["path"]) / "ledger.json"
-            account_after(ds, report, p.method,
-                          json.loads(ledger.read_text()) if ledger.is_file() else None,
-                          reading=False)
+            account_after(ds, report, p.method, model.get("ledger"), reading=False)
     best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]

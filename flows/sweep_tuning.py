@@ -125,7 +125,6 @@ class PrivateSelection:
             dict: ``rows`` (the released candidates' rows), ``best`` (their entries) and
             ``withheld`` (every other candidate's row, ``released: False``; curator only).
         """
-        from pathlib import Path
 
         from flows.sweep import _row
         from tasks.cached import intact as _intact
@@ -142,7 +141,7 @@ class PrivateSelection:
                     raise SelectionError(f"{point.config_id}: a candidate's artifacts "
                                          "changed before selection; nothing is released")
                 report = model.get("report") or {}
-                ledger = Ledger.load(Path(model["path"]) / "ledger.json")
+                ledger = Ledger.from_dict(model["ledger"])  # the train task's reference
                 try:
                     verify_candidate(plan, d, report, ledger)
                 except PrivacyError as e:

@@ -205,7 +205,7 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,
-            "aggregations": aggregations}
+            "ledger": ledger.to_dict(), "aggregations": aggregations}
 
 
 # --- the pipeline's staged runner (the catalogue's ``staged = "gap"``) ------------------

@@ -192,6 +192,7 @@ def progap_finish(dataset: DatasetRef, spec: ProgapSpec, z: float,
         gate.finish(report, ledger)  # names the run's release on its reservation
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report,
+            "ledger": ledger.to_dict(),
             "aggregations": {"path": str(out), "files": agg_files}}
 
 

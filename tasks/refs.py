@@ -42,14 +42,16 @@ class ArtifactRef(TypedDict):
 
 
 class ModelRef(ArtifactRef, total=False):
-    """A trained model (the ``train`` and ``gap_classifier`` tasks): the method's name, its
-    spec, the dataset's sha256, the privacy report (private methods) and, for GAP, the
-    private aggregations it predicts from."""
+    """A trained model (the ``train``, ``gap_classifier`` and ``progap_finish`` tasks): the
+    method's name, its spec, the dataset's sha256, the privacy report and the ledger of
+    privacy events (private methods' paths: flows read them here, never from the artifact
+    folder) and, for GAP, the private aggregations it predicts from."""
 
     method: str
     spec: dict[str, Any]
     dataset: str
     report: dict[str, Any]
+    ledger: dict[str, Any]
     aggregations: ArtifactRef
 
 

@@ -199,6 +199,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
                      "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
         ref["report"] = report
+        ref["ledger"] = fitted.ledger.to_dict()
     if aggregations is not None:
         ref["aggregations"] = {"path": str(out), "files": agg_files}
     return ref
