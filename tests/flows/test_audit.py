@@ -97,6 +97,6 @@ def test_cli_refuses_before_prefect(dataset: Path, args: list[str], needle: str)
 
 def test_cli_commands_match_the_registry() -> None:
     from dpgnn_core.methods.registry import METHODS
-    from flows.audit_cli import auditable
+    from flows.cli.audit import auditable
 
     assert set(auditable()) == {n for n, m in METHODS.items() if m.entry.canary is not None}

@@ -19,8 +19,8 @@ from dpgnn_core.audit.canaries import (
 )
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
-from flows import audit_cli
 from flows.cli import app
+from flows.cli import audit as audit_cli
 
 
 @pytest.fixture

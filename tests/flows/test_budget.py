@@ -195,7 +195,7 @@ def test_run_json_survives_an_infinite_odometer(capsys: pytest.CaptureFixture[st
     """Issue 26 §3: a dataset whose odometer reads ∞ (an insecure run) made every later
     `dpgnn run … --json` fail with "Out of range float values are not JSON compliant"."""
     from dpgnn_core.budget import BudgetStore
-    from flows.cli import _print_summary
+    from flows.cli.common import print_summary
     from tasks import budget as tb
 
     s = tb.store()
@@ -206,6 +206,6 @@ def test_run_json_survives_an_infinite_odometer(capsys: pytest.CaptureFixture[st
     assert isinstance(s, BudgetStore)
     reading = tb.odometer(sha, "node")
     assert reading["dataset_epsilon_spent"] == float("inf")
-    _print_summary({"method": "dp-mlp", **reading}, as_json=True)
+    print_summary({"method": "dp-mlp", **reading}, as_json=True)
     out = json.loads(capsys.readouterr().out)
     assert out["dataset_epsilon_spent"] == "inf" and out["dataset_epsilon_by_unit"]["node"] == "inf"

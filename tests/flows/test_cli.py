@@ -227,7 +227,7 @@ def test_run_method_help_lists_only_its_options() -> None:
 
 @pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
 def test_run_spec_from_a_file_with_overrides(tmp_path: Path, suffix: str) -> None:
-    from flows.run_cli import build_spec
+    from flows.cli.run import build_spec
 
     text = {".toml": 'epsilon = 2.0\nsteps = 40\nlayer_clips = "1,2,3"\nclipping = "layerwise"\n',
             ".yaml": "epsilon: 2.0\nsteps: 40\nlayer_clips: '1,2,3'\nclipping: layerwise\n",
@@ -260,7 +260,7 @@ def test_datasets_without_argument_finds_the_readme_location(
 def test_run_summary_prints_the_structure_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """`dpgnn run dp-gcn` prints the K, batch, steps and lr it used and what the rule read
     (issue 29); --json keeps them under ``structure_defaults``."""
-    from flows.cli import _print_summary
+    from flows.cli.common import print_summary
 
     chosen = {"max_degree": 1, "batch_size": 2033, "steps": 60, "lr": 0.02,
               "given": ["batch_size"], "rule": "level node_feature, structure public",
@@ -269,10 +269,10 @@ def test_run_summary_prints_the_structure_defaults(capsys: pytest.CaptureFixture
     summary = {"method": "dp-gcn", "dataset": "cora", "seed": 0, "private": False,
                "test_accuracy": 0.7, "val_accuracy": 0.7, "structure_defaults": chosen,
                "artifacts_dir": "a", "cache": {}}
-    _print_summary(summary, as_json=False)
+    print_summary(summary, as_json=False)
     line = [x for x in capsys.readouterr().out.splitlines() if "defaults" in x]
     assert line == ["  defaults   max_degree 1, batch_size 2033 (given), steps 60, lr 0.02 "
                     "[level node_feature, structure public; median degree 3, mean degree "
                     "3.9, N_train 2033]"]
-    _print_summary(summary, as_json=True)
+    print_summary(summary, as_json=True)
     assert json.loads(capsys.readouterr().out)["structure_defaults"] == chosen

@@ -124,7 +124,7 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
     command before it starts Prefect; processes of a live owner, of another home or without
     a token are left alone."""
     from flows import procs, reaper
-    from flows.cli import _use_server_if_running
+    from flows.cli.common import use_server_if_running
 
     home, other = tmp_path / "home", tmp_path / "other"
     home.mkdir()
@@ -146,7 +146,7 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
         monkeypatch.setenv("DPGNN_HOME", str(home))
         monkeypatch.delenv("DPGNN_OWNER", raising=False)
         monkeypatch.delenv("PREFECT_API_URL", raising=False)
-        _use_server_if_running()
+        use_server_if_running()
         time.sleep(0.2)
         ended = {name for name, p in cases.items() if p.poll() is not None}
         assert ended == {"orphan"}

@@ -196,7 +196,7 @@ def test_unexpected_error_is_one_line_with_a_log(tmp_path: Path,
     def boom(root: Path) -> list[object]:
         raise RuntimeError("boom in the datasets listing")
 
-    monkeypatch.setattr(flows.cli, "_find_datasets", boom)
+    monkeypatch.setattr(flows.cli, "find_datasets", boom)
     monkeypatch.setattr(sys, "argv", ["dpgnn", "--home", str(tmp_path / "h"), "datasets"])
     monkeypatch.delenv("DPGNN_VERBOSE", raising=False)
     with pytest.raises(SystemExit) as e:
@@ -215,7 +215,7 @@ def test_verbose_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyP
     def boom(root: Path) -> list[object]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(flows.cli, "_find_datasets", boom)
+    monkeypatch.setattr(flows.cli, "find_datasets", boom)
     monkeypatch.setattr(sys, "argv", ["dpgnn", "--verbose", "--home", str(tmp_path / "h"),
                                       "datasets"])
     monkeypatch.delenv("DPGNN_VERBOSE", raising=False)

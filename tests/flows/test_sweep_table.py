@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.sweep_cli import _print_table
+from flows.cli.sweep import _print_table
 
 LONG = {"batch_size": 16384, "hidden": 64, "hops": 2, "lr": 0.02, "max_degree": 100,
         "steps": 60}
@@ -29,7 +29,7 @@ def test_piped_table_is_markdown_sized_to_content(capsys: pytest.CaptureFixture[
 
 
 def test_markdown_table_escapes_pipes() -> None:
-    from flows.sweep_cli import markdown_table
+    from flows.cli.sweep import markdown_table
 
     lines = markdown_table(["a", "b"], [["x|y", "1"]])
     assert lines == ["| a    | b |", "|------|---|", "| x\\|y | 1 |"]

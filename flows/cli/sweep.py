@@ -44,7 +44,7 @@ def sweep_command(
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
-    from flows.cli import _err, _server_watched, _stdout_to_stderr, _use_server_if_running
+    from flows.cli.common import error, server_watched, stdout_to_stderr, use_server_if_running
 
     try:
         spec = load_sweep_spec(spec_file)
@@ -74,27 +74,27 @@ def sweep_command(
         notes = list(dict.fromkeys(n for p in pts
                                    for n in entry(p.spec.method).preflight(p.spec, manifest)))
     except (DpgnnError, OSError, ValueError) as e:
-        _err(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
+        error(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e
     for note in notes:
         typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
-    _use_server_if_running()
+    use_server_if_running()
     from flows.sweep import sweep, task_runner
 
     runner = task_runner(dask_address, workers)
     typer.echo(f"sweep {spec.name}: {len(pts)} points on "
                f"{dask_address or 'a local Dask cluster'}…", err=True)
-    with clilog.captured(project_dir()) as log, _stdout_to_stderr(), \
+    with clilog.captured(project_dir()) as log, stdout_to_stderr(), \
             clilog.workers_log_to(None if dask_address else log):
         try:
-            with _server_watched():
+            with server_watched():
                 result = sweep.with_options(task_runner=runner)(
                     sweep_spec=spec, refresh=refresh,
                     allow_non_private_release=allow_non_private_release,
                     tracking_uri=tracking_uri, experiment=experiment)
             paths, logged = result["paths"], result["mlflow"]
         except DpgnnError as e:
-            _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
+            error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
     refused = [r for r in result["rows"] if r.get("refused")]
     summary = {"name": spec.name, "points": len(result["rows"]), **paths,
@@ -130,11 +130,11 @@ def _refused_exit(refused: list[dict[str, Any]], points: int) -> None:
     and MLflow hold the others, and mark these."""
     if not refused:
         return
-    from flows.cli import _err
+    from flows.cli.common import error
 
     which = ", ".join(f"{r['method']} ε={r['epsilon']:g} seed {r['seed']}" for r in refused[:5])
     more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
-    _err(f"the privacy budget refused {len(refused)} of {points} points ({which}{more}), "
+    error(f"the privacy budget refused {len(refused)} of {points} points ({which}{more}), "
          f"nothing trained for them; the results hold the other points and mark these "
          f"refused. {refused[0]['refused']}")
     raise typer.Exit(1)

@@ -143,7 +143,7 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
     """The validated spec of method ``name`` from a file, ``--set`` pairs and options."""
     from dpgnn_core.methods.catalog import is_private, spec_types
     from dpgnn_core.specs import parse_spec
-    from flows.cli import _parse_kv
+    from flows.cli.common import parse_kv
 
     spec_type = spec_types()[name]
     merged: dict[str, Any] = {}
@@ -152,7 +152,7 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
         if merged.get("method", name) != name:
             raise ValueError(f"{config}: method = {merged['method']!r}, but the command "
                              f"runs {name}")
-    merged.update(_parse_kv(sets or []))
+    merged.update(parse_kv(sets or []))
     merged.update({k: v for k, v in options.items() if v is not None and v is not False})
     for field, value in list(merged.items()):
         if isinstance(value, str) and field in spec_type.model_fields and _tuple_field(
@@ -180,25 +180,25 @@ def build_spec(name: str, options: dict[str, Any], config: Path | None = None,
 def spec_from_options(name: str, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """A command's keyword arguments split into the run's own options (returned) and the
     method's, built into its validated spec; a bad spec is one ``error:`` line, exit 2."""
-    from flows.cli import _err
+    from flows.cli.common import error
 
     run_kwargs = {k: kwargs.pop(k) for k in _RUN_OPTIONS if k in kwargs}
     try:
         spec = build_spec(name, kwargs, run_kwargs.get("config"), run_kwargs.get("set_"),
                           bool(run_kwargs.get("non_private")))
     except (ValueError, OSError) as e:
-        _err(e)
+        error(e)
         raise typer.Exit(2) from e
     return spec, run_kwargs
 
 
 def _make_command(name: str, spec_type: Any) -> Any:
     def command(**kwargs: Any) -> None:
-        from flows.cli import _execute
+        from flows.cli.common import execute
 
         spec, run_kwargs = spec_from_options(name, kwargs)
         dataset: Path = run_kwargs["dataset"]
-        _execute(name, spec, dataset, tracking_uri=run_kwargs.get("tracking_uri"),
+        execute(name, spec, dataset, tracking_uri=run_kwargs.get("tracking_uri"),
                  experiment=run_kwargs.get("experiment", "dpgnn"),
                  refresh=bool(run_kwargs.get("refresh")),
                  as_json=bool(run_kwargs.get("as_json")),

@@ -61,10 +61,10 @@ def _audit_params() -> list[inspect.Parameter]:
 
 
 def _make_command(name: str, spec_type: Any) -> Any:
-    from flows.run_cli import _signature
+    from flows.cli.run import _signature
 
     def command(**kwargs: Any) -> None:
-        from flows.run_cli import spec_from_options
+        from flows.cli.run import spec_from_options
 
         audit_kw = {k: kwargs.pop(k) for k in _AUDIT_OPTIONS}
         spec, run_kw = spec_from_options(name, kwargs)
@@ -95,7 +95,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from flows import clilog
-    from flows.cli import _err, _stdout_to_stderr, _use_server_if_running
+    from flows.cli.common import error, stdout_to_stderr, use_server_if_running
 
     try:
         manifest_path = dataset / "manifest.json"
@@ -111,16 +111,16 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
 
             check_tracking_uri(tracking_uri)
     except (DpgnnError, OSError, ValueError) as e:
-        _err(" ".join(str(e).split()))
+        error(" ".join(str(e).split()))
         raise typer.Exit(2) from e
-    _use_server_if_running()
+    use_server_if_running()
     from flows.audit import audit
     from tasks.progress import status
 
     with clilog.captured(project_dir()) as log:
         try:
             with status(f"auditing {name} on {dataset} (Prefect flow)…"), \
-                    _stdout_to_stderr():
+                    stdout_to_stderr():
                 summary: dict[str, Any] = audit(
                     spec=spec, dataset=str(dataset.resolve()), canaries=canaries, runs=runs,
                     attack=attack, guess_fraction=guess_fraction, beta=beta,
@@ -128,7 +128,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                     experiment=experiment, refresh=refresh,
                     allow_non_private_release=allow_non_private_release)
         except DpgnnError as e:
-            _err(f"{e}" + (f" (details: {log})" if log.exists() else ""))
+            error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
     if as_json:
         print(json.dumps(summary, default=str, allow_nan=False))

@@ -24,7 +24,7 @@ POST_HOC = ("spent ε per unit is post hoc: the tightest sound ε of the fixed s
             "\"Privacy budget across runs\")")
 
 
-def _err(msg: str) -> None:
+def error(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
 
 
@@ -121,7 +121,7 @@ def set_(
         summary = store.summary(store.resolve(sha))
         over = [u for u, f in summary.filter.items() if not f.admits]
     except (DpgnnError, OSError, ValueError) as e:
-        _err(str(e))
+        error(str(e))
         raise typer.Exit(2) from e
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), default=str))
@@ -166,7 +166,7 @@ def show(
             out["plot"] = str(plots.budget_over_time(
                 series, caps, project_dir() / "budget" / "epsilon_over_time.png"))
     except (DpgnnError, OSError, ValueError) as e:
-        _err(str(e))
+        error(str(e))
         raise typer.Exit(2) from e
     if as_json:
         typer.echo(json.dumps(out, default=str))
@@ -194,12 +194,12 @@ def reset(
         bid = store.resolve(_dataset(dataset)[0])
         s = store.summary(bid)
     except (DpgnnError, OSError, ValueError) as e:
-        _err(str(e))
+        error(str(e))
         raise typer.Exit(2) from e
     spent = ", ".join(f"{u} ε = {_fmt(v.epsilon)}" for u, v in s.spent.items()) or "nothing"
     if not yes and not typer.confirm(f"reset the privacy odometer of {s.budget.name} "
                                      f"(spent: {spent})? Earlier releases stay public"):
-        _err("not reset")
+        error("not reset")
         raise typer.Exit(1)
     store.reset(bid, reason or "dpgnn budget reset")
     typer.echo(f"reset {s.budget.name}: it had spent {spent}; recorded in its log")
