@@ -28,7 +28,7 @@ from dpgnn_core import errors as _errors
 from dpgnn_core.io import write_json_atomic
 
 Relation = Literal["add_remove", "replace"]
-Level = Literal["edge", "node", "node_feature", "graph", "record"]
+Level = Literal["edge", "node", "node_feature", "k_neighbor", "graph", "record"]
 Sampling = Literal["none", "poisson", "fixed_size_without_replacement", "with_replacement",
                    "disjoint_partition"]
 SAMPLING_SCHEMES: tuple[str, ...] = ("none", "poisson", "fixed_size_without_replacement",
