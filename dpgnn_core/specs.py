@@ -604,7 +604,7 @@ class GraphClsSpec(PrivateSpec):
         return self
 
 
-class DpdgcSpec(PrivateSpec):
+class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     """DPDGC (Chien et al., 2023): adjacency encoder W on rows of A, one private one-hop
     aggregation A W, classifier on each node's features and its aggregation row
     (:mod:`dpgnn_core.methods.dpdgc`; derivations in docs/privacy.md, "DPDGC").
@@ -630,6 +630,8 @@ class DpdgcSpec(PrivateSpec):
         epochs (int): full-batch Adam epochs of the classifier at edge level and ∞.
             (default: 200)
         steps (int): DP-Adam steps of the classifier (node, k-neighbour). (default: 60)
+        batch_size (int): expected rows per DP-Adam step (Poisson rate m/N). (default:
+            min(16384, N): every row on all but very large graphs)
         lr (float): the classifier's learning rate. (default: 1e-2)
         budget_split (tuple): noise multipliers of adjacency encoder, aggregation and
             classifier relative to the common scale z the accountant solves for.

@@ -61,7 +61,7 @@ from dpgnn_core.methods._private import (
     guarantee_scope,
     save_model,
 )
-from dpgnn_core.methods.gap import MAX_NOISE, aggregation_matrix, clip_rows
+from dpgnn_core.methods.gap import MAX_NOISE, aggregation_matrix, clip_rows, row_normalise
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -385,10 +385,13 @@ def _gate(spec: DpdgcSpec, planned: Ledger, n_train: int) -> None:
 
 def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Tensor,
                           adj: Tensor, device: torch.device) -> tuple[Tensor, list[dict[str, float]]]:
-    """Stage 1: W ``[n, h]`` from zero, ``adj_steps`` (private) or ``adj_epochs``
+    """Stage 1: W ``[n, h]`` from random unit rows (from the seed: public), ``adj_steps`` (private) or ``adj_epochs``
     (∞) Adam steps on the noisy (private) or exact sum of clipped per-record gradients;
     rows projected to norm <= 1 after every step. Noise from a secret generator."""
-    w = torch.zeros(data.num_nodes, spec.adj_dim, device=device, requires_grad=True)
+    with seeded(spec.seed + 1, device):  # public initialisation: unit rows, data-free
+        w0 = torch.nn.functional.normalize(torch.randn(data.num_nodes, spec.adj_dim,
+                                                       device=device), dim=1)
+    w = w0.requires_grad_(True)
     head = random_head(spec.adj_dim, data.num_classes, spec.seed).to(device)
     y = torch.tensor(np.asarray(data.y), device=device)
     train = torch.from_numpy(data.mask("train")).to(device)
@@ -429,6 +432,12 @@ def aggregate(adj_t: Tensor, w: Tensor, spec: DpdgcSpec, z: float, directed: boo
     return h
 
 
+def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
+    """``[x_v, normalise(H_v)]``: the released rows scaled to unit norm (post-processing;
+    at node level their noise is orders of magnitude above the features' scale)."""
+    return torch.cat([x, row_normalise(h)], 1)
+
+
 def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
                    device: torch.device, on_step: OnStep | None
                    ) -> tuple[DpdgcClassifier, list[dict[str, float]]]:
@@ -437,7 +446,7 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
     k-neighbour)."""
     train = torch.from_numpy(data.mask("train")).to(device)
     y = torch.tensor(np.asarray(data.y), device=device)[train]
-    inputs = torch.cat([torch.tensor(data.x, device=device), h.to(device)], 1)[train]
+    inputs = classifier_inputs(torch.tensor(data.x, device=device), h.to(device))[train]
     rnd = Randomness.for_spec(spec)
     with seeded(spec.seed + 3, device):
         clf = DpdgcClassifier(data.num_features, spec.adj_dim, spec.hidden,
@@ -527,7 +536,7 @@ def evaluate_dpdgc(classifier: DpdgcClassifier, aggregations: Tensor, data: Grap
     if aggregations.dim() == 3:
         aggregations = aggregations[:, 0]
     with torch.no_grad():
-        xh = torch.cat([torch.tensor(data.x, device=dev), aggregations.to(dev)], 1)
+        xh = classifier_inputs(torch.tensor(data.x, device=dev), aggregations.to(dev))
         logits = clf(xh).cpu().numpy()
     return metrics_by_split(data, logits)
 
