@@ -176,7 +176,8 @@ def random_head(adj_dim: int, num_classes: int, seed: int) -> Tensor:
     g = torch.Generator().manual_seed(int(seed) + 7919)
     q, _ = torch.linalg.qr(torch.randn(max(adj_dim, num_classes), max(adj_dim, num_classes),
                                        generator=g))
-    return q[:adj_dim, :num_classes].contiguous()
+    out: Tensor = q[:adj_dim, :num_classes].contiguous()
+    return out
 
 
 def clipped_gradient_sum(adj_t: Tensor, adj: Tensor, w: Tensor, head: Tensor, y: Tensor,
@@ -386,10 +387,12 @@ def _gate(spec: DpdgcSpec, planned: Ledger, n_train: int) -> None:
 
 
 def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Tensor,
-                          adj: Tensor, device: torch.device) -> tuple[Tensor, list[dict[str, float]]]:
-    """Stage 1: W ``[n, h]`` from random unit rows (from the seed: public), ``adj_steps`` (private) or ``adj_epochs``
-    (∞) Adam steps on the noisy (private) or exact sum of clipped per-record gradients;
-    rows projected to norm <= 1 after every step. Noise from a secret generator."""
+                          adj: Tensor, device: torch.device
+                          ) -> tuple[Tensor, list[dict[str, float]]]:
+    """Stage 1: W ``[n, h]`` from random unit rows (from the seed: public), then
+    ``adj_steps`` (private) or ``adj_epochs`` (∞) Adam steps on the noisy (private) or exact
+    sum of per-record gradients (clipped when private); rows projected to norm <= 1 after
+    every step. Noise from a secret generator."""
     with seeded(spec.seed + 1, device):  # public initialisation: unit rows, data-free
         w0 = torch.nn.functional.normalize(torch.randn(data.num_nodes, spec.adj_dim,
                                                        device=device), dim=1)

@@ -308,6 +308,7 @@ def test_learns_and_reports_its_level(level: str, eps: float | None, adj_steps: 
     assert acc > least, acc
     assert h.shape == (DATA.num_nodes, 1, spec.adj_dim)
     assert float(clf.encoder.weight.norm(dim=1).max()) <= 1 + 1e-5  # released W in the ball
+    assert bool(ledger.events) == (eps is not None)
     if eps is not None:
         assert report["level"] == level and report["epsilon"] <= eps + 1e-9
         assert history[-1]["epsilon_spent"] == pytest.approx(report["epsilon"])
