@@ -53,7 +53,7 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.gap_degree import check_degree_bound
+from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods._private import (
     OnStep,
     check_node_task,
@@ -89,6 +89,31 @@ _NAMES = {"edge": "dpdgc-edp", "node": "dpdgc-ndp", "k_neighbor": "dpdgc-kndp",
           "none": "dpdgc-inf"}
 
 # --- sensitivities (pure math) ---------------------------------------------------------
+
+
+def check_degree(edge_index: np.ndarray, num_nodes: int, max_degree: int, *,
+                 directed: bool) -> None:
+    """DPDGC-NDP's refusal: every degree (in + out on a graph flagged directed) must be
+    within D. The message names D and the option only, never the observed maximum degree
+    (a private statistic: the refusal itself reveals one bit, "max degree <= D", listed
+    under ``unaccounted``; the maximum would reveal more). No edge is dropped.
+
+    Raises:
+        DataError: D is not an integer >= 1, or some degree exceeds it.
+    """
+    if int(max_degree) != max_degree or max_degree < 1:
+        raise DataError("degree bound D must be an integer >= 1", field="max_degree",
+                        value=max_degree)
+    if max_degree_for_pma(edge_index, num_nodes, directed=directed) > max_degree:
+        kind = "in + out degree" if directed else "degree"
+        raise DataError(
+            f"node-level DPDGC is claimed only for graphs whose every {kind} is at most "
+            f"D = {max_degree}, and this graph has a larger one; choose a larger "
+            "max_degree from public knowledge (the noise grows with D; the maximum degree "
+            "is not reported, it is private) or use dpdgc-kndp / dpdgc-edp. No edge is "
+            "dropped to enforce the bound (docs/privacy.md)", field="max_degree",
+            value=max_degree)
+
 
 
 def _bound(level: str, max_degree: int | None, k: int | None) -> int:
@@ -323,7 +348,7 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     directed = bool(data.directed)
     if spec.level == "node":
         assert spec.max_degree is not None
-        check_degree_bound(ei, data.num_nodes, spec.max_degree, directed=directed)
+        check_degree(ei, data.num_nodes, spec.max_degree, directed=directed)
     delta = _delta(spec, n_train)
     make = ledger_for(spec, n_train)
     report: dict[str, Any] = {

@@ -141,21 +141,22 @@ def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
 
 
 def dpdgc_degree(spec: DpdgcSpec, manifest: Mapping[str, Any]) -> None:
-    """DPDGC-NDP's degree bound, as GAP-NDP's (:func:`gap_degree`): the refusal training
-    would make, from the edge list, before anything starts.
+    """DPDGC-NDP's degree bound: the refusal training would make
+    (:func:`dpgnn_core.methods.dpdgc.check_degree`, naming D only), from the edge list,
+    before anything starts.
 
     Raises:
-        DataError: a degree above ``max_degree`` (naming the observed maximum).
+        DataError: a degree above ``max_degree``.
     """
     if spec.level != "node" or not manifest.get("path"):
         return
     from dpgnn_core.data.store import read_edges
-    from dpgnn_core.graph.gap_degree import check_degree_bound
+    from dpgnn_core.methods.dpdgc import check_degree
 
     assert spec.max_degree is not None  # the spec requires it at node level
     ei, _ = read_edges(manifest["path"])
-    check_degree_bound(ei, int(manifest["num_nodes"]), spec.max_degree,
-                       directed=bool(manifest.get("directed", False)))
+    check_degree(ei, int(manifest["num_nodes"]), spec.max_degree,
+                 directed=bool(manifest.get("directed", False)))
 
 
 #: A method family's own checks, by spec type.

@@ -5,14 +5,18 @@ exceeded), the degree refusal, the ledger of each level, and learning."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
+from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods import preflight
 from dpgnn_core.methods.dpdgc import (
     DEGREE_CHECK_NOTE,
@@ -285,14 +289,23 @@ def test_names_and_levels_agree() -> None:
         DpdgcSpec(method="dpdgc-inf", epsilon=1.0)
 
 
-def test_node_level_refuses_a_graph_beyond_the_degree_bound() -> None:
-    """Refused in training and in the preflight, naming D (and the observed maximum, as
-    GAP-NDP's check does), before anything trains."""
+def test_node_level_refuses_a_graph_beyond_the_degree_bound(tmp_path: Path) -> None:
+    """Refused in training and in the preflight (from the stored edge list), before
+    anything trains, naming D only: the observed maximum degree is private and never in
+    the message (GAP-NDP's check names it)."""
+    observed = max_degree_for_pma(np.asarray(DATA.edge_index), DATA.num_nodes,
+                                  directed=False)
     spec = DpdgcSpec(level="node", max_degree=5, epsilon=4.0, **FAST)
-    with pytest.raises(DataError, match="max_degree"):
+    with pytest.raises(DataError, match="D = 5") as err:
         train_dpdgc(DATA, spec)
-    checks = preflight.FAMILY_CHECKS[DpdgcSpec]
-    checks(spec.model_copy(update={"level": "edge"}), {"path": "/nonexistent"})  # edge: no read
+    assert str(observed) not in str(err.value) and err.value.value == 5
+    write_dataset(DATA, tmp_path / "ds")
+    manifest = {**json.loads((tmp_path / "ds" / "manifest.json").read_text()),
+                "path": str(tmp_path / "ds")}
+    with pytest.raises(DataError, match="D = 5") as err:
+        preflight.check(spec, manifest)
+    assert str(observed) not in str(err.value)
+    preflight.check(spec.model_copy(update={"max_degree": observed}), manifest)  # within
 
 
 @pytest.mark.filterwarnings("ignore:epsilon = 32")
