@@ -304,6 +304,9 @@ def ledger_for(spec: DpdgcSpec, num_train: int) -> Callable[[float], Ledger]:
     spec = spec.with_batch_size(num_train)
     rate = spec.batch / num_train
     level: Any = spec.level
+    # the k-neighbour unit depends on k: each event names it (a k = 1 guarantee says
+    # nothing at group size 1 about changes of k = 5 edges)
+    unit = f" (k-neighbour, k = {spec.k})" if spec.level == "k_neighbor" else ""
 
     def ledger(z: float) -> Ledger:
         out = Ledger()
@@ -312,13 +315,13 @@ def ledger_for(spec: DpdgcSpec, num_train: int) -> Callable[[float], Ledger]:
         if spec.adj_steps > 0:
             out = out.add(GaussianEvent(noise_multiplier=z * w_adj, count=spec.adj_steps,
                                         level=level, description="DPDGC adjacency encoder "
-                                        "(noisy full-batch gradient descent)"))
+                                        f"(noisy full-batch gradient descent){unit}"))
         out = out.add(GaussianEvent(noise_multiplier=z * w_agg, count=1, level=level,
-                                    description="DPDGC aggregation A W"))
+                                    description=f"DPDGC aggregation A W{unit}"))
         if spec.level in ("node", "k_neighbor"):
             out = out.add(PoissonGaussianEvent(noise_multiplier=z * w_cls, sampling_rate=rate,
                                                steps=spec.steps, level=level,
-                                               description="DPDGC classifier (DP-Adam)"),
+                                               description=f"DPDGC classifier (DP-Adam){unit}"),
                           sampler_scheme="poisson")
         if spec.level == "node":
             out = out.flag(DEGREE_CHECK_NOTE)

@@ -120,7 +120,7 @@ def test_registry_matches_the_catalogue_and_the_specs() -> None:
         assert {n for n, e in CATALOG.items() if e.spec == m.entry.spec} == set(
             get_args(m.spec_type.model_fields["method"].annotation))
         spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
-                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp")
+                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp", "dpdgc-ndp")
                               else {})})
         assert method_for(spec) is m and spec.method == name
 
