@@ -193,8 +193,12 @@ _DPDGC_LEVELS = {
 # canaries score the released aggregation against the released W; a node-level change is a
 # star (the hub with its edges); a k-neighbour change with k = 1 is one edge plus the
 # node's record: edge canaries realise its edge part (docs/privacy.md, "DPDGC").
+# The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
+# steps at node and k-neighbour level: the progress line counts those.
 _family({f"dpdgc-{s}": {"fixed": {"level": lvl}, "private": lvl != "none",
-                        "protection": desc} for s, (lvl, desc) in _DPDGC_LEVELS.items()},
+                        "protection": desc,
+                        "progress_unit": "epoch" if lvl in ("edge", "none") else "step"}
+         for s, (lvl, desc) in _DPDGC_LEVELS.items()},
         family="dpdgc", spec="DpdgcSpec", module="dpgnn_core.methods.dpdgc", task="node",
         run_tags=("adj_dim",), canary=("edge", "add/remove"),
         canary_by_level={"node": ("star", "add/remove")})
