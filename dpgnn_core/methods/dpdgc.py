@@ -74,6 +74,7 @@ from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import DpdgcSpec
+from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
@@ -527,7 +528,10 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
     h = aggregate(adj_t, w, spec, z, bool(data.directed))
     if _private(spec):
         release_gate.released()
-    clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
+    # A rerun of the task redraws the aggregation's noise: resuming a classifier trained on
+    # the earlier release would mix two releases the ledger counts once. No checkpoint.
+    with suspended():
+        clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
     enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim)
     enc.weight.copy_(w.cpu())
     clf = clf.cpu().attach_encoder(enc)

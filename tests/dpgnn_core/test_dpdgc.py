@@ -31,6 +31,7 @@ from dpgnn_core.methods.dpdgc import (
 )
 from dpgnn_core.methods.gap import aggregation_matrix, clip_rows
 from dpgnn_core.specs import DpdgcSpec
+from dpgnn_core.training.checkpoint import checkpointing
 
 Edges = set[tuple[int, int]]
 
@@ -326,3 +327,13 @@ def test_learns_and_reports_its_level(level: str, eps: float | None, adj_steps: 
         assert report["level"] == level and report["epsilon"] <= eps + 1e-9
         assert history[-1]["epsilon_spent"] == pytest.approx(report["epsilon"])
         assert report["randomness"].startswith("secret")
+
+
+def test_one_task_never_checkpoints_the_classifier(tmp_path: Path) -> None:
+    """A rerun redraws the aggregation's noise, so the classifier trained on the earlier
+    release is never saved for resumption (two releases, one counted)."""
+    spec = DpdgcSpec(level="k_neighbor", epsilon=8.0, steps=4, batch_size=32, hidden=8,
+                     adj_dim=4, device="cpu")
+    with checkpointing(tmp_path, every_seconds=0.0) as ckpt:  # would save after every step
+        train_dpdgc(DATA, spec)
+    assert not Path(ckpt.path).exists()
