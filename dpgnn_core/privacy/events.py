@@ -78,7 +78,9 @@ class PrivacyEvent:
 
     Attributes:
         level (str): what one neighbouring change touches: ``edge``, ``node``,
-            ``node_feature``, ``graph`` (one graph per record) or ``record`` (a row).
+            ``node_feature``, ``k_neighbor`` (one node's features and label and / or up
+            to k of its edges: DPDGC-kNDP; k is in the description), ``graph`` (one graph
+            per record) or ``record`` (a row).
         relation (str): ``add_remove`` or ``replace``.
         description (str): free text for the privacy report.
     """
