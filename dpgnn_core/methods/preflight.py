@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import DpgnnSpec, GapSpec, ProgapSpec, TrainSpec
+from dpgnn_core.specs import DpdgcSpec, DpgnnSpec, GapSpec, ProgapSpec, TrainSpec
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
@@ -262,11 +262,31 @@ def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
                        directed=bool(manifest.get("directed", False)))
 
 
+def dpdgc_degree(spec: DpdgcSpec, manifest: Mapping[str, Any]) -> None:
+    """DPDGC-NDP's degree bound: the refusal training would make
+    (:func:`dpgnn_core.methods.dpdgc.check_degree`, naming D only), from the edge list,
+    before anything starts.
+
+    Raises:
+        DataError: a degree above ``max_degree``.
+    """
+    if spec.level != "node" or not manifest.get("path"):
+        return
+    from dpgnn_core.data.store import read_edges
+    from dpgnn_core.methods.dpdgc import check_degree
+
+    assert spec.max_degree is not None  # the spec requires it at node level
+    ei, _ = read_edges(manifest["path"])
+    check_degree(ei, int(manifest["num_nodes"]), spec.max_degree,
+                 directed=bool(manifest.get("directed", False)))
+
+
 #: A method family's own checks, by spec type.
 FAMILY_CHECKS: dict[type, Callable[[Any, Mapping[str, Any]], None]] = {
     DpgnnSpec: dpgnn_level,
     GapSpec: gap_degree,
     ProgapSpec: gap_degree,
+    DpdgcSpec: dpdgc_degree,
 }
 
 

@@ -28,7 +28,7 @@ from dpgnn_core import errors as _errors
 from dpgnn_core.io import write_json_atomic
 
 Relation = Literal["add_remove", "replace"]
-Level = Literal["edge", "node", "node_feature", "graph", "record"]
+Level = Literal["edge", "node", "node_feature", "k_neighbor", "graph", "record"]
 Sampling = Literal["none", "poisson", "fixed_size_without_replacement", "with_replacement",
                    "disjoint_partition"]
 SAMPLING_SCHEMES: tuple[str, ...] = ("none", "poisson", "fixed_size_without_replacement",
@@ -78,7 +78,9 @@ class PrivacyEvent:
 
     Attributes:
         level (str): what one neighbouring change touches: ``edge``, ``node``,
-            ``node_feature``, ``graph`` (one graph per record) or ``record`` (a row).
+            ``node_feature``, ``k_neighbor`` (one node's features and label and / or up
+            to k of its edges: DPDGC-kNDP; k is in the description), ``graph`` (one graph
+            per record) or ``record`` (a row).
         relation (str): ``add_remove`` or ``replace``.
         description (str): free text for the privacy report.
     """

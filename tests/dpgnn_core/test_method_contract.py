@@ -33,6 +33,8 @@ TINY_OPTIONS: dict[str, dict[str, Any]] = {
     "gap": {"steps": 3, "epochs": 3, "batch_size": 16, "hidden": 8, "encoder_dim": 4},
     "progap": {"steps": 3, "epochs": 3, "batch_size": 16, "hidden": 4, "stages": 2},
     "graph-cls": {"steps": 3, "batch_size": 8, "hidden": 8},
+    "dpdgc": {"steps": 3, "epochs": 3, "adj_epochs": 3, "batch_size": 16, "hidden": 8,
+              "adj_dim": 4},
 }
 
 
@@ -42,7 +44,7 @@ def _spec(name: str) -> Any:
     opts: dict[str, Any] = {**TINY_OPTIONS.get(m.family, {"steps": 3}), "device": "cpu"}
     if m.private:
         opts["epsilon"] = 4.0
-    if name in ("gap-ndp", "progap-ndp"):
+    if name in ("gap-ndp", "progap-ndp", "dpdgc-ndp"):
         opts["max_degree"] = max_degree_for_pma(NODES.edge_index, NODES.num_nodes,
                                                 directed=NODES.directed)
     if name.startswith("drw-r"):
@@ -129,7 +131,7 @@ def test_registry_matches_the_catalogue_and_the_specs() -> None:
         assert {n for n, e in CATALOG.items() if e.spec == m.entry.spec} == set(
             get_args(m.spec_type.model_fields["method"].annotation))
         spec = parse_spec({"method": name, **({"epsilon": 1.0} if m.private else {}),
-                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp")
+                           **({"max_degree": 5} if name in ("gap-ndp", "progap-ndp", "dpdgc-ndp")
                               else {})})
         assert method_for(spec) is m and spec.method == name
 

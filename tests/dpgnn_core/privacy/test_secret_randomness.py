@@ -21,9 +21,9 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.synthetic import csbm, er_graphs
-from dpgnn_core.methods import dp_gnn, dp_mlp, drw, graph_cls, progap
+from dpgnn_core.methods import dp_gnn, dp_mlp, dpdgc, drw, graph_cls, progap
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.specs import DpgnnSpec, DpMlpSpec, DrwSpec, GraphClsSpec, ProgapSpec
+from dpgnn_core.specs import DpdgcSpec, DpgnnSpec, DpMlpSpec, DrwSpec, GraphClsSpec, ProgapSpec
 
 NODES = csbm(num_nodes=400, avg_degree=6, feature_dim=8, seed=7)
 GRAPHS = er_graphs(num_graphs=120, split=(80, 20, 20), seed=7)
@@ -43,6 +43,13 @@ def _neighbour(data: GraphData) -> GraphData:
 
 
 Fit = Callable[..., Any]
+
+
+def _dpdgc(data: GraphData, spec: DpdgcSpec) -> Any:
+    """DPDGC's release (W, attached to the classifier, and the classifier) and report."""
+    model, _, _, report, _ = dpdgc.train_dpdgc(data, spec)
+    return dataclasses.make_dataclass("R", ["model", "report"])(model, report)
+
 METHODS: dict[str, tuple[Fit, Fit, type, GraphData, dict[str, Any]]] = {
     "dp-gnn": (dp_gnn.train_dpgnn, dp_gnn.save_dpgnn, DpgnnSpec, NODES,
                {"steps": 5, "batch_size": 32, "hidden": 8, "max_degree": 3}),
@@ -53,6 +60,9 @@ METHODS: dict[str, tuple[Fit, Fit, type, GraphData, dict[str, Any]]] = {
     "progap": (progap.train_progap, progap.save_progap, ProgapSpec, NODES,
                {"level": "node", "max_degree": 40, "stages": 1, "steps": 3, "batch_size": 32,
                 "hidden": 8}),
+    "dpdgc": (_dpdgc, dpdgc.save_dpdgc, DpdgcSpec, NODES,
+              {"level": "node", "max_degree": 40, "adj_steps": 2, "steps": 3,
+               "batch_size": 32, "hidden": 8, "adj_dim": 4}),
     "dp-graph": (graph_cls.train_graph_classifier, graph_cls.save_graph_classifier,
                  GraphClsSpec, GRAPHS, {"steps": 3, "batch_size": 16, "hidden": 8}),
 }
@@ -86,7 +96,7 @@ def test_seed_attack_fails_with_secret_randomness(name: str, tmp_path: Path) -> 
     assert report["randomness"].startswith("secret")
 
 
-@pytest.mark.parametrize("name", ["dp-gnn", "dp-mlp", "progap"])
+@pytest.mark.parametrize("name", ["dp-gnn", "dp-mlp", "progap", "dpdgc"])
 def test_seed_attack_succeeds_with_the_insecure_flag(name: str, tmp_path: Path) -> None:
     on_d, on_neighbour, report = _attack(name, tmp_path, insecure=True)
     assert on_d == 0 and on_neighbour > 0  # the membership test the flag makes possible
