@@ -73,6 +73,14 @@ def source_unit(level: str, relation: str) -> tuple[str, int]:
     """
     if level == "node":
         return ("node" if relation == "add_remove" else "node_row"), 1
+    if level == "k_neighbor":
+        # DPDGC's k-neighbour relation (one node's record and/or up to k >= 1 of its
+        # edges, added or removed) contains every edge neighbour: its guarantee is read as
+        # an edge guarantee at group size 1. Conservative: the odometer keeps no
+        # k-neighbour unit (the events do not carry k as a field, and releases at
+        # different k do not compose at one k) and drops the node-feature bound it also
+        # gives at group size 2 (docs/privacy.md, "DPDGC's composition").
+        return "edge", (1 if relation == "add_remove" else 0)
     if level not in CANONICAL:
         raise PrivacyError(f"unknown protection level {level!r}; known: {UNITS}")
     if relation == CANONICAL[level]:

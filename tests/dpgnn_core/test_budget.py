@@ -455,3 +455,24 @@ def test_refusal_of_an_unbounded_release_names_no_remaining_epsilon(tmp_path: Pa
                   method="m", run_id="b", delta=DELTA, epsilon=math.inf)
     msg = str(err.value)
     assert "requests ε = inf" in msg and "insecure" in msg and "remaining ε" not in msg
+
+
+def test_k_neighbor_release_counts_as_an_edge_release(tmp_path: Path) -> None:
+    """DPDGC-KNDP's events (level k_neighbor) are read as edge-level guarantees at group
+    size 1 (every edge neighbour is a k-neighbour neighbour): they compose into the edge
+    unit, an edge budget refuses them once spent, and they bound nothing about nodes."""
+    from dpgnn_core.privacy.odometer import group_size, source_unit
+
+    assert source_unit("k_neighbor", "add_remove") == ("edge", 1)
+    assert group_size("k_neighbor", "add_remove", "node") == 0
+    kn = Ledger().add(GaussianEvent(noise_multiplier=3.0, level="k_neighbor"))
+    both = compose([Charge(kn), Charge(_gauss(1.0, level="edge"))], DELTA)
+    one = compose([Charge(_gauss(1.0, level="edge"))], DELTA)
+    assert one["edge"].epsilon < both["edge"].epsilon < math.inf  # it counts there
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=4.0, delta=DELTA)
+    with pytest.raises(BudgetExceeded):
+        for n in range(50):
+            s.mark_spent(s.reserve(SHA, "toy", None, Charge(kn), method="dpdgc-kndp",
+                                   run_id=f"k{n}", delta=DELTA, epsilon=None))
+    assert n >= 1
