@@ -24,25 +24,27 @@ A reservation that is still ``reserved`` counts as spent, so an in-flight run is
 forgotten; a run that fails before its first release gives it back (``released-unused``).
 Derivations: docs/privacy.md, "Privacy budget across runs".
 
-Imports only the standard library, numpy and :mod:`dpgnn_core.privacy` (no Prefect).
+The records the store hands back and their reporting (:class:`Budget`, :class:`Record`,
+:class:`Summary`, :class:`BudgetExceeded`) live in :mod:`dpgnn_core.budget_report`
+(re-exported here). Imports only the standard library, numpy and :mod:`dpgnn_core.privacy`
+(no Prefect).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dpgnn_core.budget_report import Budget, BudgetExceeded, Record, Summary
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.odometer import (
@@ -66,43 +68,6 @@ from dpgnn_core.privacy.odometer import (
 #: (recorded, outside every finite guarantee: tasks.budget.admit_non_private).
 STATUSES = ("reserved", "spent", "released-unused", "reuse", "non-private")
 COUNTED = ("reserved", "spent")
-
-
-class BudgetExceeded(PrivacyError):
-    """A run's release does not fit a dataset's budget.
-
-    Attributes:
-        dataset (str): the dataset (name and sha256 prefix).
-        unit (str): the protection unit whose budget it would exceed.
-        spent (float), requested (float), cumulative (float), budget (float),
-        delta (float): post hoc ε spent so far, this release's own ε, ε after it, the
-            budget's ε, all at the budget's ``delta``.
-        reason (str): why, when the post hoc figure alone does not say it (the filter
-            refuses, or the release bounds nothing about the unit). (default: ``""``)
-    """
-
-    def __init__(self, dataset: str, unit: str, spent: float, requested: float,
-                 cumulative: float, budget: float, delta: float, reason: str = "") -> None:
-        self.dataset, self.unit = dataset, unit
-        self.spent, self.requested, self.cumulative = spent, requested, cumulative
-        self.budget, self.delta, self.reason = budget, delta, reason
-        head = (f"privacy budget of dataset {dataset} exceeded for unit {unit} "
-                f"({UNIT_WORDS.get(unit, unit)}): ")
-        if cumulative > budget or not reason:
-            msg = (f"spent ε = {spent:.4g}, this run requests ε = {requested:.4g} "
-                   f"(cumulative {cumulative:.4g} > budget {budget:.4g} at δ = {delta:.3g})"
-                   + (f"; remaining ε = {max(budget - spent, 0.0):.4g}"
-                      if math.isfinite(spent) and math.isfinite(requested) else "")
-                   + (f"; {reason}" if reason else ""))
-        else:
-            msg = (f"spent ε = {spent:.4g} (post hoc), this run requests ε = "
-                   f"{requested:.4g} (post hoc cumulative {cumulative:.4g} ≤ budget "
-                   f"{budget:.4g} at δ = {delta:.3g}), but {reason}")
-        super().__init__(head + msg + ". Nothing was trained. See `dpgnn budget show`.")
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable: Dask sends it back from workers
-        return (type(self), (self.dataset, self.unit, self.spent, self.requested,
-                             self.cumulative, self.budget, self.delta, self.reason))
 
 
 # --- the store ---------------------------------------------------------------------------
@@ -139,89 +104,6 @@ def owner() -> str:
     """``host:pid`` of this process (who holds a reservation)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
-
-@dataclass(frozen=True)
-class Budget:
-    """A dataset's budget (``epsilon`` None: none set; the odometer still records)."""
-
-    budget_id: str
-    name: str
-    epsilon: float | None
-    delta: float | None
-    epoch: int
-    filter: Filter | None = None  # registered at `budget set`
-
-
-@dataclass(frozen=True)
-class Record:
-    """One row of the odometer."""
-
-    id: int
-    dataset_sha256: str
-    created: str
-    status: str
-    method: str
-    run_id: str
-    release_id: str | None
-    charge: Charge
-    delta: float | None
-    epsilon: float | None  # the release's own ε as its run reported it
-    note: str
-    epoch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        c = self.charge
-        return {"id": self.id, "dataset_sha256": self.dataset_sha256,
-                "created": self.created, "status": self.status, "method": self.method,
-                "run_id": self.run_id, "release_id": self.release_id,
-                "units": sorted(c.units()), "epsilon": self.epsilon, "delta": self.delta,
-                "ledger": c.ledger.to_dict() if c.ledger is not None else None,
-                "fixed": list(c.fixed) if c.fixed is not None else None,
-                "rdp_curve": c.curve.to_dict() if c.curve is not None else None,
-                "note": self.note, "epoch": self.epoch}
-
-
-@dataclass
-class Summary:
-    """What ``dpgnn budget show`` prints for one dataset."""
-
-    budget: Budget
-    datasets: list[dict[str, Any]]
-    delta: float | None
-    spent: dict[str, UnitSpent]
-    records: list[Record]
-    log: list[dict[str, Any]] = field(default_factory=list)
-    filter: dict[str, FilterState] = field(default_factory=dict)
-
-    def remaining(self, unit: str) -> float | None:
-        """Budget ε minus the post hoc ε spent (what the filter admits can be less)."""
-        if self.budget.epsilon is None or unit not in self.spent:
-            return self.budget.epsilon
-        return max(self.budget.epsilon - self.spent[unit].epsilon, 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        b = self.budget
-        return {"dataset": b.name, "budget_id": b.budget_id,
-                "budget": ({"epsilon": b.epsilon, "delta": b.delta}
-                           if b.epsilon is not None else None),
-                "delta": self.delta, "versions": self.datasets,
-                "spent": {u: {"epsilon": _finite(s.epsilon), "delta": s.delta,
-                              "relations": list(s.relations), "composition": s.method,
-                              "post_hoc": True, "unbounded_by": list(s.unbounded),
-                              "remaining": _finite(self.remaining(u))}
-                          for u, s in self.spent.items()},
-                "filter": (None if b.filter is None else {
-                    **b.filter.to_dict(), "description": b.filter.describe(),
-                    "units": {u: {"admits_more": f.admits, "used": _finite(f.fits),
-                                  "used_by_order": [_finite(x) for x in f.used],
-                                  "gdp_used": _finite(f.gdp), "note": f.note}
-                              for u, f in self.filter.items()}}),
-                "records": [r.to_dict() for r in self.records], "log": self.log}
-
-
-def _finite(x: float | None) -> float | str | None:
-    """JSON has no ∞: written as the string ``"inf"``."""
-    return "inf" if x is not None and math.isinf(x) else x
 
 
 class BudgetStore:

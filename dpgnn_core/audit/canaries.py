@@ -43,14 +43,19 @@ The number of guesses is fixed before any score is seen: the k lowest scores are
 "in", the k highest "out", with k = ``round(guess_fraction · m / 2)``; r = 2k. The
 inclusion bits come from :mod:`secrets` (never from the spec's seed) unless the caller
 passes a generator.
+
+Each kind lives in a module of its own (:mod:`.node_canaries`, :mod:`.edge_canaries`,
+:mod:`.star_canaries`, :mod:`.node_edge_canaries`, :mod:`.graph_canaries`) and gives one
+row of :data:`CANARY_KINDS`, the (insert, score) table :func:`insert_canaries` and
+:func:`score_canaries` read; the record and its secret bits are in :mod:`.canary_record`.
+This module keeps the audit itself and re-exports the kinds' public names.
 """
 
 from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -58,13 +63,31 @@ import numpy.typing as npt
 import torch
 
 from dpgnn_core.audit.bounds import DEFAULT_BETA, AuditBound, one_run_audit
+from dpgnn_core.audit.canary_record import (
+    Canaries,
+    CanaryKind,
+    Kind,
+    Relation,
+    secret_generator,
+)
 from dpgnn_core.audit.defaults import DEFAULT_GUESS_FRACTION, DEFAULT_SCALE
-from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN, GraphData
+from dpgnn_core.audit.edge_canaries import (
+    EDGE,
+    insert_edge_canaries,
+    released_encodings,
+    score_edge_canaries,
+    score_edge_canaries_reproduced_noise,
+)
+from dpgnn_core.audit.graph_canaries import DEFAULT_NODES, GRAPH, check_spec
+from dpgnn_core.audit.node_canaries import NODE, insert_node_canaries, score_node_canaries
+from dpgnn_core.audit.node_edge_canaries import (
+    NODE_EDGES,
+    insert_node_edge_canaries,
+    score_node_edge_canaries,
+)
+from dpgnn_core.audit.star_canaries import STAR, insert_star_canaries, score_star_canaries
+from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-
-Relation = Literal["add/remove", "replace-one"]
-Kind = Literal["node", "edge", "star", "node-edges", "graph"]
-
 
 THREAT_MODELS: dict[str, str] = {
     "graph": "black-box: the final model's cross-entropy loss of each canary graph's label "
@@ -87,393 +110,9 @@ THREAT_MODELS: dict[str, str] = {
             "against the hub's X(0), with the released encoder (higher = member)",
 }
 
-
-def secret_generator() -> np.random.Generator:
-    """A numpy generator seeded with 128 bits from the operating system's CSPRNG: the
-    canaries' inclusion bits must not be derivable from anything the run stores."""
-    return np.random.default_rng(secrets.randbits(128))
-
-
-@dataclass(frozen=True)
-class Canaries:
-    """The canaries of one audit: what the auditor keeps (the trainer sees ``data`` only).
-
-    Attributes:
-        kind (str): ``"node"`` or ``"edge"``.
-        relation (str): ``"add/remove"`` or ``"replace-one"``.
-        included (np.ndarray): bool ``[m]``, the secret inclusion bits.
-        features (np.ndarray): node canaries: float32 ``[m, d']``, each canary's features
-            in the audited feature space (d' = d + m); edge canaries: ``[0, 0]``.
-        labels (np.ndarray): node canaries: int64 ``[m]``; edge canaries: empty.
-        pairs (np.ndarray): edge canaries: int64 ``[m, 2]``, the endpoints (node ids of the
-            audited data); node canaries: ``[0, 2]``.
-        node_ids (np.ndarray): node canaries: int64 ``[m]``, the canary's node in the
-            training data, -1 when it is not a node there (excluded under add/remove).
-
-    Graph canaries (``kind="graph"``) use the same fields for a graph each:
-    ``features`` is the row every node of the canary carries, ``labels`` the graph labels,
-    ``pairs`` the canary graph's local edges, ``node_ids`` its graph id in the training
-    data (see :mod:`~dpgnn_core.audit.graph_canaries`).
-    """
-
-    kind: Kind
-    relation: Relation
-    included: npt.NDArray[np.bool_]
-    features: npt.NDArray[np.float32] = field(
-        default_factory=lambda: np.zeros((0, 0), np.float32))
-    labels: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    pairs: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), np.int64))
-    node_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    leaves: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), np.int64))
-
-    @property
-    def m(self) -> int:
-        return int(self.included.shape[0])
-
-    def save(self, path: str | Path) -> None:
-        """Write the record to ``path`` (``.npz``), atomically: it is the auditor's, kept
-        beside the audited dataset so the score step can read the bits after guessing."""
-        from dpgnn_core.io import atomic_file
-
-        arrays = {f.name: np.asarray(getattr(self, f.name)) for f in fields(self)}
-        with atomic_file(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
-
-    @classmethod
-    def load(cls, path: str | Path) -> Canaries:
-        """Read a record written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        return cls(kind=str(arrays.pop("kind")), relation=str(arrays.pop("relation")),  # type: ignore[arg-type]
-                   **arrays)
-
-
-def _draw_bits(m: int, rng: np.random.Generator,
-               included: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.bool_]:
-    """Each canary in with probability 1/2, or the caller's bits (a multi-run audit builds
-    the same canary once in and once out). The draw is made either way, so the rest of the
-    canary (labels, copied nodes) is the same for both."""
-    bits = np.asarray(rng.random(m) < 0.5)
-    if included is None:
-        return bits
-    forced = np.asarray(included, dtype=bool)
-    if forced.shape != (m,):
-        raise DataError("included must hold one bit per canary", field="included",
-                        value=list(forced.shape))
-    return forced
-
-
-def _check_node_data(data: GraphData, m: int) -> None:
-    if data.task != "node" or data.multi_label:
-        raise DataError("canaries are inserted into single-label node data", field="task",
-                        value=data.task)
-    if m < 1:
-        raise DataError("an audit needs at least one canary", field="m", value=m)
-
-
-def insert_node_canaries(data: GraphData, m: int, *, relation: Relation = "add/remove",
-                         scale: float = DEFAULT_SCALE,
-                         rng: np.random.Generator | None = None,
-                         included: npt.NDArray[np.bool_] | None = None
-                         ) -> tuple[GraphData, Canaries]:
-    """Add m node canaries (see the module docstring): m extra feature columns, one per
-    canary, and the included canaries as isolated training nodes.
-
-    Args:
-        data (GraphData): single-label node data.
-        m (int): canaries.
-        relation (str, optional): ``"add/remove"``: an excluded canary is not a node of the
-            result; ``"replace-one"``: its slot is a training node with all-zero features
-            and the canary's label. (default: ``"add/remove"``)
-        scale (float, optional): value of a canary's own feature column.
-            (default: :obj:`10.0`)
-        rng (np.random.Generator, optional): source of the bits and labels; a fresh
-            CSPRNG-seeded one by default (:func:`secret_generator`). (default: :obj:`None`)
-        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones
-            (the multi-run audit). (default: :obj:`None`)
-
-    Returns:
-        (GraphData, Canaries): the training data and the auditor's record.
-    """
-    _check_node_data(data, m)
-    rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng, included)
-    labels = rng.integers(0, data.num_classes, size=m, dtype=np.int64)
-    n, d = data.num_nodes, data.num_features
-    features = np.zeros((m, d + m), dtype=np.float32)
-    features[np.arange(m), d + np.arange(m)] = np.float32(scale)
-    if relation == "add/remove":
-        slots = np.flatnonzero(included)
-        rows = features[slots]
-    elif relation == "replace-one":
-        slots = np.arange(m)
-        rows = np.where(included[:, None], features, np.float32(0.0))
-    else:
-        raise DataError("unknown neighbouring relation", field="relation", value=relation)
-    x = np.concatenate([np.concatenate([data.x, np.zeros((n, m), np.float32)], 1), rows])
-    node_ids = np.full(m, -1, dtype=np.int64)
-    node_ids[slots] = n + np.arange(slots.shape[0])
-    out = replace(data, x=np.ascontiguousarray(x, dtype=np.float32),
-                  y=np.concatenate([np.asarray(data.y, np.int64), labels[slots]]),
-                  split=np.concatenate([data.split, np.full(slots.shape[0], TRAIN, np.int8)]),
-                  meta={**data.meta, "audit": {"canaries": "node", "m": m,
-                                               "relation": relation}})
-    return out, Canaries(kind="node", relation=relation, included=included,
-                         features=features, labels=labels, node_ids=node_ids)
-
-
-def insert_edge_canaries(data: GraphData, m: int, *, rng: np.random.Generator | None = None,
-                         included: npt.NDArray[np.bool_] | None = None
-                         ) -> tuple[GraphData, Canaries]:
-    """Add m edge canaries (see the module docstring): 2m fresh ``unused`` nodes with the
-    features and labels of random real nodes, and the included pairs' undirected edges.
-
-    Args:
-        data (GraphData): single-label node data.
-        m (int): canaries.
-        rng (np.random.Generator, optional): source of the bits and the copied nodes; a
-            fresh CSPRNG-seeded one by default. (default: :obj:`None`)
-        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones.
-            (default: :obj:`None`)
-
-    Returns:
-        (GraphData, Canaries): the training data and the auditor's record.
-    """
-    _check_node_data(data, m)
-    rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng, included)
-    n = data.num_nodes
-    src = rng.integers(0, n, size=2 * m)
-    pairs = (n + np.arange(2 * m, dtype=np.int64)).reshape(m, 2)
-    u, v = pairs[included, 0], pairs[included, 1]
-    new_edges = np.stack([np.concatenate([u, v]), np.concatenate([v, u])])
-    unused = SPLIT_NAMES.index("unused")
-    out = replace(data, x=np.concatenate([data.x, data.x[src]]).astype(np.float32),
-                  y=np.concatenate([np.asarray(data.y, np.int64),
-                                    np.asarray(data.y, np.int64)[src]]),
-                  split=np.concatenate([data.split, np.full(2 * m, unused, np.int8)]),
-                  edge_index=np.ascontiguousarray(
-                      np.concatenate([data.edge_index, new_edges], 1), dtype=np.int64),
-                  meta={**data.meta, "audit": {"canaries": "edge", "m": m}})
-    return out, Canaries(kind="edge", relation="add/remove", included=included, pairs=pairs)
-
-
-def insert_node_edge_canaries(data: GraphData, m: int, leaves: int = 4, *,
-                              scale: float = DEFAULT_SCALE,
-                              rng: np.random.Generator | None = None,
-                              included: npt.NDArray[np.bool_] | None = None
-                              ) -> tuple[GraphData, Canaries]:
-    """DP-GNN's ``node`` level on a directed graph (replace-one of a node's features, label
-    and out-edge row): m replace-one node canaries (:func:`insert_node_canaries`), each
-    with an out-edge row to ``leaves`` fresh training nodes of its own (all-zero features,
-    the canary's label). An included canary has its Dirac features and its out-edges, so
-    its message reaches its leaves' subgraphs; an excluded slot is the blank record with
-    an empty row. The leaves are training nodes whatever the bits (N is fixed, as
-    replace-one requires).
-
-    Raises:
-        DataError: an undirected graph (DP-GNN refuses ``node`` level there).
-    """
-    if not data.directed:
-        raise DataError("node-with-edges canaries audit DP-GNN's node level, which holds on "
-                        "directed graphs only", field="directed", value=False)
-    if int(leaves) != leaves or leaves < 1:
-        raise DataError("a node-with-edges canary needs at least one leaf", field="leaves",
-                        value=leaves)
-    base, can = insert_node_canaries(data, m, relation="replace-one", scale=scale, rng=rng,
-                                     included=included)
-    n1, width = base.num_nodes, base.num_features
-    lv = (n1 + np.arange(m * leaves, dtype=np.int64)).reshape(m, leaves)
-    src = np.repeat(can.node_ids[can.included], leaves)
-    dst = lv[can.included].reshape(-1)
-    out = replace(base, x=np.concatenate([base.x, np.zeros((m * leaves, width), np.float32)]),
-                  y=np.concatenate([base.y, np.repeat(can.labels, leaves)]),
-                  split=np.concatenate([base.split, np.full(m * leaves, TRAIN, np.int8)]),
-                  edge_index=np.ascontiguousarray(np.concatenate(
-                      [base.edge_index, np.stack([src, dst])], 1), dtype=np.int64),
-                  meta={**base.meta, "audit": {"canaries": "node-edges", "m": m,
-                                               "leaves": int(leaves)}})
-    return out, replace(can, kind="node-edges", leaves=lv)
-
-
-def insert_star_canaries(data: GraphData, m: int, degree: int, *,
-                         rng: np.random.Generator | None = None,
-                         included: npt.NDArray[np.bool_] | None = None
-                         ) -> tuple[GraphData, Canaries]:
-    """Add m *node-with-edges* canaries (GAP-NDP's unit: a node with its edges): canary i
-    is a hub node h_i joined by undirected edges to ``degree`` leaves, included with
-    probability 1/2. Every leaf of a hub copies the features and label of one random real
-    node, so their encodings are aligned: the hub's first aggregation is then ``degree``
-    times one unit row, the largest own-row change a node of degree D can make (the D² term
-    of :func:`~dpgnn_core.methods.gap.sensitivity`), and each leaf's aggregation is the
-    hub's encoding (the D term). Hubs and leaves are fresh nodes in the ``unused`` split,
-    so the encoder and classifier train on the same rows whatever the bits.
-
-    An excluded hub stays a node, isolated (no edges): PMA's derivation compares a node
-    with its edges to the node made isolated (its aggregation row then 0 + noise), and an
-    isolated ``unused`` node reaches nothing else of the release, so its row is
-    data-independent noise appended to the release of the graph without the hub.
-
-    Args:
-        data (GraphData): single-label node data.
-        m (int): canaries.
-        degree (int): D, each hub's degree (at most the method's degree bound).
-        rng (np.random.Generator, optional): source of the bits and the copied nodes; a
-            fresh CSPRNG-seeded one by default. (default: :obj:`None`)
-        included (np.ndarray, optional): bool ``[m]``, bits to use instead of drawn ones.
-            (default: :obj:`None`)
-
-    Returns:
-        (GraphData, Canaries): the training data and the auditor's record (``node_ids``:
-        the hubs, ``leaves``: ``[m, degree]``).
-    """
-    _check_node_data(data, m)
-    if int(degree) != degree or degree < 1:
-        raise DataError("a star canary needs a degree >= 1", field="degree", value=degree)
-    rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng, included)
-    n, d = data.num_nodes, int(degree)
-    hub_src = rng.integers(0, n, size=m)
-    leaf_src = rng.integers(0, n, size=m)
-    hubs = n + np.arange(m, dtype=np.int64)
-    leaves = (n + m + np.arange(m * d, dtype=np.int64)).reshape(m, d)
-    src = np.concatenate([hub_src, np.repeat(leaf_src, d)])
-    h = np.repeat(hubs[included], d)
-    lv = leaves[included].reshape(-1)
-    new_edges = np.stack([np.concatenate([h, lv]), np.concatenate([lv, h])])
-    unused = SPLIT_NAMES.index("unused")
-    y = np.asarray(data.y, np.int64)
-    out = replace(data, x=np.concatenate([data.x, data.x[src]]).astype(np.float32),
-                  y=np.concatenate([y, y[src]]),
-                  split=np.concatenate([data.split, np.full(src.shape[0], unused, np.int8)]),
-                  edge_index=np.ascontiguousarray(
-                      np.concatenate([data.edge_index, new_edges], 1), dtype=np.int64),
-                  meta={**data.meta, "audit": {"canaries": "star", "m": m, "degree": d}})
-    return out, Canaries(kind="star", relation="add/remove", included=included,
-                         node_ids=hubs, leaves=leaves)
-
-
-# --------------------------------------------------------------------------- scoring
-
-
-def _canary_logits(model: torch.nn.Module, x: npt.NDArray[np.float32]) -> torch.Tensor:
-    """Logits of the model on canary features, each canary an isolated node: a subgraph
-    model (DP-GNN, DRW) on an empty edge set, GAP's classifier on zero aggregations (an
-    isolated node aggregates nothing), any other model (DP-MLP) on the features alone."""
-    from dpgnn_core.methods.gap import GapClassifier
-
-    model = model.cpu().eval()
-    xt = torch.from_numpy(np.ascontiguousarray(x))
-    with torch.no_grad():
-        if isinstance(model, GapClassifier):
-            enc_dim = int(model.encoder.lin2.out_features) if model.encoder is not None else 0
-            zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
-            out: torch.Tensor = model(model.inputs(xt, zeros))
-        elif hasattr(model, "forward_sparse"):
-            out = model.forward_sparse(xt, torch.zeros((2, 0), dtype=torch.int64))  # type: ignore[operator]
-        else:
-            out = model(xt)
-    return out
-
-
-def score_node_canaries(model: torch.nn.Module, canaries: Canaries
-                        ) -> npt.NDArray[np.float64]:
-    """Each canary's score: the cross-entropy of its label under ``model`` on its features
-    as an isolated node (lower = more likely a member)."""
-    logits = _canary_logits(model, canaries.features)
-    loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(canaries.labels),
-                                             reduction="none")
-    return np.asarray(loss.double().numpy())
-
-
-def released_encodings(model: torch.nn.Module, data: GraphData, aggregations: torch.Tensor
-                       ) -> torch.Tensor:
-    """X(0), the row-normalised rows the first private aggregation summed, recomputed from
-    the released model: GAP's encoder, or ProGAP's frozen stage 0 (its first aggregation
-    sums stage 0's normalised embeddings).
-
-    Raises:
-        DataError: a model with neither.
-    """
-    from dpgnn_core.methods.gap import row_normalise
-
-    x = torch.from_numpy(data.x)
-    with torch.no_grad():
-        encoder = getattr(model, "encoder", None)
-        if encoder is not None:
-            return row_normalise(encoder.cpu().eval().encode(x))
-        embeddings = getattr(model, "embeddings", None)
-        if embeddings is None:
-            raise DataError("edge and star canaries are scored with the released encoder "
-                            "(GAP) or stage 0 (ProGAP)", field="model",
-                            value=type(model).__name__)
-        h0: torch.Tensor = model.cpu().eval().embeddings(x, aggregations.cpu(), 0)[0]  # type: ignore[operator]
-        return row_normalise(h0)
-
-
-def score_edge_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data: GraphData,
-                        canaries: Canaries) -> npt.NDArray[np.float64]:
-    """Each edge canary's score: minus ``<X1[u], X0[v]> + <X1[v], X0[u]>``, with X(1) the
-    released first-hop aggregations and X(0) the normalised encodings from the encoder
-    attached to the released classifier (lower = more likely a member)."""
-    u, v = canaries.pairs[:, 0], canaries.pairs[:, 1]
-    x0 = released_encodings(model, data, aggregations)
-    x1 = aggregations[:, 0].cpu()
-    s = (x1[u] * x0[v]).sum(1) + (x1[v] * x0[u]).sum(1)
-    return np.asarray(-s.double().numpy())
-
-
-def score_node_edge_canaries(model: torch.nn.Module, canaries: Canaries
-                             ) -> npt.NDArray[np.float64]:
-    """Each node-with-edges canary's score: its own cross-entropy as an isolated node
-    (:func:`score_node_canaries`) plus the mean cross-entropy of its label at its leaves,
-    each leaf fed the canary's message along one edge (lower = more likely a member)."""
-    own = score_node_canaries(model, canaries)
-    m, width = canaries.features.shape
-    x = torch.from_numpy(np.concatenate([canaries.features, np.zeros((m, width), np.float32)]))
-    edge = torch.stack([torch.arange(m), m + torch.arange(m)])  # canary i -> its leaf
-    with torch.no_grad():
-        logits = model.cpu().eval().forward_sparse(x, edge)[m:]  # type: ignore[operator]
-    leaf = torch.nn.functional.cross_entropy(logits, torch.from_numpy(canaries.labels),
-                                             reduction="none")
-    return np.asarray(own + leaf.double().numpy(), dtype=np.float64)
-
-
-def score_star_canaries(model: torch.nn.Module, aggregations: torch.Tensor, data: GraphData,
-                        canaries: Canaries) -> npt.NDArray[np.float64]:
-    """Each star canary's score from the release: minus
-    ``D · <X1[h], X0[leaf]> + sum over leaves l of <X1[l], X0[h]>``, X(1) the released
-    first-hop aggregations, X(0) the normalised encodings from the released encoder (the
-    hub's row carries D aligned messages, each leaf's one; lower = more likely a member).
-    """
-    hubs, leaves = canaries.node_ids, canaries.leaves
-    d = leaves.shape[1]
-    x0 = released_encodings(model, data, aggregations)
-    x1 = aggregations[:, 0].cpu()
-    own = d * (x1[hubs] * x0[leaves[:, 0]]).sum(1)
-    theirs = (x1[torch.from_numpy(leaves)] * x0[hubs].unsqueeze(1)).sum((1, 2))
-    return np.asarray(-(own + theirs).double().numpy())
-
-
-def score_edge_canaries_reproduced_noise(spec: Any, aggregations: torch.Tensor,
-                                         canaries: Canaries) -> npt.NDArray[np.float64]:
-    """The attack on ``insecure_reproducible_noise``: regenerate PMA's first-hop noise from
-    the stored seed (the stream :func:`~dpgnn_core.methods.gap.aggregate` draws it from)
-    and measure how far each endpoint's released X(1) row turns away from it. An isolated
-    endpoint without its canary edge aggregates nothing, so its row is the normalised noise
-    exactly; with the edge it is not. Score: minus the sum over both endpoints of
-    ``1 - cos(X1[u], noise[u])`` (lower = more likely a member). Against secret noise
-    the regenerated noise is independent of the release and the attack is blind.
-    """
-    from dpgnn_core.privacy.randomness import Randomness
-
-    x1 = aggregations[:, 0].cpu().double()
-    gen = Randomness(int(spec.seed)).torch_generator("pma/noise", "cpu")
-    noise = torch.randn(aggregations[:, 0].shape, generator=gen,
-                        dtype=aggregations.dtype).double()
-    cos = torch.nn.functional.cosine_similarity(x1, noise, dim=1)
-    u, v = canaries.pairs[:, 0], canaries.pairs[:, 1]
-    return np.asarray(-((1.0 - cos[u]) + (1.0 - cos[v])).numpy())
+#: How each canary kind is inserted and scored (one row per kind's module).
+CANARY_KINDS: dict[str, CanaryKind] = {"node": NODE, "edge": EDGE, "star": STAR,
+                                       "node-edges": NODE_EDGES, "graph": GRAPH}
 
 
 def guess(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int8]:
@@ -602,8 +241,6 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
     if kind == "star":  # GAP-NDP, ProGAP-NDP: a node with its edges, degree D
         degree = int(spec.max_degree)
     elif kind == "graph":
-        from dpgnn_core.audit.graph_canaries import check_spec
-
         check_spec(spec)  # instance norm would hide the canaries
     if attack not in ("default", "reproduced-noise"):
         raise DataError("unknown attack", field="attack", value=attack)
@@ -613,47 +250,24 @@ def plan_audit(method_name: str, spec: Any, attack: str = "default") -> AuditPla
     threat = THREAT_MODELS[kind if attack == "default" else f"{kind}-{attack}"]
     return AuditPlan(method=method_name, family=family, kind=kind,
                      relation=relation, attack=attack, threat_model=threat, degree=degree)
-
-
 def insert_canaries(plan: AuditPlan, data: GraphData, m: int, *,
                     scale: float = DEFAULT_SCALE, rng: np.random.Generator | None = None,
                     included: npt.NDArray[np.bool_] | None = None
                     ) -> tuple[GraphData, Canaries]:
     """Insert the plan's m canaries into ``data`` (each in with probability 1/2, or the
-    given bits); see :func:`insert_node_canaries`, :func:`insert_edge_canaries` and
+    given bits): the :data:`CANARY_KINDS` row of ``plan.kind``; see
+    :func:`insert_node_canaries`, :func:`insert_edge_canaries` and
     :func:`insert_star_canaries`."""
-    if plan.kind == "node":
-        return insert_node_canaries(data, m, relation=plan.relation, scale=scale, rng=rng,
-                                    included=included)
-    if plan.kind == "star":
-        return insert_star_canaries(data, m, plan.degree, rng=rng, included=included)
-    if plan.kind == "graph":
-        from dpgnn_core.audit.graph_canaries import insert_graph_canaries
-
-        return insert_graph_canaries(data, m, scale=scale, rng=rng, included=included)
-    if plan.kind == "node-edges":
-        return insert_node_edge_canaries(data, m, scale=scale, rng=rng, included=included)
-    return insert_edge_canaries(data, m, rng=rng, included=included)
+    return CANARY_KINDS[plan.kind].insert(plan, data, m, scale, rng, included)
 
 
 def score_canaries(plan: AuditPlan, model: torch.nn.Module, extra: dict[str, Any],
                    data: GraphData, canaries: Canaries, spec: Any
                    ) -> npt.NDArray[np.float64]:
     """Every canary's score under the plan's attack (lower = guessed "in"), from the
-    fitted model and what it released (``extra["aggregations"]`` for GAP)."""
-    if plan.kind == "node":
-        return score_node_canaries(model, canaries)
-    if plan.kind == "star":
-        return score_star_canaries(model, extra["aggregations"], data, canaries)
-    if plan.kind == "node-edges":
-        return score_node_edge_canaries(model, canaries)
-    if plan.kind == "graph":
-        from dpgnn_core.audit.graph_canaries import score_graph_canaries
-
-        return score_graph_canaries(model, canaries)
-    if plan.attack == "reproduced-noise":
-        return score_edge_canaries_reproduced_noise(spec, extra["aggregations"], canaries)
-    return score_edge_canaries(model, extra["aggregations"], data, canaries)
+    fitted model and what it released (``extra["aggregations"]`` for GAP): the
+    :data:`CANARY_KINDS` row of ``plan.kind``."""
+    return CANARY_KINDS[plan.kind].score(plan, model, extra, data, canaries, spec)
 
 
 def canary_bytes(kind: str, m: int, num_nodes: int, num_features: int, degree: int = 0
@@ -674,8 +288,6 @@ def canary_bytes(kind: str, m: int, num_nodes: int, num_features: int, degree: i
     if kind in ("node", "node-edges"):  # x [n + m, d + m] from [n, d + m], canaries [m, d + m]
         return 4 * (d + m) * (2 * n + 3 * m)
     if kind == "graph":  # as node canaries, with each canary's row repeated on its nodes
-        from dpgnn_core.audit.graph_canaries import DEFAULT_NODES
-
         return 4 * (d + m) * (2 * n + m * (2 + 2 * DEFAULT_NODES))
     rows = 2 * m if kind == "edge" else m * (int(degree) + 1)  # edge: 2m copied endpoints
     return 4 * d * 2 * (n + rows)
@@ -893,13 +505,35 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
     return multi_run_conclude(plan, scores, bits, report, delta=delta, beta=beta)
 
 
-__all__ = ["DEFAULT_GUESS_FRACTION", "DEFAULT_SCALE", "THREAT_MODELS",
-           "AuditPlan", "AuditResult", "Canaries", "audit", "audit_multi_run",
-           "canaries_for", "conclude", "guess", "guesses_per_side", "insert_canaries",
-           "insert_edge_canaries", "insert_node_canaries", "insert_node_edge_canaries",
-           "insert_star_canaries",
-           "multi_run_bits", "multi_run_conclude", "multi_run_seeds", "plan_audit",
-           "score_canaries",
-           "score_edge_canaries", "score_edge_canaries_reproduced_noise",
-           "score_node_canaries", "score_node_edge_canaries", "score_star_canaries",
-           "secret_generator"]
+__all__ = [
+    "CANARY_KINDS",
+    "DEFAULT_GUESS_FRACTION",
+    "DEFAULT_SCALE",
+    "THREAT_MODELS",
+    "AuditPlan",
+    "AuditResult",
+    "Canaries",
+    "audit",
+    "audit_multi_run",
+    "canaries_for",
+    "conclude",
+    "guess",
+    "guesses_per_side",
+    "insert_canaries",
+    "insert_edge_canaries",
+    "insert_node_canaries",
+    "insert_node_edge_canaries",
+    "insert_star_canaries",
+    "multi_run_bits",
+    "multi_run_conclude",
+    "multi_run_seeds",
+    "plan_audit",
+    "released_encodings",
+    "score_canaries",
+    "score_edge_canaries",
+    "score_edge_canaries_reproduced_noise",
+    "score_node_canaries",
+    "score_node_edge_canaries",
+    "score_star_canaries",
+    "secret_generator",
+]

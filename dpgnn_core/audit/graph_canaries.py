@@ -21,11 +21,11 @@ Attack (black-box; the attacker's guess "in" for the lowest scores): the cross-e
 the canary's label under the final model on the canary graph, logit-scaled
 (:func:`score_graph_canaries`: the same ranking, without the floating-point ties at 0).
 
-The inclusion bits and labels come from :func:`~dpgnn_core.audit.canaries.secret_generator`
+The inclusion bits and labels come from :func:`~dpgnn_core.audit.canary_record.secret_generator`
 (128 bits from the operating system's CSPRNG, never from the spec's seed) unless the caller
 passes a generator.
 
-Fields of :class:`~dpgnn_core.audit.canaries.Canaries` for ``kind="graph"`` (no field
+Fields of :class:`~dpgnn_core.audit.canary_record.Canaries` for ``kind="graph"`` (no field
 added): ``features`` float32 ``[m, d']`` is the row every node of canary i carries
 (d' = d + m); ``labels`` int64 ``[m]`` the graph labels; ``pairs`` int64 ``[e, 2]`` the
 directed edges of the canary graph in local node numbering (the same graph for every
@@ -43,7 +43,13 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from dpgnn_core.audit.canaries import Canaries, _draw_bits, secret_generator
+from dpgnn_core.audit.canary_record import (
+    Canaries,
+    CanaryKind,
+    CanaryPlan,
+    draw_bits,
+    secret_generator,
+)
 from dpgnn_core.audit.defaults import DEFAULT_SCALE
 from dpgnn_core.data.graph import TRAIN, GraphData
 from dpgnn_core.errors import DataError
@@ -119,7 +125,7 @@ def insert_graph_canaries(data: GraphData, m: int, *, rng: np.random.Generator |
     _check_graph_data(data, m)
     local = canary_graph_edges(nodes)
     rng = rng if rng is not None else secret_generator()
-    included = _draw_bits(m, rng, included)
+    included = draw_bits(m, rng, included)
     labels = rng.integers(0, data.num_classes, size=m, dtype=np.int64)
     assert data.graph_id is not None and data.graph_y is not None
     assert data.graph_split is not None
@@ -208,5 +214,19 @@ def score_graph_canaries(model: torch.nn.Module, canaries: Canaries
     return np.asarray((torch.logsumexp(others, 1) - zy).numpy())
 
 
-__all__ = ["DEFAULT_NODES", "canary_graph_edges", "canary_logits", "check_spec",
+def _insert(plan: CanaryPlan, data: GraphData, m: int, scale: float,
+            rng: np.random.Generator | None, included: npt.NDArray[np.bool_] | None
+            ) -> tuple[GraphData, Canaries]:
+    return insert_graph_canaries(data, m, scale=scale, rng=rng, included=included)
+
+
+def _score(plan: CanaryPlan, model: torch.nn.Module, extra: dict[str, Any], data: GraphData,
+           canaries: Canaries, spec: Any) -> npt.NDArray[np.float64]:
+    return score_graph_canaries(model, canaries)
+
+
+#: The ``graph`` row of the canary table.
+GRAPH = CanaryKind(insert=_insert, score=_score)
+
+__all__ = ["DEFAULT_NODES", "GRAPH", "canary_graph_edges", "canary_logits", "check_spec",
            "insert_graph_canaries", "score_graph_canaries"]

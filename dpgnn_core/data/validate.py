@@ -97,8 +97,9 @@ def check_split_labels(
         )
 
 
-def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> None:
-    """Run every structural check on ``data``; raise :class:`DataError` on the first failure."""
+def _check_shapes(data: GraphData, path: str | Path) -> None:
+    """A non-empty float32 feature matrix, one label and split row per node, edge_index
+    ``[2, E]``."""
     n = data.num_nodes
     if n == 0:
         raise DataError("the graph has no nodes", path=path, field="node_id", value=0)
@@ -124,8 +125,60 @@ def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> No
             field="edge_index",
             value=list(data.edge_index.shape),
         )
+
+
+def _check_node_task(data: GraphData, path: str | Path) -> None:
+    """Node classification: labels in range (single- or multi-label), every train/val/test
+    node labelled, at least one training node."""
+    if data.y.ndim == 2:
+        check_multi_labels(data.y, data.num_classes, path=path, field="label")
+    else:
+        check_labels(data.y, data.num_classes, path=path, field="label")
+    check_split_labels(data.y, data.split, path=path, field="label")
+    if not (data.split == 0).any():
+        raise DataError(
+            "no node is in the 'train' split", path=path, field="split", value="train"
+        )
+
+
+def _check_graph_task(data: GraphData, path: str | Path) -> None:
+    """Graph classification: graph ids per node, in range and grouped, a label per graph,
+    no edge between two graphs."""
+    if data.graph_id is None or data.graph_y is None or data.graph_split is None:
+        raise DataError(
+            "a graph-classification dataset needs graph_id, graph labels and graph splits",
+            path=path,
+            field="graph_id",
+        )
+    n = data.num_nodes
+    g = data.num_graphs
+    gid = data.graph_id
+    if gid.shape[0] != n:
+        raise DataError("graph_id length differs from node count", path=path,
+                        field="graph_id", value=gid.shape[0])
+    if gid.size and (int(gid.min()) < 0 or int(gid.max()) >= g):
+        raise DataError(f"graph_id out of range [0, {g})", path=path, field="graph_id",
+                        value=int(gid.max()))
+    if gid.size > 1 and (np.diff(gid) < 0).any():
+        raise DataError("nodes must be grouped by graph (graph_id non-decreasing)",
+                        path=path, field="graph_id")
+    check_labels(data.graph_y, data.num_classes, path=path, field="graphs.label")
+    if (data.graph_y < 0).any():
+        raise DataError("every graph needs a label", path=path, field="graphs.label",
+                        value=int(np.flatnonzero(data.graph_y < 0)[0]))
+    src_g = gid[data.edge_index[0]]
+    dst_g = gid[data.edge_index[1]]
+    if (src_g != dst_g).any():
+        i = int(np.flatnonzero(src_g != dst_g)[0])
+        raise DataError("an edge joins two different graphs", path=path, field="src",
+                        value=i)
+
+
+def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> None:
+    """Run every structural check on ``data``; raise :class:`DataError` on the first failure."""
+    _check_shapes(data, path)
     check_finite(data.x, path=path, field="x")
-    check_edge_range(data.edge_index, n, path=path, fields=("src", "dst"))
+    check_edge_range(data.edge_index, data.num_nodes, path=path, fields=("src", "dst"))
     if data.split.size and (int(data.split.min()) < 0 or int(data.split.max()) >= len(SPLIT_NAMES)):
         raise DataError("invalid split code", path=path, field="split", value=int(data.split.max()))
     if data.edge_attr is not None:
@@ -138,40 +191,6 @@ def validate_graph_data(data: GraphData, *, path: str | Path = "<memory>") -> No
             )
         check_finite(data.edge_attr, path=path, field="edge_attr")
     if data.task == "node":
-        if data.y.ndim == 2:
-            check_multi_labels(data.y, data.num_classes, path=path, field="label")
-        else:
-            check_labels(data.y, data.num_classes, path=path, field="label")
-        check_split_labels(data.y, data.split, path=path, field="label")
-        if not (data.split == 0).any():
-            raise DataError(
-                "no node is in the 'train' split", path=path, field="split", value="train"
-            )
+        _check_node_task(data, path)
     else:
-        if data.graph_id is None or data.graph_y is None or data.graph_split is None:
-            raise DataError(
-                "a graph-classification dataset needs graph_id, graph labels and graph splits",
-                path=path,
-                field="graph_id",
-            )
-        g = data.num_graphs
-        gid = data.graph_id
-        if gid.shape[0] != n:
-            raise DataError("graph_id length differs from node count", path=path,
-                            field="graph_id", value=gid.shape[0])
-        if gid.size and (int(gid.min()) < 0 or int(gid.max()) >= g):
-            raise DataError(f"graph_id out of range [0, {g})", path=path, field="graph_id",
-                            value=int(gid.max()))
-        if gid.size > 1 and (np.diff(gid) < 0).any():
-            raise DataError("nodes must be grouped by graph (graph_id non-decreasing)",
-                            path=path, field="graph_id")
-        check_labels(data.graph_y, data.num_classes, path=path, field="graphs.label")
-        if (data.graph_y < 0).any():
-            raise DataError("every graph needs a label", path=path, field="graphs.label",
-                            value=int(np.flatnonzero(data.graph_y < 0)[0]))
-        src_g = gid[data.edge_index[0]]
-        dst_g = gid[data.edge_index[1]]
-        if (src_g != dst_g).any():
-            i = int(np.flatnonzero(src_g != dst_g)[0])
-            raise DataError("an edge joins two different graphs", path=path, field="src",
-                            value=i)
+        _check_graph_task(data, path)

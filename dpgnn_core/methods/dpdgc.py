@@ -62,6 +62,7 @@ from dpgnn_core.methods._private import (
     save_model,
 )
 from dpgnn_core.methods.gap import MAX_NOISE, aggregation_matrix, clip_rows, row_normalise
+from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -228,68 +229,6 @@ def clipped_gradient_sum(adj_t: Tensor, adj: Tensor, w: Tensor, head: Tensor, y:
     return torch.sparse.mm(adj, g), mean_loss
 
 
-class AdjacencyEncoder(nn.Module):
-    """The released adjacency embeddings W ``[n, h]`` (a buffer: trained by
-    :func:`fit_adjacency_encoder`, not by the classifier's optimiser). :meth:`encode`
-    returns them (what the aggregation summed; the audit's edge canaries read it)."""
-
-    weight: Tensor
-
-    def __init__(self, num_nodes: int, adj_dim: int) -> None:
-        super().__init__()
-        self.register_buffer("weight", torch.zeros(num_nodes, adj_dim))
-
-    def encode(self, x: Tensor) -> Tensor:
-        if x.shape[0] != self.weight.shape[0]:
-            raise DataError(f"DPDGC's adjacency embeddings have {self.weight.shape[0]} rows, "
-                            f"the graph {x.shape[0]} nodes (transductive only)",
-                            field="num_nodes", value=int(x.shape[0]))
-        return self.weight
-
-
-class DpdgcClassifier(nn.Module):
-    """A feature branch and an aggregation branch, concatenated, then a head:
-
-    .. math::
-        \\hat y_v = W_3\\, \\mathrm{SELU}(W_2 [\\mathrm{SELU}(W_x x_v) \\,\\|\\,
-                    \\mathrm{SELU}(W_H \\tilde H_v)])
-
-    with dropout on the features and the hidden layers. The input is one tensor
-    ``[x_v, H_v]`` (so per-sample clipping sees one record per row).
-
-    Args:
-        in_dim (int): node features.
-        adj_dim (int): width h of the aggregation.
-        hidden (int): hidden width.
-        num_classes (int): classes.
-        dropout (float, optional): dropout rate. (default: 0.0)
-    """
-
-    encoder: AdjacencyEncoder | None
-
-    def __init__(self, in_dim: int, adj_dim: int, hidden: int, num_classes: int,
-                 dropout: float = 0.0) -> None:
-        super().__init__()
-        self.in_dim = in_dim
-        self.dropout = nn.Dropout(dropout)
-        self.feat = nn.Linear(in_dim, hidden)
-        self.agg = nn.Linear(adj_dim, hidden)
-        self.lin = nn.Linear(2 * hidden, hidden)
-        self.head = nn.Linear(hidden, num_classes)
-        self.encoder = None
-
-    def attach_encoder(self, encoder: AdjacencyEncoder) -> DpdgcClassifier:
-        """Keep the released embeddings W with the classifier (saved in its state dict)."""
-        self.encoder = encoder
-        return self
-
-    def forward(self, xh: Tensor) -> Tensor:
-        x, h = xh[:, :self.in_dim], xh[:, self.in_dim:]
-        z = torch.cat([torch.selu(self.feat(self.dropout(x))), torch.selu(self.agg(h))], 1)
-        out: Tensor = self.head(self.dropout(torch.selu(self.lin(self.dropout(z)))))
-        return out
-
-
 # --- the recipe ------------------------------------------------------------------------
 
 
@@ -448,7 +387,10 @@ def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Ten
         opt.step()
         with torch.no_grad():
             w.copy_(project_rows(w))
-        history.append({"step": step, "train_loss": loss})
+        # a private step's loss is read off the private adjacency without noise: recorded
+        # only behind log_raw_loss (the run is then marked), as train_steps does
+        history.append({"step": step, **({"train_loss": loss}
+                                         if not private or spec.log_raw_loss else {})})
     return w.detach(), history
 
 
@@ -506,7 +448,7 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
             hist = train_steps(clf, opt, spec.steps, batch,
                                clipping=Clipping((spec.clip,), (std,), float(bspec.batch)),
                                generator=rnd.torch_generator("classifier/noise", device),
-                               on_step=on_step)
+                               on_step=on_step, log_raw_loss=spec.log_raw_loss)
     return clf.eval(), hist
 
 
@@ -540,12 +482,13 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
         report["epsilon_by_step"] = _epsilon_points(spec, n_train, z, report["delta"],
                                                     len(h1), len(h2))
-    report, ledger = with_loss_note(report, ledger)
+    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
     history: list[dict[str, Any]] = []
     for i, rec in enumerate(h1 + h2):
         name = "encoder_loss" if i < len(h1) else "classifier_loss"
-        history.append({"step": i + 1, name: rec["train_loss"],
-                        "train_loss": rec["train_loss"]})
+        history.append({"step": i + 1, **({name: rec["train_loss"],
+                                           "train_loss": rec["train_loss"]}
+                                          if "train_loss" in rec else {})})
     for t, eps in report.get("epsilon_by_step", []):
         history[t - 1]["epsilon_spent"] = eps
     return clf, h.cpu().unsqueeze(1), ledger, report, history

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -95,6 +96,22 @@ class Clipping:
     groups: list[list[torch.nn.Module]] | None = None
 
 
+def _resume(ckpt: Any, sig: dict[str, Any], model: torch.nn.Module,
+            optimizer: torch.optim.Optimizer
+            ) -> tuple[list[dict[str, float]], int, tuple[float, dict[str, torch.Tensor]] | None]:
+    """(history, first step, best) of a training: from the checkpoint a killed or stopped
+    run left (model and optimizer state loaded; the remaining steps draw fresh secret noise
+    and batches), or a fresh start."""
+    saved = ckpt.load(sig) if ckpt is not None else None
+    if saved is None:
+        return [], 1, None
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    best = None if saved["best"] is None else (float(saved["best"][0]), saved["best"][1])
+    ckpt.resumed_from.append(int(saved["step"]))
+    return list(saved["history"]), int(saved["step"]) + 1, best
+
+
 def train_steps(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -137,20 +154,9 @@ def train_steps(
                                "from Randomness); torch's global RNG is not used for noise")
         check_dp_compatible(model)
         clipper = PerSampleClipper(model, clipping.groups)
-    history: list[dict[str, float]] = []
-    best: tuple[float, dict[str, torch.Tensor]] | None = None
-    start = 1
     ckpt = checkpoint.current()  # inside a checkpointing() block: save and resume
     sig = checkpoint.signature(model, optimizer, steps) if ckpt is not None else {}
-    if ckpt is not None:
-        saved = ckpt.load(sig)
-        if saved is not None:  # fresh secret noise and batches for the remaining steps
-            model.load_state_dict(saved["model"])
-            optimizer.load_state_dict(saved["optimizer"])
-            history, start = list(saved["history"]), int(saved["step"]) + 1
-            if saved["best"] is not None:
-                best = (float(saved["best"][0]), saved["best"][1])
-            ckpt.resumed_from.append(int(saved["step"]))
+    history, start, best = _resume(ckpt, sig, model, optimizer)
     checkpoint.training_started()  # a stop request (Ctrl-C) ends it at a step's end
     try:
         for step in range(start, steps + 1):

@@ -212,6 +212,123 @@ def _labels(nt: pa.Table, label_col: str, perm: np.ndarray, path: Path, notes: l
     return y, classes, record
 
 
+_Endpoints = tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[int], object]]
+
+
+def _relabelled_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, src_col: str,
+                          dst_col: str, id_col: str) -> _Endpoints:
+    """``--relabel``: arbitrary node ids (unique) mapped to their node-table row; every edge
+    endpoint must be one of them. Returns ``(src, dst, perm, node_name)``, ``perm`` the
+    node-table rows in node order (the identity here)."""
+    n = nt.num_rows
+    ids = _col(nt, id_col, nodes)
+    uniq = pc.unique(ids)
+    if len(uniq) != n:
+        raise DataError(f"node ids are not unique ({n - len(uniq)} repeats)", path=nodes,
+                        field=id_col)
+    src_raw, dst_raw = _col(et, src_col, edges), _col(et, dst_col, edges)
+    if et.num_rows == 0:  # a header only: nothing to map (its columns are typed null)
+        src_raw = dst_raw = pa.chunked_array([], type=ids.type)
+    if src_raw.type != ids.type or dst_raw.type != ids.type:
+        src_raw = src_raw.cast(ids.type)
+        dst_raw = dst_raw.cast(ids.type)
+    ids_c = ids.combine_chunks()
+    src = pc.index_in(src_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
+    dst = pc.index_in(dst_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
+    for arr, col, raw in ((src, src_col, src_raw), (dst, dst_col, dst_raw)):
+        missing = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, bool)
+        if missing.any():
+            i = int(np.flatnonzero(missing)[0])
+            raise DataError(f"edge endpoint is not in the node table (at "
+                            f"{_locate(edges)(i)})",
+                            path=edges, field=col, value=raw[i].as_py())
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    perm = np.arange(n)
+    id_values = ids_c
+
+    def node_name(v: int) -> object:
+        return id_values[v].as_py()
+    return src, dst, perm, node_name
+
+
+def _ordered_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, src_col: str,
+                       dst_col: str, id_col: str) -> _Endpoints:
+    """Node ids that must be the integers 0..n-1 (any row order), edge endpoints in range.
+    Returns ``(src, dst, perm, node_name)``, ``perm`` the node-table rows in id order."""
+    n = nt.num_rows
+    node_ids = _int_col(nt, id_col, nodes)
+    perm = np.argsort(node_ids, kind="stable")
+    sorted_ids = node_ids[perm]
+    if sorted_ids[0] != 0 or sorted_ids[-1] != n - 1 or (np.diff(sorted_ids) != 1).any():
+        bad = sorted_ids[np.flatnonzero(sorted_ids != np.arange(n))[0]]
+        raise DataError(f"node ids must be the integers 0..{n - 1}, each once (or pass "
+                        "--relabel)", path=nodes, field=id_col, value=int(bad))
+    if et.num_rows == 0:  # a header only: its columns are typed null
+        _col(et, src_col, edges), _col(et, dst_col, edges)
+        src = dst = np.zeros(0, dtype=np.int64)
+    else:
+        src, dst = _int_col(et, src_col, edges), _int_col(et, dst_col, edges)
+
+    def node_name(v: int) -> object:
+        return v  # the user's ids are 0..n-1 already
+    for arr, col in ((src, src_col), (dst, dst_col)):
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            i = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
+            raise DataError(f"edge endpoint out of range [0, {n}) (at "
+                            f"{_locate(edges)(i)})", path=edges, field=col,
+                            value=int(arr[i]))
+    return src, dst, perm, node_name
+
+
+def _features(nt: pa.Table, feature_cols: Sequence[str] | None, skip: set[str],
+              perm: np.ndarray, node_name: Callable[[int], object], nodes: Path,
+              notes: list[str], dropped: dict[str, str]
+              ) -> tuple[np.ndarray, Sequence[str]]:
+    """The feature matrix in node order (every other numeric column when ``feature_cols``
+    is None), refusing a non-numeric column or a NaN/inf cell. Returns ``(x, columns)``."""
+    if feature_cols is None:
+        feature_cols = _auto_feature_cols(nt, skip, nodes, notes, dropped)
+        if not feature_cols:
+            raise DataError("no numeric feature columns found; pass --feature-cols", path=nodes)
+    cols = []
+    for c in feature_cols:
+        col = _col(nt, c, nodes)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            raise DataError(f"feature column is not numeric (type {col.type})", path=nodes,
+                            field=c, value=str(col.type))
+        cols.append(col.to_numpy().astype(np.float32))
+    x = np.stack(cols, axis=1)[perm]
+    finite = np.isfinite(x)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise DataError(f"feature is NaN or inf (node {node_name(int(r))!r} at "
+                        f"{_locate(nodes)(int(perm[r]))})", path=nodes,
+                        field=feature_cols[c], value=float(x[r, c]))
+    return x, feature_cols
+
+
+def _given_split(nt: pa.Table, split_col: str, label_col: str, y: np.ndarray,
+                 perm: np.ndarray, node_name: Callable[[int], object], nodes: Path
+                 ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The split named in ``split_col`` (train/val/test/unused), refusing an unknown name
+    or an unlabelled node outside ``unused``. Returns ``(split, scheme record)``."""
+    raw_split = np.asarray(_col(nt, split_col, nodes).to_pylist(), dtype=object)[perm]
+    bad = ~np.isin(raw_split, SPLIT_NAMES)
+    if bad.any():
+        raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=nodes,
+                        field=split_col, value=raw_split[bad][0])
+    split = np.array([SPLIT_NAMES.index(s) for s in raw_split], dtype=np.int8)
+    unlabeled = (split != UNUSED) & (y < 0)
+    if unlabeled.any():
+        i = int(np.flatnonzero(unlabeled)[0])
+        raise DataError(
+            f"{int(unlabeled.sum())} nodes in a train/val/test split have no label "
+            f"(first: node {node_name(i)!r} at {_locate(nodes)(int(perm[i]))}, split "
+            f"{raw_split[i]!r}); label them or put them in the 'unused' split",
+            path=nodes, field=label_col, value=node_name(i))
+    return split, {"scheme": "given", "column": split_col, "seed": None}
+
+
 def load_tabular(
     edges: str | Path,
     nodes: str | Path,
@@ -259,81 +376,13 @@ def load_tabular(
     n = nt.num_rows
     if n == 0:
         raise DataError("node table is empty", path=nodes)
-
-    # Node ids -> row positions.
-    if relabel:
-        ids = _col(nt, id_col, nodes)
-        uniq = pc.unique(ids)
-        if len(uniq) != n:
-            raise DataError(f"node ids are not unique ({n - len(uniq)} repeats)", path=nodes,
-                            field=id_col)
-        src_raw, dst_raw = _col(et, src_col, edges), _col(et, dst_col, edges)
-        if et.num_rows == 0:  # a header only: nothing to map (its columns are typed null)
-            src_raw = dst_raw = pa.chunked_array([], type=ids.type)
-        if src_raw.type != ids.type or dst_raw.type != ids.type:
-            src_raw = src_raw.cast(ids.type)
-            dst_raw = dst_raw.cast(ids.type)
-        ids_c = ids.combine_chunks()
-        src = pc.index_in(src_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
-        dst = pc.index_in(dst_raw, value_set=ids_c).to_numpy(zero_copy_only=False)
-        for arr, col, raw in ((src, src_col, src_raw), (dst, dst_col, dst_raw)):
-            missing = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, bool)
-            if missing.any():
-                i = int(np.flatnonzero(missing)[0])
-                raise DataError(f"edge endpoint is not in the node table (at "
-                                f"{_locate(edges)(i)})",
-                                path=edges, field=col, value=raw[i].as_py())
-        src, dst = src.astype(np.int64), dst.astype(np.int64)
-        perm = np.arange(n)
-        id_values = ids_c
-
-        def node_name(v: int) -> object:
-            return id_values[v].as_py()
-    else:
-        node_ids = _int_col(nt, id_col, nodes)
-        perm = np.argsort(node_ids, kind="stable")
-        sorted_ids = node_ids[perm]
-        if sorted_ids[0] != 0 or sorted_ids[-1] != n - 1 or (np.diff(sorted_ids) != 1).any():
-            bad = sorted_ids[np.flatnonzero(sorted_ids != np.arange(n))[0]]
-            raise DataError(f"node ids must be the integers 0..{n - 1}, each once (or pass "
-                            "--relabel)", path=nodes, field=id_col, value=int(bad))
-        if et.num_rows == 0:  # a header only: its columns are typed null
-            _col(et, src_col, edges), _col(et, dst_col, edges)
-            src = dst = np.zeros(0, dtype=np.int64)
-        else:
-            src, dst = _int_col(et, src_col, edges), _int_col(et, dst_col, edges)
-
-        def node_name(v: int) -> object:
-            return v  # the user's ids are 0..n-1 already
-        for arr, col in ((src, src_col), (dst, dst_col)):
-            if arr.size and (arr.min() < 0 or arr.max() >= n):
-                i = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
-                raise DataError(f"edge endpoint out of range [0, {n}) (at "
-                                f"{_locate(edges)(i)})", path=edges, field=col,
-                                value=int(arr[i]))
-
-    # Features.
+    endpoints = _relabelled_endpoints if relabel else _ordered_endpoints
+    src, dst, perm, node_name = endpoints(et, nt, edges, nodes, src_col, dst_col, id_col)
     skip = {id_col, label_col, *( [split_col] if split_col else [])}
     notes: list[str] = []
     dropped: dict[str, str] = {}
-    if feature_cols is None:
-        feature_cols = _auto_feature_cols(nt, skip, nodes, notes, dropped)
-        if not feature_cols:
-            raise DataError("no numeric feature columns found; pass --feature-cols", path=nodes)
-    cols = []
-    for c in feature_cols:
-        col = _col(nt, c, nodes)
-        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-            raise DataError(f"feature column is not numeric (type {col.type})", path=nodes,
-                            field=c, value=str(col.type))
-        cols.append(col.to_numpy().astype(np.float32))
-    x = np.stack(cols, axis=1)[perm]
-    finite = np.isfinite(x)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
-        raise DataError(f"feature is NaN or inf (node {node_name(int(r))!r} at "
-                        f"{_locate(nodes)(int(perm[r]))})", path=nodes,
-                        field=feature_cols[c], value=float(x[r, c]))
+    x, feature_cols = _features(nt, feature_cols, skip, perm, node_name, nodes, notes,
+                                dropped)
 
     # Labels.
     if label_col not in nt.column_names:
@@ -352,21 +401,7 @@ def load_tabular(
         ei = to_undirected(ei, n)
 
     if split_col:
-        raw_split = np.asarray(_col(nt, split_col, nodes).to_pylist(), dtype=object)[perm]
-        bad = ~np.isin(raw_split, SPLIT_NAMES)
-        if bad.any():
-            raise DataError(f"unknown split name; allowed: {list(SPLIT_NAMES)}", path=nodes,
-                            field=split_col, value=raw_split[bad][0])
-        split = np.array([SPLIT_NAMES.index(s) for s in raw_split], dtype=np.int8)
-        unlabeled = (split != UNUSED) & (y < 0)
-        if unlabeled.any():
-            i = int(np.flatnonzero(unlabeled)[0])
-            raise DataError(
-                f"{int(unlabeled.sum())} nodes in a train/val/test split have no label "
-                f"(first: node {node_name(i)!r} at {_locate(nodes)(int(perm[i]))}, split "
-                f"{raw_split[i]!r}); label them or put them in the 'unused' split",
-                path=nodes, field=label_col, value=node_name(i))
-        scheme: dict[str, Any] = {"scheme": "given", "column": split_col, "seed": None}
+        split, scheme = _given_split(nt, split_col, label_col, y, perm, node_name, nodes)
     else:
         split = stratified_split(y, fractions, rng=np.random.default_rng(seed))
         scheme = {"scheme": "random-stratified", "fractions": list(fractions), "seed": seed}

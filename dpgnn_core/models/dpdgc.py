@@ -1,0 +1,75 @@
+"""DPDGC's modules (Chien et al., NeurIPS 2023): the released adjacency embeddings and the
+classifier over a node's features and its row of the private aggregation. The recipe that
+trains them privately is :mod:`dpgnn_core.methods.dpdgc`."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from dpgnn_core.errors import DataError
+
+
+class AdjacencyEncoder(nn.Module):
+    """The released adjacency embeddings W ``[n, h]`` (a buffer: trained by
+    :func:`fit_adjacency_encoder`, not by the classifier's optimiser). :meth:`encode`
+    returns them (what the aggregation summed; the audit's edge canaries read it)."""
+
+    weight: Tensor
+
+    def __init__(self, num_nodes: int, adj_dim: int) -> None:
+        super().__init__()
+        self.register_buffer("weight", torch.zeros(num_nodes, adj_dim))
+
+    def encode(self, x: Tensor) -> Tensor:
+        if x.shape[0] != self.weight.shape[0]:
+            raise DataError(f"DPDGC's adjacency embeddings have {self.weight.shape[0]} rows, "
+                            f"the graph {x.shape[0]} nodes (transductive only)",
+                            field="num_nodes", value=int(x.shape[0]))
+        return self.weight
+
+
+class DpdgcClassifier(nn.Module):
+    """A feature branch and an aggregation branch, concatenated, then a head:
+
+    .. math::
+        \\hat y_v = W_3\\, \\mathrm{SELU}(W_2 [\\mathrm{SELU}(W_x x_v) \\,\\|\\,
+                    \\mathrm{SELU}(W_H \\tilde H_v)])
+
+    with dropout on the features and the hidden layers. The input is one tensor
+    ``[x_v, H_v]`` (so per-sample clipping sees one record per row).
+
+    Args:
+        in_dim (int): node features.
+        adj_dim (int): width h of the aggregation.
+        hidden (int): hidden width.
+        num_classes (int): classes.
+        dropout (float, optional): dropout rate. (default: 0.0)
+    """
+
+    encoder: AdjacencyEncoder | None
+
+    def __init__(self, in_dim: int, adj_dim: int, hidden: int, num_classes: int,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.in_dim = in_dim
+        self.dropout = nn.Dropout(dropout)
+        self.feat = nn.Linear(in_dim, hidden)
+        self.agg = nn.Linear(adj_dim, hidden)
+        self.lin = nn.Linear(2 * hidden, hidden)
+        self.head = nn.Linear(hidden, num_classes)
+        self.encoder = None
+
+    def attach_encoder(self, encoder: AdjacencyEncoder) -> DpdgcClassifier:
+        """Keep the released embeddings W with the classifier (saved in its state dict)."""
+        self.encoder = encoder
+        return self
+
+    def forward(self, xh: Tensor) -> Tensor:
+        x, h = xh[:, :self.in_dim], xh[:, self.in_dim:]
+        z = torch.cat([torch.selu(self.feat(self.dropout(x))), torch.selu(self.agg(h))], 1)
+        out: Tensor = self.head(self.dropout(torch.selu(self.lin(self.dropout(z)))))
+        return out
+
+
+__all__ = ["AdjacencyEncoder", "DpdgcClassifier"]

@@ -1,0 +1,41 @@
+"""Size and complexity limits of the source (issue 27 §5): no function above McCabe
+complexity 15 (ruff's C901, set in pyproject.toml so ``make lint`` enforces it) and no
+source file above 600 lines, each file holding one idea."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("dpgnn_core", "tasks", "flows", "benchmarks")
+MAX_LINES = 600
+#: Files still above the limit, left for issue 27 §3 (GAP's modules and PMA math out of
+#: methods/gap.py; one spec module per family); remove each as it is split.
+OVER_THE_LIMIT = {"dpgnn_core/specs.py", "dpgnn_core/methods/gap.py"}
+
+
+def test_pyproject_enforces_complexity():
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "C90" in lint["select"]
+    assert lint["mccabe"]["max-complexity"] == 15
+
+
+def test_no_function_above_complexity_15():
+    pytest.importorskip("ruff")
+    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "C901",
+                          "--output-format", "concise", *PACKAGES], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_no_source_file_above_600_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    assert len(sizes) > 50  # the walk found the source
+    over = {f: n for f, n in sizes.items() if n > MAX_LINES and f not in OVER_THE_LIMIT}
+    assert not over, over
