@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test test-fast lint typecheck bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,11 +23,19 @@ demo: $(STAMP)
 	$(BIN)/dpgnn demo
 
 # Lint and type check first (the same checks as `make lint` and `make typecheck`), then
-# the tests.
+# every test (what CI runs). Two xdist workers, each with its own project and Prefect home;
+# an idle worker takes half of the other's queue (worksteal), so the long tests (servers,
+# clusters, a nested pytest) spread over both.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(BIN)/mypy dpgnn_core tasks flows
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=15
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=25
+
+# The inner loop: the tests not marked slow or integration (no servers, clusters, `dpgnn`
+# subprocesses or end-to-end flows); no lint or type check.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not slow and not integration" \
+		--durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks

@@ -6,9 +6,12 @@ import atexit
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,20 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "datasets"
+
+# Prefect's SQLite database, migrated once per session (~18 s on 2 busy cores) into a template
+# folder that the controller process creates; each process's home, and every fresh home a test
+# asks for (``fresh_home``), starts from a copy. The folder travels to pytest-xdist workers
+# (and child pytests that pass it on) in this variable; the process that created it removes it.
+PREFECT_TEMPLATE_ENV = "DPGNN_TEST_PREFECT_TEMPLATE"
+_TEMPLATE_OWNER = PREFECT_TEMPLATE_ENV not in os.environ
+if _TEMPLATE_OWNER:
+    os.environ[PREFECT_TEMPLATE_ENV] = tempfile.mkdtemp(prefix="dpgnn-test-prefect-")
+_TEMPLATE = Path(os.environ[PREFECT_TEMPLATE_ENV])
+_BUILD = ("import asyncio\n"
+          "from prefect.server.database import provide_database_interface\n"
+          "asyncio.run(provide_database_interface().create_db())\n")
+_builder: subprocess.Popen[bytes] | None = None
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +77,83 @@ def _cli_environment() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def home() -> Path:
     return _HOME
+
+
+def _build_prefect_template() -> None:
+    """Migrate a new Prefect database in the template folder (a child process: Prefect reads
+    its home from the environment); mark the folder ``ready`` or ``failed``."""
+    global _builder
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"PREFECT_HOME": str(_TEMPLATE), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_LOGGING_LEVEL": "WARNING"}
+    try:
+        _builder = subprocess.Popen([sys.executable, "-c", _BUILD], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, err = _builder.communicate(timeout=600)
+        ok = _builder.returncode == 0 and (_TEMPLATE / "prefect.db").is_file()
+        (_TEMPLATE / ("ready" if ok else "failed")).write_bytes(err[-2000:])
+    except (OSError, subprocess.SubprocessError) as e:
+        with contextlib.suppress(OSError):
+            (_TEMPLATE / "failed").write_text(str(e))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Started while the workers import and collect; only by the process that owns the folder.
+    if _TEMPLATE_OWNER and not config.option.collectonly:
+        threading.Thread(target=_build_prefect_template, daemon=True).start()
+
+
+def seed_prefect(prefect_home: Path, timeout: float = 600) -> bool:
+    """Copy the session's migrated Prefect database into ``prefect_home`` (a project home's
+    ``prefect`` folder) unless it has a database already. Waits for the template; returns
+    False (Prefect then migrates its own) when the template could not be built."""
+    target = prefect_home / "prefect.db"
+    if target.exists():
+        return False
+    deadline = time.monotonic() + timeout
+    while not (_TEMPLATE / "ready").exists():
+        if (_TEMPLATE / "failed").exists() or time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".prefect.db.{os.getpid()}")
+    shutil.copyfile(_TEMPLATE / "prefect.db", tmp)
+    os.replace(tmp, target)
+    return True
+
+
+_seeded_home = False
+#: Where tests start Prefect (in this process or in ``dpgnn`` children that share its home).
+_PREFECT_TESTS = tuple(REPO / "tests" / d for d in ("flows", "deployments", "tasks"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first test that may start Prefect sets up its fixtures (after the skip
+    marks, so a skipped test waits for nothing): this process's Prefect database from the
+    template."""
+    global _seeded_home
+    starts_prefect = (any(item.path.is_relative_to(d) for d in _PREFECT_TESTS)
+                      or item.get_closest_marker("integration") is not None)
+    if _seeded_home or not starts_prefect:
+        return
+    _seeded_home = True
+    seed_prefect(Path(os.environ.get("PREFECT_HOME", _HOME / "prefect")).expanduser())
+
+
+@pytest.fixture
+def fresh_home(tmp_path: Path) -> Path:
+    """``tmp_path / "home"``: a new project home, its Prefect database already migrated (a
+    copy of the session's template) so that a server or ``dpgnn`` process started on it
+    skips the migration."""
+    seed_prefect(tmp_path / "home" / "prefect")
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def seeded_prefect() -> Callable[[Path], bool]:
+    """:func:`seed_prefect`, for fixtures wider than a test (``seeded_prefect(home /
+    "prefect")``)."""
+    return seed_prefect
 
 
 def _uses_home(environ: dict[str, str], home: Path) -> bool:
@@ -103,6 +197,11 @@ def _remove_home() -> None:
         return
     _stop_processes_under(_HOME)
     shutil.rmtree(_HOME, ignore_errors=True)
+    if _TEMPLATE_OWNER:
+        if _builder is not None and _builder.poll() is None:
+            _builder.kill()
+            _builder.wait()
+        shutil.rmtree(_TEMPLATE, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

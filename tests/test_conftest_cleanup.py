@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: tests/conftest.py's variable naming the session's Prefect template folder.
+PREFECT_TEMPLATE_ENV = "DPGNN_TEST_PREFECT_TEMPLATE"
 PROBE = os.environ.get("DPGNN_CLEANUP_PROBE", "")
 #: The outer tests never run inside the child (no recursion).
 _outer = pytest.mark.skipif(bool(PROBE), reason="inside the child pytest")
@@ -39,6 +41,7 @@ def test_probe_writes_in_home(home: Path) -> None:
 
 
 @_probe
+@pytest.mark.integration
 @pytest.mark.skipif("servers" not in PROBE, reason="servers only when asked")
 def test_probe_leaves_a_dpgnn_server_running(home: Path) -> None:
     from flows import server
@@ -51,6 +54,7 @@ def test_probe_leaves_a_dpgnn_server_running(home: Path) -> None:
 
 
 @_probe
+@pytest.mark.integration
 @pytest.mark.skipif("servers" not in PROBE, reason="servers only when asked")
 def test_probe_leaves_the_ephemeral_server_running(home: Path) -> None:
     import tasks  # noqa: F401, I001 - first: Prefect's home under the test home
@@ -69,12 +73,17 @@ def test_probe_leaves_the_ephemeral_server_running(home: Path) -> None:
     _out("ephemeral", pids)
 
 
-def _child_pytest(tmp_path: Path, probe: str, *args: str) -> tuple[Path, Path]:
+def _child_pytest(tmp_path: Path, probe: str, *args: str, own_template: bool = False
+                  ) -> tuple[Path, Path]:
+    """A child pytest of the probes; it migrates its own Prefect template when
+    ``own_template``, else copies this session's."""
     tmp, out = tmp_path / "tmp", tmp_path / "out"
     tmp.mkdir()
     out.mkdir()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PREFECT_", "MLFLOW_", "PYTEST_", "DPGNN_"))}
+    if not own_template:
+        env[PREFECT_TEMPLATE_ENV] = os.environ[PREFECT_TEMPLATE_ENV]
     env |= {"TMPDIR": str(tmp), "DPGNN_CLEANUP_PROBE": probe,
             "DPGNN_CLEANUP_PROBE_OUT": str(out), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "DO_NOT_TRACK": "1"}
@@ -98,16 +107,16 @@ def _gone(pid: int) -> bool:
 
 @_outer
 def test_no_test_home_is_left_behind(tmp_path: Path) -> None:
-    tmp, out = _child_pytest(tmp_path, "1", "-p", "no:xdist")
+    tmp, out = _child_pytest(tmp_path, "1", "-p", "no:xdist", own_template=True)
     homes = [json.loads(p.read_text()) for p in out.glob("home-*")]
     assert len(homes) == 1 and homes[0].startswith(str(tmp))
     assert not list(tmp.glob("dpgnn-test-home-*"))
+    assert not list(tmp.glob("dpgnn-test-prefect-*"))  # the Prefect template, its own
 
 
 @_outer
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.xdist_group("prefect")
 def test_no_test_home_or_server_is_left_behind_with_xdist(tmp_path: Path) -> None:
     """Two xdist workers (each with its home), a `dpgnn server` and Prefect's ephemeral
     server started under a test home: all stopped, every home removed."""
@@ -117,3 +126,30 @@ def test_no_test_home_or_server_is_left_behind_with_xdist(tmp_path: Path) -> Non
             *json.loads((out / "ephemeral").read_text())]
     assert [p for p in pids if not _gone(p)] == []
     assert not list(tmp.glob("dpgnn-test-home-*"))
+
+
+def _alembic_version(db: Path) -> list[tuple[str]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        return con.execute("select version_num from alembic_version").fetchall()
+
+
+@_outer
+def test_fresh_home_starts_with_a_migrated_prefect_database(fresh_home: Path) -> None:
+    """``fresh_home`` holds a copy of the session's Prefect database, migrated to the head
+    revision that this Prefect ships (so a server started on it has nothing to migrate)."""
+    from alembic.script import ScriptDirectory
+    from prefect.server.database import provide_database_interface
+    from prefect.server.database.alembic_commands import alembic_config
+
+    db = fresh_home / "prefect" / "prefect.db"
+    assert db.is_file() and not list(fresh_home.glob("prefect/.prefect.db.*"))
+    config = alembic_config()  # the SQLite migrations (Prefect's env.py picks them likewise)
+    config.set_main_option("version_locations",
+                           str(provide_database_interface().orm.versions_dir))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head
+    assert _alembic_version(db) == [(head,)]
+    template = Path(os.environ[PREFECT_TEMPLATE_ENV]) / "prefect.db"
+    assert db.read_bytes() == template.read_bytes()

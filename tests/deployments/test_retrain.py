@@ -29,7 +29,7 @@ import pytest
 from tests.flows.test_servers import _clean_env as _server_env
 from tests.flows.test_servers import _free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prefect")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENT = "dpgnn-retrain/private-retrain"
@@ -77,11 +77,13 @@ def _run_id(out: str) -> str:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
-    """``dpgnn server start`` (a Prefect server in its own session, with its own home),
-    started in the background while the test prepares; stopped (its group only) at the end.
-    The server's scheduler is off, so only triggered runs happen."""
-    env = _clean_env(tmp_path / "home")
+def server(tmp_path: Path, fresh_home: Path
+           ) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
+    """``dpgnn server start`` (a Prefect server in its own session, with its own home, its
+    database already migrated), started in the background while the test prepares; stopped
+    (its group only) at the end. The server's scheduler is off, so only triggered runs
+    happen."""
+    env = _clean_env(fresh_home)
     port = _free_port()
     start = subprocess.Popen(
         [BIN / "dpgnn", "server", "start", "--port", str(port)],

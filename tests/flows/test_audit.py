@@ -12,8 +12,6 @@ from typer.testing import CliRunner
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.xdist_group("prefect")
-
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -23,6 +21,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_audit_flow_steps_cache_budget_and_mlflow(dataset: Path) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -61,6 +60,7 @@ def test_audit_flow_steps_cache_budget_and_mlflow(dataset: Path) -> None:
     assert len(s.summary(s.resolve(sha)).records) == 1  # a cached audit spends nothing
 
 
+@pytest.mark.slow
 def test_multi_run_audit_flow(dataset: Path) -> None:
     from dpgnn_core.specs import DpMlpSpec
     from flows.audit import audit

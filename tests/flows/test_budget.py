@@ -15,8 +15,6 @@ from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.privacy.events import Ledger
 
-pytestmark = pytest.mark.xdist_group("prefect")
-
 
 def _counted(sha: str) -> list[object]:
     from tasks.budget import store
@@ -25,6 +23,7 @@ def _counted(sha: str) -> list[object]:
     return [r for r in s.summary(s.resolve(sha)).records if r.status in COUNTED]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", ["edge", "node"])
 def test_gap_release_reused_not_charged_twice_and_recompute_charged(
         level: str, tmp_path: Path) -> None:
@@ -114,6 +113,7 @@ def test_budget_cli_set_show_plot_reset(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "budget epsilon must be finite and > 0" in r.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", ["edge", "node"])
 def test_progap_stages_share_one_reservation_and_over_budget_is_refused(
         level: str, tmp_path: Path) -> None:

@@ -81,7 +81,6 @@ def test_run_rejects_non_dataset(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "not a dataset folder" in r.output
 
 
-@pytest.mark.xdist_group("prefect")
 @pytest.mark.parametrize(("args", "needle", "help_of"), [
     (["run", "dp-mlp", "--epsilon", "1", "--hops", "3"], "No such option: --hops",
      "dpgnn run dp-mlp"),
@@ -108,6 +107,7 @@ def test_usage_error_one_line_from_the_script() -> None:
     assert r.stderr.rstrip().endswith("(see `dpgnn run dp-mlp --help`)")
 
 
+@pytest.mark.slow
 def test_run_json_contract(tmp_path: Path) -> None:
     """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
     ds = tmp_path / "ds"
@@ -184,7 +184,7 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
     assert r.exit_code == 2 and needle in r.output
 
 
-@pytest.mark.xdist_group("prefect")
+@pytest.mark.slow
 def test_run_drw_json_reports_privacy(tmp_path: Path) -> None:
     """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
     clipping threshold flagged as unaccounted in --json and in the report."""

@@ -18,7 +18,7 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 

@@ -14,7 +14,7 @@ from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.specs import IngestSpec, TrainSpec
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -223,7 +223,7 @@ def test_verbose_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyP
         flows.cli.main()
 
 
-@pytest.mark.xdist_group("prefect")
+@pytest.mark.slow
 def test_error_inside_the_flow_is_one_line_and_logged(tmp_path: Path) -> None:
     """A fixed noise multiplier that overspends the budget in one step is only found by the
     accountant, inside the flow: the user still sees one line (not Prefect's tracebacks),

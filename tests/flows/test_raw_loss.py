@@ -11,7 +11,7 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 
 def test_private_run_logs_no_raw_loss_unless_flagged(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.flows.test_servers import BIN, _clean_env, _free_port, _ingest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.xdist_group("prefect")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _api(url: str, path: str, body: dict | None = None) -> object:
@@ -27,11 +27,12 @@ def _api(url: str, path: str, body: dict | None = None) -> object:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+def served(tmp_path_factory: pytest.TempPathFactory, seeded_prefect):
     """A project home with a dataset and a running `dpgnn server` (faster than the ephemeral
-    server in every subprocess); stopped afterwards."""
+    server in every subprocess); stopped afterwards. Prefect's database starts migrated."""
     tmp_path = tmp_path_factory.mktemp("recover")
     home = tmp_path / "home"
+    seeded_prefect(home / "prefect")
     env = _clean_env(home)
     _ingest(tmp_path / "ds", env)
     port = _free_port()

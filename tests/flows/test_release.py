@@ -10,7 +10,7 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 
 def test_cached_release_is_reused_and_a_recompute_is_a_new_release(tmp_path: Path) -> None:

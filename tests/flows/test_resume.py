@@ -19,7 +19,7 @@ from dpgnn_core.data.synthetic import csbm
 BIN = Path(sys.executable).parent / "dpgnn"
 
 
-@pytest.mark.xdist_group("prefect")
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     write_dataset(csbm(num_nodes=600, seed=4), tmp_path / "ds")
     home = tmp_path / "home"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prefect")]
+pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 
 
@@ -83,8 +83,8 @@ def test_prefect_server_start_run_stop(tmp_path: Path) -> None:
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
 
-def test_mlflow_server_receives_run(tmp_path: Path) -> None:
-    env = _clean_env(tmp_path / "home")
+def test_mlflow_server_receives_run(tmp_path: Path, fresh_home: Path) -> None:
+    env = _clean_env(fresh_home)  # Prefect's database already migrated (tests/conftest.py)
     port = _free_port()
     _ingest(tmp_path / "ds", env)
     server = subprocess.Popen(

@@ -26,7 +26,7 @@ import tasks  # noqa: F401 - sets Prefect's environment (inherited by Dask worke
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 

@@ -20,7 +20,7 @@ from dpgnn_core.privacy.tuning import tuning_epsilon
 from dpgnn_core.sweep_tuning import SCORE_EVENT, SCORE_NOTE, draw
 from dpgnn_core.sweeps import SweepSpec, TuningSpec
 
-pytestmark = pytest.mark.xdist_group("prefect")
+pytestmark = pytest.mark.slow
 
 
 def _randbits_covering_both(m: int = 2) -> int:

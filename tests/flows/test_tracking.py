@@ -18,8 +18,6 @@ from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import TrackingError
 
-pytestmark = pytest.mark.xdist_group("prefect")
-
 
 def _closed_port() -> int:
     with socket.socket() as s:
@@ -130,6 +128,7 @@ def test_check_tracking_uri_fails_fast_with_one_line(silent_server: str, health_
 # --- a logged private run -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_private_run_logs_what_was_used(dataset: str, spec: Any, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
@@ -187,6 +186,7 @@ def test_private_run_logs_what_was_used(dataset: str, spec: Any, tmp_path: Path,
     assert created.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
 
 
+@pytest.mark.slow
 def test_failed_logging_keeps_the_result(dataset: str, spec: Any,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import flows.pipeline
