@@ -440,8 +440,9 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
             the encoder and for the classifier (EDP, ∞). (default: 100)
         batch_size (int): EDP / ∞: rows per Adam mini-batch (each epoch visits every
             training row once, in ceil(N / batch_size) near-equal batches); NDP: expected
-            rows per DP-Adam step (Poisson rate m/N). (default: min(64, N) at edge level
-            and ∞; min(16384, N) at node level: every row on all but very large graphs)
+            rows per DP-Adam step (Poisson rate m/N). (default: min(N, max(64,
+            ceil(N / 32))) at edge level and ∞, i.e. 64 rows but at most 32 batches per
+            epoch; min(16384, N) at node level: every row on all but very large graphs)
         steps (int): DP-Adam steps of the encoder and of the classifier (NDP). (default: 60)
         lr (float): learning rate. (default: 1e-3 at edge level and ∞, 1e-2 at node level)
         selection (str): ``best-val`` keeps each module's weights of the epoch with the
@@ -468,8 +469,6 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
                  "selection": "best-val"},
         "node": {"encoder_dim": 16, "dropout": 0.0, "norm": "none", "lr": 1e-2,
                  "selection": "last"}}
-    #: The unset EDP / ∞ mini-batch: min(this, N) rows.
-    edge_batch: ClassVar[int] = 64
     method: Literal["gap-edp", "gap-ndp", "gap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     hops: int = Field(2, ge=1, le=10)
@@ -511,11 +510,11 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
         return self
 
     def with_batch_size(self, records: int) -> Any:
-        """This spec with ``batch_size`` set: as given; else min(:attr:`edge_batch`, N)
-        at edge level and ∞, :class:`LargeBatchDefaults`' at node level."""
+        """This spec with ``batch_size`` set: as given; else :func:`edge_batch_for` N at
+        edge level and ∞, :class:`LargeBatchDefaults`' at node level."""
         if self.batch_size is not None or self.level == "node":
             return super().with_batch_size(records)
-        return self.model_copy(update={"batch_size": min(self.edge_batch, max(1, records))})
+        return self.model_copy(update={"batch_size": edge_batch_for(records)})
 
 
 class ProgapSpec(PrivateSpec):
@@ -548,7 +547,8 @@ class ProgapSpec(PrivateSpec):
             ∞). (default: 100)
         batch_size (int): EDP / ∞: rows per Adam mini-batch (each epoch visits every
             training row once); NDP: expected rows per DP-Adam step (Poisson rate m / N).
-            (default: min(64, N) at edge level and ∞, min(256, N / 4) at node level)
+            (default: min(N, max(64, ceil(N / 32))) at edge level and ∞, min(256, N / 4)
+            at node level)
         steps (int): DP-Adam steps per stage (NDP). (default: 500)
         lr (float): learning rate. (default: 1e-3 at edge level and ∞, 1e-2 at node level)
         selection (str): ``best-val`` keeps each stage's weights of the epoch with the best
@@ -570,8 +570,6 @@ class ProgapSpec(PrivateSpec):
                  "selection": "best-val"},
         "node": {"hidden": 16, "dropout": 0.0, "norm": "none", "lr": 1e-2,
                  "selection": "last"}}
-    #: The unset EDP / ∞ mini-batch: min(this, N) rows.
-    edge_batch: ClassVar[int] = 64
     method: Literal["progap-edp", "progap-ndp", "progap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     stages: int = Field(2, ge=1, le=10)
@@ -608,11 +606,11 @@ class ProgapSpec(PrivateSpec):
         return self
 
     def with_batch_size(self, records: int) -> Any:
-        """This spec with ``batch_size`` set: as given; else min(:attr:`edge_batch`, N)
-        at edge level and ∞, :meth:`PrivateSpec.default_batch_for` at node level."""
+        """This spec with ``batch_size`` set: as given; else :func:`edge_batch_for` N at
+        edge level and ∞, :meth:`PrivateSpec.default_batch_for` at node level."""
         if self.batch_size is not None or self.level == "node":
             return super().with_batch_size(records)
-        return self.model_copy(update={"batch_size": min(self.edge_batch, max(1, records))})
+        return self.model_copy(update={"batch_size": edge_batch_for(records)})
 
 
 class GraphClsSpec(PrivateSpec):
@@ -682,6 +680,21 @@ class GraphClsSpec(PrivateSpec):
 
 GAP_NAMES = {"edge": "gap-edp", "node": "gap-ndp", "none": "gap-inf"}
 PROGAP_NAMES = {"edge": "progap-edp", "node": "progap-ndp", "none": "progap-inf"}
+
+#: GAP's and ProGAP's unset EDP / ∞ mini-batch: this many rows ...
+EDGE_BATCH = 64
+#: ... but at most this many mini-batches per epoch (large graphs).
+EDGE_BATCHES_PER_EPOCH = 32
+
+
+def edge_batch_for(records: int) -> int:
+    """The unset mini-batch of GAP's and ProGAP's non-private modules (EDP, ∞) on
+    ``records`` training rows: :data:`EDGE_BATCH` rows (GAP's recipe), or more where that
+    would make more than :data:`EDGE_BATCHES_PER_EPOCH` batches per epoch, never more than
+    every row."""
+    records = max(1, int(records))
+    return min(records, max(EDGE_BATCH, -(-records // EDGE_BATCHES_PER_EPOCH)))
+
 
 def _fill_level_defaults(data: Any, table: dict[str, dict[str, Any]]) -> Any:
     """``data`` with the defaults of its level (``table["edge"]`` for edge level and ∞,

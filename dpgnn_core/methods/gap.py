@@ -218,11 +218,13 @@ def sensitivity(level: str, max_degree: int | None, directed: bool,
 
 def norm_layer(norm: str, width: int) -> nn.Module:
     """The normalisation after a hidden Linear layer: ``batch`` (statistics over the rows
-    of a batch: non-private training only), ``layer`` (per row) or ``none``."""
+    of a batch: non-private training only), ``layer`` (per row, without its own affine
+    parameters, which the next Linear layer absorbs: DP-Adam's per-row clipping handles
+    Linear layers only) or ``none``."""
     if norm == "batch":
         return nn.BatchNorm1d(width)
     if norm == "layer":
-        return nn.LayerNorm(width)
+        return nn.LayerNorm(width, elementwise_affine=False)
     if norm == "none":
         return nn.Identity()
     raise ValueError(f"unknown norm {norm!r}; choose batch, layer or none")

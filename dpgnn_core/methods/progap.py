@@ -130,7 +130,7 @@ class ProgapStage(nn.Module):
         for i in range(base_layers):
             if i > 0:
                 layers.append(nn.Dropout(dropout))
-            layers.append(selu_block(in_dim if i == 0 else hidden, hidden, norm))
+            layers.extend(selu_block(in_dim if i == 0 else hidden, hidden, norm))
         self.base = nn.Sequential(*layers)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(prev_width + hidden, num_classes)
