@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -262,8 +263,7 @@ class GapEncoder(nn.Module):
                  layers: int = 2, dropout: float = 0.0, norm: str = "none") -> None:
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [encoder_dim]
-        self.blocks = nn.ModuleList(selu_block(a, b, norm) for a, b in zip(dims, dims[1:],
-                                                                            strict=False))
+        self.blocks = nn.ModuleList(selu_block(a, b, norm) for a, b in itertools.pairwise(dims))
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(encoder_dim, num_classes)
 

@@ -26,8 +26,9 @@ combination row-normalised before the head, the next stage aggregating the curre
 base output. Departures, all on the conservative side or post-processing: earlier stages are
 frozen (the code's ``layerwise`` option; its default fine-tunes earlier base layers); the
 noisy aggregation is row-normalised after the noise (post-processing, as in GAP's PMA; the
-code feeds it unnormalised to a batch-normalised MLP); no batch norm (it mixes the rows of a
-batch, which DP-SGD's per-row clipping cannot allow; the code swaps it out at node level);
+code feeds it unnormalised to a batch-normalised MLP); batch norm (``norm``) at edge level
+and ∞ only (it mixes the rows of a batch, which DP-SGD's per-row clipping cannot allow; the
+code swaps it out at node level, the spec refuses it there);
 edge level uses Δ = √2 on a graph flagged undirected (the code uses 1); node level uses
 GAP-NDP's corrected Δ = √(D² + D) (√(min(c, D)² + D) with row clipping) and refuses a graph
 with a degree above D, where the paper's analysis uses √D over a neighbour-sampled graph
