@@ -378,7 +378,7 @@ def _canary_logits(family: str, model: torch.nn.Module, x: npt.NDArray[np.float3
             from dpgnn_core.methods.gap import GapClassifier
 
             assert isinstance(model, GapClassifier)
-            enc_dim = int(model.encoder.lin2.out_features) if model.encoder is not None else 0
+            enc_dim = model.encoder.encoder_dim if model.encoder is not None else 0
             zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
             out = model(model.inputs(xt, zeros))
         else:

@@ -266,6 +266,7 @@ class GapEncoder(nn.Module):
         self.blocks = nn.ModuleList(selu_block(a, b, norm) for a, b in itertools.pairwise(dims))
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(encoder_dim, num_classes)
+        self.encoder_dim = encoder_dim
 
     def encode(self, x: Tensor) -> Tensor:
         for i, block in enumerate(self.blocks):
@@ -452,7 +453,8 @@ def is_directed(data: GraphData) -> bool:
 
 def batches_per_epoch(spec: GapSpec | ProgapSpec, num_rows: int) -> int:
     """Mini-batches of one Adam epoch (EDP, ∞): ceil(N / batch_size)."""
-    return math.ceil(num_rows / spec.with_batch_size(num_rows).batch)
+    batch: int = spec.with_batch_size(num_rows).batch
+    return math.ceil(num_rows / batch)
 
 
 def epoch_batches(num_rows: int, per_epoch: int, generator: torch.Generator
