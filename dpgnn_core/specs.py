@@ -422,7 +422,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
         row_clip (float, optional): clip every aggregated row of PMA to this L2 norm c
             before the noise; node-level sensitivity then √(min(c, D)² + D) instead of
             √(D² + D) (undirected). :obj:`None` does not clip. (default: :obj:`None`)
-        encoder_layers (int): Linear + SELU layers of the encoder, the last one to
+        encoder_layers (int): Linear → norm → SELU blocks of the encoder, the last one to
             ``encoder_dim``. (default: 2)
         encoder_dim (int): width of the encoding X(0). (default: 64 at edge level and ∞,
             16 at node level)
