@@ -103,7 +103,7 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float, owner: str | None 
     data = load_keyed_dataset(dataset)
     folder = checkpoint_dir("gap_encoder", dataset["content_sha256"], spec, z)
     with gate_for(dataset, spec.method, spec, owner) as gate, \
-            _module_progress(spec, "encoder") as shown, \
+            _module_progress(spec, "encoder", data) as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         enc, hist, events = gap.fit_encoder(data, spec, z, gate.on_step(shown.on_step()))
     out = artifact_dir("gap_encoder", dataset["content_sha256"], spec, z)
@@ -117,14 +117,12 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float, owner: str | None 
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
 
 
-def len_of(spec: GapSpec) -> int:
-    return spec.steps if spec.level == "node" else spec.epochs
-
-
-def _module_progress(spec: GapSpec, module: str) -> Progress:
+def _module_progress(spec: GapSpec, module: str, data: Any) -> Progress:
     """The live progress of GAP's encoder or classifier: DP-Adam steps (node level) or
-    epochs, with ε spent over the whole run so far."""
-    return progress("step" if spec.level == "node" else "epoch", len_of(spec),
+    Adam mini-batch steps, with ε spent over the whole run so far."""
+    from dpgnn_core.methods import gap
+
+    return progress("step", gap.module_steps(spec, int(data.mask("train").sum())),
                     f"{spec.method} {module}", spec.epsilon if spec.level != "none" else None)
 
 
@@ -142,7 +140,7 @@ def gap_aggregate(dataset: DatasetRef, graph: dict[str, Any], encoder: dict[str,
     verify_files(graph["path"], graph["files"])
     verify_files(encoder["path"], encoder["files"])
     data = load_keyed_dataset(dataset)
-    enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
+    enc = gap.new_encoder(spec, data.num_features, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     ei = np.load(Path(graph["path"]) / "edge_index.npy")
     with gate_for(dataset, spec.method, spec, owner), Progress(spec.method) as shown:
@@ -172,12 +170,12 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     verify_files(encoder["path"], encoder["files"])
     data = load_keyed_dataset(dataset)
     xs = torch.load(Path(aggregations["path"]) / "aggregations.pt", weights_only=True)
-    enc = gap.GapEncoder(data.num_features, spec.hidden, spec.encoder_dim, data.num_classes)
+    enc = gap.new_encoder(spec, data.num_features, data.num_classes)
     enc.load_state_dict(torch.load(Path(encoder["path"]) / "encoder.pt", weights_only=True))
     folder = checkpoint_dir("gap_classifier", dataset["content_sha256"],
                             aggregations["files"], spec, z)
     with gate_for(dataset, spec.method, spec, owner) as gate, \
-            _module_progress(spec, "classifier") as shown, \
+            _module_progress(spec, "classifier", data) as shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         clf, hist, events = gap.fit_classifier(data, xs, spec, z,
                                                gate.on_step(shown.on_step()), encoder=enc)

@@ -97,8 +97,8 @@ def progap_stage(dataset: DatasetRef, spec: ProgapSpec, z: float, stage: int,
     key = (dataset["content_sha256"], spec, z, stage, previous and previous["files"],
            [a["files"] for a in aggregations])
     folder = checkpoint_dir("progap_stage", *key)
-    unit = "step" if spec.level == "node" else "epoch"
-    shown = progress(unit, progap.stage_steps(spec), f"{spec.method} stage {stage}",
+    shown = progress("step", progap.stage_steps(spec, int(data.mask("train").sum())),
+                     f"{spec.method} stage {stage}",
                      spec.epsilon if spec.level != "none" else None)
     with gate_for(dataset, spec.method, spec, owner) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:

@@ -86,7 +86,7 @@ def canary_logits(model: torch.nn.Module, x: npt.NDArray[np.float32]) -> torch.T
     xt = torch.from_numpy(np.ascontiguousarray(x))
     with torch.no_grad():
         if isinstance(model, GapClassifier):
-            enc_dim = int(model.encoder.lin2.out_features) if model.encoder is not None else 0
+            enc_dim = model.encoder.encoder_dim if model.encoder is not None else 0
             zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
             out: torch.Tensor = model(model.inputs(xt, zeros))
         elif hasattr(model, "forward_sparse"):

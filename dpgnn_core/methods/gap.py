@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -216,37 +217,75 @@ def sensitivity(level: str, max_degree: int | None, directed: bool,
 # --- modules ---------------------------------------------------------------------------
 
 
+def norm_layer(norm: str, width: int) -> nn.Module:
+    """The normalisation after a hidden Linear layer: ``batch`` (statistics over the rows
+    of a batch: non-private training only), ``layer`` (per row, without its own affine
+    parameters, which the next Linear layer absorbs: DP-Adam's per-row clipping handles
+    Linear layers only) or ``none``."""
+    if norm == "batch":
+        return nn.BatchNorm1d(width)
+    if norm == "layer":
+        return nn.LayerNorm(width, elementwise_affine=False)
+    if norm == "none":
+        return nn.Identity()
+    raise ValueError(f"unknown norm {norm!r}; choose batch, layer or none")
+
+
+def selu_block(in_dim: int, out_dim: int, norm: str = "none") -> nn.Sequential:
+    """``Linear -> norm -> SELU``: one hidden layer of GAP's and ProGAP's modules."""
+    return nn.Sequential(nn.Linear(in_dim, out_dim), norm_layer(norm, out_dim), nn.SELU())
+
+
 class GapEncoder(nn.Module):
-    """``in -> hidden -> encoder_dim -> classes``; :meth:`encode` gives X(0) before
+    """``layers`` blocks ``Linear -> norm -> SELU`` (dropout between them), the last one to
+    ``encoder_dim``, then a pre-training head; :meth:`encode` gives X(0) before
     normalisation.
+
+    .. math::
+        h^{(l+1)} = \\mathrm{SELU}(\\mathrm{norm}(W^{(l)}\\, \\mathrm{drop}(h^{(l)}))),
+        \\qquad \\hat y = W_\\mathrm{head}\\, \\mathrm{drop}(h^{(L)})
+
+    (no dropout on the raw features).
 
     Args:
         in_dim (int): input features.
         hidden (int): hidden width.
         encoder_dim (int): width of the encoding.
         num_classes (int): classes (the pre-training head).
+        layers (int, optional): blocks. (default: :obj:`2`)
+        dropout (float, optional): dropout probability between blocks and before the head
+            (training mode only). (default: :obj:`0.0`)
+        norm (str, optional): ``batch``, ``layer`` or ``none`` (:func:`norm_layer`).
+            (default: ``"none"``)
     """
 
-    def __init__(self, in_dim: int, hidden: int, encoder_dim: int, num_classes: int) -> None:
+    def __init__(self, in_dim: int, hidden: int, encoder_dim: int, num_classes: int,
+                 layers: int = 2, dropout: float = 0.0, norm: str = "none") -> None:
         super().__init__()
-        self.lin1 = nn.Linear(in_dim, hidden)
-        self.lin2 = nn.Linear(hidden, encoder_dim)
+        dims = [in_dim] + [hidden] * (layers - 1) + [encoder_dim]
+        self.blocks = nn.ModuleList(selu_block(a, b, norm) for a, b in itertools.pairwise(dims))
+        self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(encoder_dim, num_classes)
+        self.encoder_dim = encoder_dim
 
     def encode(self, x: Tensor) -> Tensor:
-        return torch.selu(self.lin2(torch.selu(self.lin1(x))))
+        for i, block in enumerate(self.blocks):
+            x = block(self.dropout(x) if i > 0 else x)
+        return x
 
     def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.head(self.encode(x))
+        out: Tensor = self.head(self.dropout(self.encode(x)))
         return out
 
 
 class GapClassifier(nn.Module):
-    """One base layer per hop, a combination, a head.
+    """One base block per hop, a combination, a head.
 
     .. math::
-        h_v = \\mathrm{combine}_k\\, \\mathrm{SELU}(W_k X^{(k)}_v), \\qquad
-        \\hat y_v = W_2\\, \\mathrm{SELU}(W_1 h_v)
+        h_v = \\mathrm{combine}_k\\, \\mathrm{SELU}(\\mathrm{norm}(W_k X^{(k)}_v)),
+        \\qquad
+        \\hat y_v = W_2\\, \\mathrm{drop}(\\mathrm{SELU}(\\mathrm{norm}(W_1\\,
+                    \\mathrm{drop}(h_v))))
 
     Args:
         hops (int): K (the input holds K + 1 matrices).
@@ -255,6 +294,10 @@ class GapClassifier(nn.Module):
         num_classes (int): classes.
         combine (str, optional): ``cat``, ``sum`` or ``attn`` (softmax over hops of a
             learned score of each hop's representation). (default: ``"cat"``)
+        dropout (float, optional): dropout probability on the combination and on the
+            head's hidden layer (training mode only). (default: :obj:`0.0`)
+        norm (str, optional): ``batch``, ``layer`` or ``none`` after every hidden Linear
+            layer (:func:`norm_layer`). (default: ``"none"``)
 
     After training, :meth:`attach_encoder` adds the (private) encoder, so that
     :meth:`inputs` can recompute a node's X(0) from its own features: the stored private
@@ -264,15 +307,16 @@ class GapClassifier(nn.Module):
     encoder: GapEncoder | None
 
     def __init__(self, hops: int, in_dim: int, hidden: int, num_classes: int,
-                 combine: str = "cat") -> None:
+                 combine: str = "cat", dropout: float = 0.0, norm: str = "none") -> None:
         super().__init__()
         if combine not in ("cat", "sum", "attn"):
             raise ValueError(f"unknown combine {combine!r}; choose cat, sum or attn")
         self.combine = combine
-        self.base = nn.ModuleList(nn.Linear(in_dim, hidden) for _ in range(hops + 1))
+        self.base = nn.ModuleList(selu_block(in_dim, hidden, norm) for _ in range(hops + 1))
         self.score = nn.Linear(hidden, 1) if combine == "attn" else None
         width = hidden * (hops + 1) if combine == "cat" else hidden
-        self.lin1 = nn.Linear(width, hidden)
+        self.dropout = nn.Dropout(dropout)
+        self.lin1 = selu_block(width, hidden, norm)
         self.lin2 = nn.Linear(hidden, num_classes)
         self.encoder = None
 
@@ -292,7 +336,7 @@ class GapClassifier(nn.Module):
 
     def forward(self, xs: Tensor) -> Tensor:
         """``xs`` ``[n, K + 1, d]`` -> logits ``[n, C]``."""
-        hs = torch.stack([torch.selu(lin(xs[:, k])) for k, lin in enumerate(self.base)], 1)
+        hs = torch.stack([block(xs[:, k]) for k, block in enumerate(self.base)], 1)
         if self.combine == "cat":
             h = hs.flatten(1)
         elif self.combine == "sum":
@@ -300,8 +344,20 @@ class GapClassifier(nn.Module):
         else:
             assert self.score is not None
             h = (torch.softmax(self.score(hs), dim=1) * hs).sum(1)
-        out: Tensor = self.lin2(torch.selu(self.lin1(h)))
+        out: Tensor = self.lin2(self.dropout(self.lin1(self.dropout(h))))
         return out
+
+
+def new_encoder(spec: GapSpec, in_dim: int, num_classes: int) -> GapEncoder:
+    """The (untrained) encoder a spec describes."""
+    return GapEncoder(in_dim, spec.hidden, spec.encoder_dim, num_classes,
+                      spec.encoder_layers, spec.dropout, spec.norm)
+
+
+def new_classifier(spec: GapSpec, num_classes: int) -> GapClassifier:
+    """The (untrained) classification module a spec describes."""
+    return GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, num_classes, spec.combine,
+                         spec.dropout, spec.norm)
 
 
 def with_own_encoding(encoder: GapEncoder | None, x: Tensor, aggregations: Tensor,
@@ -395,24 +451,68 @@ def is_directed(data: GraphData) -> bool:
     return bool(data.directed)
 
 
+def batches_per_epoch(spec: GapSpec | ProgapSpec, num_rows: int) -> int:
+    """Mini-batches of one Adam epoch (EDP, ∞): ceil(N / batch_size)."""
+    batch: int = spec.with_batch_size(num_rows).batch
+    return math.ceil(num_rows / batch)
+
+
+def epoch_batches(num_rows: int, per_epoch: int, generator: torch.Generator
+                  ) -> Callable[[], Tensor]:
+    """A function returning the next mini-batch of row indices: each epoch a fresh random
+    order of all ``num_rows`` rows cut into ``per_epoch`` near-equal batches (sizes differ
+    by at most one, so no batch is a lone row when the batch size is at least 2)."""
+    queue: list[Tensor] = []
+
+    def draw() -> Tensor:
+        if not queue:
+            perm = torch.randperm(num_rows, generator=generator)
+            queue.extend(torch.tensor_split(perm, per_epoch))
+        return queue.pop(0)
+    return draw
+
+
 def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
              private: bool, z: float, name: str,
-             on_step: Callable[[int, dict[str, float]], None] | None
-             ) -> list[dict[str, float]]:
-    """Adam full batch (``epochs``), or DP-Adam over Poisson-sampled rows (``steps``; one
-    row per training node, clipped to ``spec.clip``, noise std ``z * clip``); the batches
-    and the noise come from :meth:`Randomness.for_spec` (secret by default), streams named
-    after ``name``. GAP's encoder and classifier and ProGAP's stages train with it."""
+             on_step: Callable[[int, dict[str, float]], None] | None,
+             val: tuple[Tensor, Tensor] | None = None) -> list[dict[str, float]]:
+    """Adam over mini-batches (``epochs`` epochs of :func:`batches_per_epoch` batches;
+    EDP, ∞), or DP-Adam over Poisson-sampled rows (``steps``; one row per training node,
+    clipped to ``spec.clip``, noise std ``z * clip``; node level); the batches and the
+    noise come from :meth:`Randomness.for_spec` (secret by default), streams named after
+    ``name``. The model trains in training mode (dropout, batch statistics) and is left in
+    evaluation mode. With ``spec.selection == "best-val"`` (never at node level: the spec
+    refuses it) and ``val`` = (inputs, labels) of the validation rows, the weights of the
+    epoch with the best validation accuracy are kept. GAP's encoder and classifier and
+    ProGAP's stages train with it."""
     randomness = Randomness.for_spec(spec)
     gen = randomness.torch_generator(f"{name}/batches")
     noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
     opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
     n = inputs.shape[0]
+    model.train()
     if not private:
-        def full() -> tuple[Tensor, float]:
-            losses = nn.functional.cross_entropy(model(inputs), y, reduction="none")
+        per_epoch = batches_per_epoch(spec, n)
+        if spec.norm == "batch" and n // per_epoch < 2:
+            raise DataError("batch norm needs at least 2 rows per mini-batch",
+                            field="batch_size", value=spec.with_batch_size(n).batch)
+        draw = epoch_batches(n, per_epoch, gen)
+
+        def minibatch() -> tuple[Tensor, float]:
+            ids = draw().to(inputs.device)
+            losses = nn.functional.cross_entropy(model(inputs[ids]), y[ids], reduction="none")
             return losses, float(losses.detach().mean())
-        hist = train_steps(model, opt, spec.epochs, full, clipping=None, on_step=on_step)
+
+        select = None
+        if spec.selection == "best-val" and val is not None and len(val[1]):
+            def select() -> float:
+                model.eval()
+                with torch.no_grad():
+                    acc = float((model(val[0]).argmax(1) == val[1]).float().mean())
+                model.train()
+                return acc
+        hist = train_steps(model, opt, spec.epochs * per_epoch, minibatch, clipping=None,
+                           on_step=on_step, select=select, select_every=per_epoch)
     else:
         spec = spec.with_batch_size(n)  # the rows trained on: the training nodes
         sampler = PoissonSampler(n, spec.batch / n, gen)
@@ -426,6 +526,7 @@ def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | Progap
                            clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch)),
                            generator=noise_gen, on_step=on_step,
                            log_raw_loss=spec.log_raw_loss)
+    model.eval()
     return hist
 
 
@@ -493,6 +594,9 @@ def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
     unit = "one directed edge" if directed else "one undirected edge (both directions)"
     return {
         "row_clip": spec.row_clip, "directed": directed,
+        "selection": ("the weights of the best validation epoch (validation labels are not "
+                      "protected at this level; the release is read as post-processing)"
+                      if spec.selection == "best-val" else "the last step's weights"),
         **Randomness.for_spec(spec).describe(),
         "protects": {
             "edge": f"aggregations X(1..K), parameters and predictions against adding or "
@@ -515,10 +619,12 @@ def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
             "aggregations (no extra budget)")}
 
 
-def module_steps(spec: GapSpec) -> int:
+def module_steps(spec: GapSpec, num_train: int) -> int:
     """Optimisation steps of the encoder and of the classifier: ``steps`` under DP-Adam
-    (node level), ``epochs`` otherwise."""
-    return spec.steps if spec.level == "node" else spec.epochs
+    (node level), ``epochs`` times :func:`batches_per_epoch` otherwise."""
+    if spec.level == "node":
+        return spec.steps
+    return spec.epochs * batches_per_epoch(spec, num_train)
 
 
 def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[float]:
@@ -527,7 +633,7 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
     gets); empty for GAP-∞."""
     if spec.level == "none":
         return []
-    steps = module_steps(spec)
+    steps = module_steps(spec, n_train)
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
     eps = epsilon_by_step(spec, n_train, z, delta, steps, steps)
     return eps[:steps] if stage == "encoder" else eps[steps:]
@@ -547,6 +653,16 @@ def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
                                        "delta": delta})
 
 
+def val_rows(data: GraphData, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec
+             ) -> tuple[Tensor, Tensor] | None:
+    """The labelled validation rows of ``inputs`` and their labels, for
+    ``selection="best-val"`` (edge level and ∞ only); :obj:`None` otherwise."""
+    if spec.level == "node" or spec.selection != "best-val":
+        return None
+    keep = torch.from_numpy(data.mask("val") & (np.asarray(data.y) >= 0)).to(inputs.device)
+    return inputs[keep], y[keep]
+
+
 def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
                 ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
     """Stage 1: the encoder on features and labels of training nodes; its privacy event
@@ -562,10 +678,10 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
     with seeded(spec.seed, device):
-        enc = GapEncoder(data.num_features, spec.hidden, spec.encoder_dim,
-                         data.num_classes).to(device)
+        enc = new_encoder(spec, data.num_features, data.num_classes).to(device)
         hist = fit_rows(enc, x[train], y[train], spec, spec.level == "node",
-                    z * spec.budget_split[0], "encoder", on_step)
+                        z * spec.budget_split[0], "encoder", on_step,
+                        val_rows(data, x, y, spec))
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[:1])
@@ -619,12 +735,12 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "classifier"))
     with seeded(spec.seed + 3, device):
-        clf = GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, data.num_classes,
-                            spec.combine).to(device)
+        clf = new_classifier(spec, data.num_classes).to(device)
         xs = with_own_encoding(enc, torch.tensor(data.x, device=device),
                                aggregations.to(device), spec.hops)
         hist = fit_rows(clf, xs[train.to(device)], y[train.to(device)], spec,
-                    spec.level == "node", z * spec.budget_split[2], "classifier", on_step)
+                        spec.level == "node", z * spec.budget_split[2], "classifier", on_step,
+                        val_rows(data, xs, y, spec))
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[-1:])
@@ -778,11 +894,9 @@ def save_gap(path: str, classifier: GapClassifier, spec: GapSpec, in_dim: int,
 
 def load_gap(blob: dict[str, Any]) -> tuple[GapClassifier, GapSpec]:
     spec = GapSpec(**blob["spec"])
-    model = GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, blob["num_classes"],
-                          spec.combine)
+    model = new_classifier(spec, blob["num_classes"])
     if any(k.startswith("encoder.") for k in blob["state_dict"]):
-        model.attach_encoder(GapEncoder(blob["in_dim"], spec.hidden, spec.encoder_dim,
-                                        blob["num_classes"]))
+        model.attach_encoder(new_encoder(spec, blob["in_dim"], blob["num_classes"]))
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
 

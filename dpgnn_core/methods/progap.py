@@ -26,8 +26,9 @@ combination row-normalised before the head, the next stage aggregating the curre
 base output. Departures, all on the conservative side or post-processing: earlier stages are
 frozen (the code's ``layerwise`` option; its default fine-tunes earlier base layers); the
 noisy aggregation is row-normalised after the noise (post-processing, as in GAP's PMA; the
-code feeds it unnormalised to a batch-normalised MLP); no batch norm (it mixes the rows of a
-batch, which DP-SGD's per-row clipping cannot allow; the code swaps it out at node level);
+code feeds it unnormalised to a batch-normalised MLP); batch norm (``norm``) at edge level
+and ∞ only (it mixes the rows of a batch, which DP-SGD's per-row clipping cannot allow; the
+code swaps it out at node level, the spec refuses it there);
 edge level uses Δ = √2 on a graph flagged undirected (the code uses 1); node level uses
 GAP-NDP's corrected Δ = √(D² + D) (√(min(c, D)² + D) with row clipping) and refuses a graph
 with a degree above D, where the paper's analysis uses √D over a neighbour-sampled graph
@@ -65,6 +66,7 @@ from dpgnn_core.methods._private import (
 from dpgnn_core.methods.gap import (
     InMemoryStages,
     aggregation_matrix,
+    batches_per_epoch,
     clip_rows,
     fit_rows,
     gate_plan,
@@ -72,8 +74,10 @@ from dpgnn_core.methods.gap import (
     pma,
     release_report,
     row_normalise,
+    selu_block,
     sensitivity,
     solve_composition,
+    val_rows,
 )
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -111,18 +115,25 @@ class ProgapStage(nn.Module):
     Args:
         in_dim (int): width of this stage's input (features at stage 0, else ``hidden``).
         hidden (int): embedding width.
-        base_layers (int): Linear + SELU layers of the base.
+        base_layers (int): Linear + norm + SELU layers of the base.
         prev_width (int): width of the earlier stages' embeddings (``k * hidden``).
         num_classes (int): classes.
+        dropout (float, optional): dropout probability between base layers and on the
+            head's input (training mode only). (default: :obj:`0.0`)
+        norm (str, optional): ``batch``, ``layer`` or ``none`` after every Linear layer of
+            the base (:func:`~dpgnn_core.methods.gap.norm_layer`). (default: ``"none"``)
     """
 
     def __init__(self, in_dim: int, hidden: int, base_layers: int, prev_width: int,
-                 num_classes: int) -> None:
+                 num_classes: int, dropout: float = 0.0, norm: str = "none") -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for i in range(base_layers):
-            layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.SELU()]
+            if i > 0:
+                layers.append(nn.Dropout(dropout))
+            layers.extend(selu_block(in_dim if i == 0 else hidden, hidden, norm))
         self.base = nn.Sequential(*layers)
+        self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(prev_width + hidden, num_classes)
         self.prev_width = prev_width
 
@@ -130,7 +141,8 @@ class ProgapStage(nn.Module):
         """``inputs`` ``[n, prev_width + in_dim]`` (the earlier embeddings, then this stage's
         input) -> logits ``[n, C]``. One row per node: rows never mix (DP-Adam clips rows)."""
         prev, x = inputs[:, :self.prev_width], inputs[:, self.prev_width:]
-        out: Tensor = self.head(row_normalise(torch.cat([prev, self.base(x)], 1)))
+        out: Tensor = self.head(self.dropout(row_normalise(torch.cat([prev, self.base(x)],
+                                                                      1))))
         return out
 
 
@@ -144,15 +156,19 @@ class ProgapModel(nn.Module):
         base_layers (int): layers of each base MLP.
         stages (int): K, the private aggregations (K + 1 trained stages).
         num_classes (int): classes.
+        dropout (float, optional): each stage's dropout (:class:`ProgapStage`).
+            (default: :obj:`0.0`)
+        norm (str, optional): each stage's normalisation (:class:`ProgapStage`).
+            (default: ``"none"``)
     """
 
     def __init__(self, in_dim: int, hidden: int, base_layers: int, stages: int,
-                 num_classes: int) -> None:
+                 num_classes: int, dropout: float = 0.0, norm: str = "none") -> None:
         super().__init__()
         self.hidden = hidden
         self.stages = nn.ModuleList(
             ProgapStage(in_dim if k == 0 else hidden, hidden, base_layers, k * hidden,
-                        num_classes) for k in range(stages + 1))
+                        num_classes, dropout, norm) for k in range(stages + 1))
 
     def embeddings(self, x: Tensor, aggregations: Tensor, upto: int) -> list[Tensor]:
         """``[h_0, ..., h_upto]``: each stage's base output on its own input."""
@@ -221,10 +237,12 @@ def _delta(spec: ProgapSpec, n_train: int) -> float:
     return spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
 
 
-def stage_steps(spec: ProgapSpec) -> int:
+def stage_steps(spec: ProgapSpec, num_train: int) -> int:
     """Optimisation steps of each stage: ``steps`` under DP-Adam (node level), ``epochs``
-    otherwise."""
-    return spec.steps if spec.level == "node" else spec.epochs
+    times :func:`~dpgnn_core.methods.gap.batches_per_epoch` otherwise."""
+    if spec.level == "node":
+        return spec.steps
+    return spec.epochs * batches_per_epoch(spec, num_train)
 
 
 def epsilon_by_stage(spec: ProgapSpec, num_train: int, z: float, delta: float
@@ -273,11 +291,12 @@ def calibrate_progap(data: GraphData, spec: ProgapSpec) -> tuple[Ledger, float, 
 def new_model(data: GraphData, spec: ProgapSpec) -> ProgapModel:
     """The untrained model; stage k initialised from ``seed + k`` (initialisation only)."""
     model = ProgapModel(data.num_features, spec.hidden, spec.base_layers, spec.stages,
-                        data.num_classes)
+                        data.num_classes, spec.dropout, spec.norm)
     for k, stage in enumerate(model.stages):
         with seeded(spec.seed + k, torch.device("cpu")):
             fresh = ProgapStage(data.num_features if k == 0 else spec.hidden, spec.hidden,
-                                spec.base_layers, k * spec.hidden, data.num_classes)
+                                spec.base_layers, k * spec.hidden, data.num_classes,
+                                spec.dropout, spec.norm)
         stage.load_state_dict(fresh.state_dict())
     return model
 
@@ -306,13 +325,15 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
         # a stage reads no edge: the first aggregation is the first private computation)
     if on_step is not None and spec.level != "none":
         eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
-        on_step = with_epsilon(on_step, [eps] * stage_steps(spec))
+        on_step = with_epsilon(on_step, [eps] * stage_steps(spec, n_train))
     model = model.to(device).eval()
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
     inputs = model.stage_inputs(x, aggs.to(device), k)
     stage = model.stages[k].train()
-    hist = fit_rows(stage, inputs[train], y[train], spec, node, z, f"stage{k}", on_step)
+    with seeded(spec.seed + k, device):  # dropout masks (not secret: not in the proof)
+        hist = fit_rows(stage, inputs[train], y[train], spec, node, z, f"stage{k}", on_step,
+                        val_rows(data, inputs, y, spec))
     stage.eval()
     events = Ledger()
     if node:
@@ -544,7 +565,7 @@ def save_progap(path: str, model: ProgapModel, spec: ProgapSpec, in_dim: int,
 def load_progap(blob: dict[str, Any]) -> tuple[ProgapModel, ProgapSpec]:
     spec = ProgapSpec(**blob["spec"])
     model = ProgapModel(blob["in_dim"], spec.hidden, spec.base_layers, spec.stages,
-                        blob["num_classes"])
+                        blob["num_classes"], spec.dropout, spec.norm)
     model.load_state_dict(blob["state_dict"])
     return model.eval(), spec
 

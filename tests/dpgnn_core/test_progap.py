@@ -106,7 +106,8 @@ def test_ledger_one_event_per_release_one_noise_scale(level: str) -> None:
         z * sensitivity(level, spec.max_degree, SMALL.directed))
     curve = [e for _, e in r.report["epsilon_by_step"]]
     assert curve == sorted(curve) and curve[-1] == pytest.approx(eps)
-    assert len(curve) == len(r.history) == 4 * progap.stage_steps(spec)
+    assert len(curve) == len(r.history) == 4 * progap.stage_steps(
+        spec, int(SMALL.mask("train").sum()))
     assert r.aggregations.shape == (SMALL.num_nodes, 3, spec.hidden)
 
 
