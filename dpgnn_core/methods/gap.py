@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -73,6 +72,13 @@ from dpgnn_core.methods._private import (
     save_model,
     with_epsilon,
 )
+from dpgnn_core.models.gap import GapClassifier as GapClassifier
+from dpgnn_core.models.gap import GapEncoder as GapEncoder
+from dpgnn_core.models.gap import new_classifier as new_classifier
+from dpgnn_core.models.gap import new_encoder as new_encoder
+from dpgnn_core.models.gap import norm_layer as norm_layer
+from dpgnn_core.models.gap import selu_block as selu_block
+from dpgnn_core.models.gap import with_own_encoding as with_own_encoding
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -84,6 +90,11 @@ from dpgnn_core.privacy import (
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
+from dpgnn_core.privacy.pma import aggregation_matrix as aggregation_matrix
+from dpgnn_core.privacy.pma import clip_rows as clip_rows
+from dpgnn_core.privacy.pma import pma as pma
+from dpgnn_core.privacy.pma import row_normalise as row_normalise
+from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import GapSpec, ProgapSpec
@@ -94,6 +105,9 @@ from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 from dpgnn_core.training.per_sample import group_noise_stds
 
+# The PMA math (dpgnn_core/privacy/pma.py) and the modules (dpgnn_core/models/gap.py) live in
+# their own modules (issue 27 §3); their names stay importable from here.
+
 #: Largest noise multiplier GAP's calibration accepts: beyond it every release is noise, so
 #: a budget that needs more is refused with the smallest ε reached at this noise.
 MAX_NOISE = 1e3
@@ -103,282 +117,6 @@ DEGREE_CHECK_NOTE = (
     "GAP-NDP degree check: the run proceeds only if every degree is within max_degree D "
     "and refuses otherwise, so whether it ran reveals whether the private graph's maximum "
     "degree is <= D (one bit, not accounted)")
-
-# --- pure math -------------------------------------------------------------------------
-
-
-def row_normalise(x: Tensor) -> Tensor:
-    """Each row scaled to unit L2 norm (zero rows stay zero)."""
-    out: Tensor = x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    return out
-
-
-def aggregation_matrix(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """:math:`A^\\top` as a sparse CSR matrix: row i sums the rows of the nodes that send to
-    i (``edge_index`` src -> dst, without duplicates, as datasets store them).
-
-    CSR rather than COO: ``torch.sparse.mm`` runs about twice as fast, and a stable sort by
-    destination replaces COO's coalesce (a sort and a merge of duplicates) at build time."""
-    src, dst = edge_index[0], edge_index[1]
-    if edge_index.shape[1] and not bool((dst[1:] >= dst[:-1]).all()):
-        dst, order = torch.sort(dst, stable=True)
-        src = src[order]
-    crow = torch.zeros(num_nodes + 1, dtype=torch.int64, device=edge_index.device)
-    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
-    values = torch.ones(src.shape[0], device=edge_index.device)
-    with warnings.catch_warnings():  # torch marks sparse CSR as beta at every construction
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(crow, src, values, (num_nodes, num_nodes),
-                                       check_invariants=False)
-
-
-def clip_rows(x: Tensor, c: float | None) -> Tensor:
-    """Each row scaled down to L2 norm at most ``c`` (:obj:`None`: unchanged). A projection
-    onto a ball, hence non-expansive: ``||clip(a) - clip(b)|| <= ||a - b||``."""
-    if c is None:
-        return x
-    out: Tensor = x * (c / x.norm(dim=1, keepdim=True).clamp_min(c))
-    return out
-
-
-def pma(x0: Tensor, adj_t: Tensor, hops: int, sigma: float,
-        generator: torch.Generator | None = None, row_clip: float | None = None,
-        progress: StageProgress | None = None) -> list[Tensor]:
-    """PMA: ``[X(0), X(1), ..., X(K)]`` with noise std ``sigma`` on every aggregation.
-
-    .. math::
-        X^{(k)} = \\mathrm{normalise}\\big(\\mathrm{clip}_c(A^\\top X^{(k-1)})
-                  + \\mathcal{N}(0, \\sigma^2 I)\\big)
-
-    Args:
-        x0 (Tensor): encodings ``[n, d]`` (normalised here).
-        adj_t (Tensor): :func:`aggregation_matrix`.
-        hops (int): K >= 1.
-        sigma (float): noise std (multiplier times sensitivity); 0 for GAP-∞.
-        generator (torch.Generator, optional): the noise's source, on ``x0``'s device; a
-            secret one for a private release. (default: :obj:`None`)
-        row_clip (float, optional): clip each aggregated row to this L2 norm before the
-            noise (:obj:`None`: no clipping). (default: :obj:`None`)
-        progress (callable, optional): called ``("PMA hops", k, hops)`` before the first
-            hop (k = 0) and after hop k. (default: :obj:`None`)
-    """
-    if hops < 1:
-        raise DataError("PMA needs at least one hop", field="hops", value=hops)
-    out = [row_normalise(x0)]
-    if progress is not None:
-        progress("PMA hops", 0, hops)
-    for k in range(hops):
-        agg = clip_rows(torch.sparse.mm(adj_t, out[-1]), row_clip)
-        if sigma > 0:
-            agg.add_(torch.randn(agg.shape, generator=generator, device=agg.device,
-                                 dtype=agg.dtype), alpha=sigma)
-        out.append(row_normalise(agg))
-        if progress is not None:
-            progress("PMA hops", k + 1, hops)
-    return out
-
-
-def sensitivity(level: str, max_degree: int | None, directed: bool,
-                row_clip: float | None = None) -> float:
-    """PMA's L2 sensitivity per hop on rows of norm at most 1 (see the module docstring).
-
-    .. math::
-        \\Delta_\\mathrm{edge} = 1 \\text{ (directed)}, \\ \\sqrt 2 \\text{ (undirected)};
-        \\qquad
-        \\Delta_\\mathrm{node}^2 = \\max_{(a, b)} \\min(c, a)^2 + b
-
-    with (a, b) = (d_in, d_out) ranging over d_in, d_out <= D (undirected) or
-    d_in + d_out <= D (directed): the removed node's own row moves by at most min(c, d_in),
-    each of its d_out out-neighbours' rows by at most 1.
-
-    Args:
-        level (str): ``edge``, ``node`` or ``none`` (0).
-        max_degree (int, optional): D, needed at node level.
-        directed (bool): the manifest's ``directed`` flag (never inferred from the edges).
-        row_clip (float, optional): c, the row clipping of :func:`pma`; :obj:`None` is
-            c = ∞. (default: :obj:`None`)
-    """
-    if level == "edge":
-        return 1.0 if directed else math.sqrt(2.0)
-    if level == "node":
-        if max_degree is None or int(max_degree) != max_degree or max_degree < 1:
-            raise DataError("node-level PMA needs an integer degree bound D >= 1",
-                            field="max_degree", value=max_degree)
-        d = int(max_degree)
-        c = math.inf if row_clip is None else float(row_clip)
-        if directed:
-            sq = max(min(c, a) ** 2 + (d - a) for a in range(d + 1))
-        else:
-            sq = min(c, d) ** 2 + d
-        return math.sqrt(sq)
-    return 0.0
-
-
-# --- modules ---------------------------------------------------------------------------
-
-
-def norm_layer(norm: str, width: int) -> nn.Module:
-    """The normalisation after a hidden Linear layer: ``batch`` (statistics over the rows
-    of a batch: non-private training only), ``layer`` (per row, without its own affine
-    parameters, which the next Linear layer absorbs: DP-Adam's per-row clipping handles
-    Linear layers only) or ``none``."""
-    if norm == "batch":
-        return nn.BatchNorm1d(width)
-    if norm == "layer":
-        return nn.LayerNorm(width, elementwise_affine=False)
-    if norm == "none":
-        return nn.Identity()
-    raise ValueError(f"unknown norm {norm!r}; choose batch, layer or none")
-
-
-def selu_block(in_dim: int, out_dim: int, norm: str = "none") -> nn.Sequential:
-    """``Linear -> norm -> SELU``: one hidden layer of GAP's and ProGAP's modules."""
-    return nn.Sequential(nn.Linear(in_dim, out_dim), norm_layer(norm, out_dim), nn.SELU())
-
-
-class GapEncoder(nn.Module):
-    """``layers`` blocks ``Linear -> norm -> SELU`` (dropout between them), the last one to
-    ``encoder_dim``, then a pre-training head; :meth:`encode` gives X(0) before
-    normalisation.
-
-    .. math::
-        h^{(l+1)} = \\mathrm{SELU}(\\mathrm{norm}(W^{(l)}\\, \\mathrm{drop}(h^{(l)}))),
-        \\qquad \\hat y = W_\\mathrm{head}\\, \\mathrm{drop}(h^{(L)})
-
-    (no dropout on the raw features).
-
-    Args:
-        in_dim (int): input features.
-        hidden (int): hidden width.
-        encoder_dim (int): width of the encoding.
-        num_classes (int): classes (the pre-training head).
-        layers (int, optional): blocks. (default: :obj:`2`)
-        dropout (float, optional): dropout probability between blocks and before the head
-            (training mode only). (default: :obj:`0.0`)
-        norm (str, optional): ``batch``, ``layer`` or ``none`` (:func:`norm_layer`).
-            (default: ``"none"``)
-    """
-
-    def __init__(self, in_dim: int, hidden: int, encoder_dim: int, num_classes: int,
-                 layers: int = 2, dropout: float = 0.0, norm: str = "none") -> None:
-        super().__init__()
-        dims = [in_dim] + [hidden] * (layers - 1) + [encoder_dim]
-        self.blocks = nn.ModuleList(selu_block(a, b, norm) for a, b in itertools.pairwise(dims))
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder_dim, num_classes)
-        self.encoder_dim = encoder_dim
-
-    def encode(self, x: Tensor) -> Tensor:
-        for i, block in enumerate(self.blocks):
-            x = block(self.dropout(x) if i > 0 else x)
-        return x
-
-    def forward(self, x: Tensor) -> Tensor:
-        out: Tensor = self.head(self.dropout(self.encode(x)))
-        return out
-
-
-class GapClassifier(nn.Module):
-    """One base block per hop, a combination, a head.
-
-    .. math::
-        h_v = \\mathrm{combine}_k\\, \\mathrm{SELU}(\\mathrm{norm}(W_k X^{(k)}_v)),
-        \\qquad
-        \\hat y_v = W_2\\, \\mathrm{drop}(\\mathrm{SELU}(\\mathrm{norm}(W_1\\,
-                    \\mathrm{drop}(h_v))))
-
-    Args:
-        hops (int): K (the input holds K + 1 matrices).
-        in_dim (int): encoding width.
-        hidden (int): hidden width.
-        num_classes (int): classes.
-        combine (str, optional): ``cat``, ``sum`` or ``attn`` (softmax over hops of a
-            learned score of each hop's representation). (default: ``"cat"``)
-        dropout (float, optional): dropout probability on the combination and on the
-            head's hidden layer (training mode only). (default: :obj:`0.0`)
-        norm (str, optional): ``batch``, ``layer`` or ``none`` after every hidden Linear
-            layer (:func:`norm_layer`). (default: ``"none"``)
-
-    After training, :meth:`attach_encoder` adds the (private) encoder, so that
-    :meth:`inputs` can recompute a node's X(0) from its own features: the stored private
-    release holds X(1..K) only.
-    """
-
-    encoder: GapEncoder | None
-
-    def __init__(self, hops: int, in_dim: int, hidden: int, num_classes: int,
-                 combine: str = "cat", dropout: float = 0.0, norm: str = "none") -> None:
-        super().__init__()
-        if combine not in ("cat", "sum", "attn"):
-            raise ValueError(f"unknown combine {combine!r}; choose cat, sum or attn")
-        self.combine = combine
-        self.base = nn.ModuleList(selu_block(in_dim, hidden, norm) for _ in range(hops + 1))
-        self.score = nn.Linear(hidden, 1) if combine == "attn" else None
-        width = hidden * (hops + 1) if combine == "cat" else hidden
-        self.dropout = nn.Dropout(dropout)
-        self.lin1 = selu_block(width, hidden, norm)
-        self.lin2 = nn.Linear(hidden, num_classes)
-        self.encoder = None
-
-    @property
-    def hops(self) -> int:
-        return len(self.base) - 1
-
-    def attach_encoder(self, encoder: GapEncoder) -> GapClassifier:
-        """Keep ``encoder`` with the classifier (saved in its state dict)."""
-        self.encoder = encoder
-        return self
-
-    def inputs(self, x: Tensor, aggregations: Tensor) -> Tensor:
-        """``[n, K + 1, d]`` from features ``x`` ``[n, f]`` and the private release
-        X(1..K) ``[n, K, d]`` (already ``[n, K + 1, d]``: returned unchanged)."""
-        return with_own_encoding(self.encoder, x, aggregations, self.hops)
-
-    def forward(self, xs: Tensor) -> Tensor:
-        """``xs`` ``[n, K + 1, d]`` -> logits ``[n, C]``."""
-        hs = torch.stack([block(xs[:, k]) for k, block in enumerate(self.base)], 1)
-        if self.combine == "cat":
-            h = hs.flatten(1)
-        elif self.combine == "sum":
-            h = hs.sum(1)
-        else:
-            assert self.score is not None
-            h = (torch.softmax(self.score(hs), dim=1) * hs).sum(1)
-        out: Tensor = self.lin2(self.dropout(self.lin1(self.dropout(h))))
-        return out
-
-
-def new_encoder(spec: GapSpec, in_dim: int, num_classes: int) -> GapEncoder:
-    """The (untrained) encoder a spec describes."""
-    return GapEncoder(in_dim, spec.hidden, spec.encoder_dim, num_classes,
-                      spec.encoder_layers, spec.dropout, spec.norm)
-
-
-def new_classifier(spec: GapSpec, num_classes: int) -> GapClassifier:
-    """The (untrained) classification module a spec describes."""
-    return GapClassifier(spec.hops, spec.encoder_dim, spec.hidden, num_classes, spec.combine,
-                         spec.dropout, spec.norm)
-
-
-def with_own_encoding(encoder: GapEncoder | None, x: Tensor, aggregations: Tensor,
-                      hops: int) -> Tensor:
-    """``[X(0), X(1..K)]`` ``[n, K + 1, d]``: each node's own encoding X(0) (from its own
-    features, not noised, not part of the private release) before its private aggregations
-    ``[n, K, d]``. An input already ``[n, K + 1, d]`` is returned unchanged."""
-    if aggregations.shape[1] == hops + 1:
-        return aggregations
-    if aggregations.shape[1] != hops:
-        raise DataError(f"expected {hops} aggregations per node, got "
-                        f"{aggregations.shape[1]}", field="aggregations",
-                        value=list(aggregations.shape))
-    if encoder is None:
-        raise DataError("X(0) is not part of the private release: attach the encoder to "
-                        "recompute it from the nodes' own features", field="encoder",
-                        value=None)
-    with torch.no_grad():
-        x0 = row_normalise(encoder.eval().encode(x))
-    return torch.cat([x0.unsqueeze(1), aggregations], 1)
-
 
 # --- the recipe ------------------------------------------------------------------------
 
