@@ -180,7 +180,7 @@ def _print_table(result: dict[str, Any]) -> None:
                                                                 else ""),
                      f"{b['test_accuracy_mean']:.3f} ± {b['test_accuracy_std']:.3f}",
                      str(b["seeds"]), str(b["candidates"])])
-    for r in result["rows"]:
+    for r in result.get("rows", []):
         if r.get("refused"):
             conf = ", ".join(f"{k}={v}" for k, v in sorted(r["config"].items())) or "defaults"
             rows.append([r["method"], f"{r['epsilon']:g}", conf, "refused", "(budget)",

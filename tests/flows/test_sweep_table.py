@@ -18,7 +18,7 @@ def _best(method: str, eps: float | None, config: dict[str, object]) -> dict[str
 
 
 def test_piped_table_is_markdown_sized_to_content(capsys: pytest.CaptureFixture[str]) -> None:
-    _print_table({"best": [_best("dp-gcn", 4.0, LONG), _best("gcn", None, {})]})
+    _print_table({"best": [_best("dp-gcn", 4.0, LONG), _best("gcn", None, {})], "rows": []})
     out = capsys.readouterr().out.splitlines()
     conf = ", ".join(f"{k}={v}" for k, v in sorted(LONG.items()))
     assert out[0].startswith("| method | ε ") and "configuration (best on validation)" in out[0]

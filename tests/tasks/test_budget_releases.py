@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dpgnn_core.budget import BudgetExceeded, Charge, compose
+from dpgnn_core.budget import BudgetExceeded, Charge
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.registry import get
 from tasks import budget as tb
@@ -49,8 +49,18 @@ def planned() -> Any:
 
 
 def _budget_for_one(ref: dict[str, Any], ledger: Any) -> None:
-    own = compose([Charge(ledger)], 1e-4)["node"].epsilon
-    store().set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=own * 1.05,
+    """A budget whose privacy filter admits one release of ``ledger`` and not two."""
+    from dpgnn_core.privacy.odometer import Filter
+
+    def admits(eps: float, n: int) -> bool:
+        return Filter.register(eps, 1e-4).check([Charge(ledger)] * n, "node").admits
+
+    lo, hi = 0.01, 100.0  # the smallest budget that admits one, to 1e-4
+    while hi - lo > 1e-4:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if admits(mid, 1) else (mid, hi)
+    assert not admits(hi * 1.05, 2)
+    store().set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=hi * 1.05,
                        delta=1e-4)
 
 
@@ -184,5 +194,5 @@ def test_a_selection_candidate_keeps_no_validation_or_test_metric(
     ref_hist = json.loads((Path(plain["path"]) / "history.json").read_text())
     assert any(k.startswith("val_") for r in ref_hist for k in r)  # what it would keep
     assert hist and not any(k.startswith(("val_", "test_")) for r in hist for k in r)
-    assert "epsilon_spent" in hist[-1] and "train_loss" in hist[-1]
+    assert "epsilon_spent" in hist[-1] and "train_loss" not in hist[-1]  # private: no raw loss
     assert quiet == [] and any("step 4/4" in x for x in loud)
