@@ -460,7 +460,16 @@ def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
     tp, fn = int((pin & b2).sum()), int((~pin & b2).sum())
     fp, tn = int((pin & ~b2).sum()), int((~pin & ~b2).sum())
     d = float(delta) if delta is not None else float(report.get("delta") or 0.0)
-    bound = multi_run_audit(tp, fn, fp, tn, d, beta)
+    if tp + fn == 0 or fp + tn == 0:
+        # The secret bits left the judged half without a run with (or without) the
+        # canary: no test can be judged, and the only sound lower bound is 0.
+        from dpgnn_core.audit.bounds import AuditBound
+
+        bound = AuditBound(epsilon_lower=0.0, confidence=1.0 - float(beta),
+                           method="multi-run", delta=d,
+                           counts={"tp": tp, "fn": fn, "fp": fp, "tn": tn})
+    else:
+        bound = multi_run_audit(tp, fn, fp, tn, d, beta)
     eps = report.get("epsilon")
     guesses = np.where(scores <= best_t, 1, -1).astype(np.int8)
     guesses[:half] = 0  # the first half chose the test; only the second half is judged

@@ -216,6 +216,19 @@ def test_multi_run_conclude_judges_only_the_second_half():
     assert bad.v == 0 and bad.epsilon_lower == 0.0
 
 
+@pytest.mark.parametrize("judged", [True, False])
+def test_multi_run_conclude_with_one_side_only_in_the_judged_half_bounds_nothing(
+        judged: bool) -> None:
+    """With few runs the secret bits can leave the judged half all "in" or all "out"
+    (runs = 8: probability 1/8): the audit then concludes a bound of 0 instead of
+    failing (a flaky flow test found it)."""
+    plan = plan_audit("dp-mlp", get("dp-mlp").spec(epsilon=None))
+    bits = np.array([True, False, True, False] + [judged] * 4)
+    scores = np.where(bits, 0.0, 1.0)
+    res = multi_run_conclude(plan, scores, bits, {"epsilon": None, "delta": 1e-5})
+    assert res.epsilon_lower == 0.0 and sum(res.bound.counts.values()) == 4
+
+
 def test_multi_run_audit_power_and_soundness(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
