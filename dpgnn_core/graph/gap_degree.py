@@ -111,6 +111,21 @@ def max_degree_for_pma(edge_index: IntArray, num_nodes: int, *, directed: bool) 
     return int(per_node.max(initial=0))
 
 
+def exceeds_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
+                         directed: bool) -> bool:
+    """Whether some node's degree (in + out on a graph flagged directed) is above D: the
+    one bit the node-level methods' refusals reveal (GAP-NDP, ProGAP-NDP, DPDGC-NDP). It
+    returns nothing else about the degrees.
+
+    Raises:
+        DataError: D is not an integer >= 1.
+    """
+    if int(max_degree) != max_degree or max_degree < 1:
+        raise DataError("degree bound D must be an integer >= 1", field="max_degree",
+                        value=max_degree)
+    return max_degree_for_pma(edge_index, num_nodes, directed=directed) > max_degree
+
+
 def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
                        directed: bool) -> None:
     """Refuse a graph with a degree above ``max_degree``.
@@ -134,10 +149,7 @@ def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
         DataError: D is not an integer >= 1, or some node's degree exceeds D (names the
             field ``max_degree`` and the user's D, not the graph's degrees).
     """
-    if int(max_degree) != max_degree or max_degree < 1:
-        raise DataError("degree bound D must be an integer >= 1", field="max_degree",
-                        value=max_degree)
-    if max_degree_for_pma(edge_index, num_nodes, directed=directed) > max_degree:
+    if exceeds_degree_bound(edge_index, num_nodes, max_degree, directed=directed):
         kind = "in + out degree" if directed else "degree"
         raise DataError(
             f"node-level GAP is claimed only for graphs whose every {kind} is at most D = "

@@ -53,7 +53,7 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.gap_degree import max_degree_for_pma
+from dpgnn_core.graph.gap_degree import exceeds_degree_bound
 from dpgnn_core.methods._private import (
     OnStep,
     check_node_task,
@@ -103,10 +103,7 @@ def check_degree(edge_index: np.ndarray, num_nodes: int, max_degree: int, *,
     Raises:
         DataError: D is not an integer >= 1, or some degree exceeds it.
     """
-    if int(max_degree) != max_degree or max_degree < 1:
-        raise DataError("degree bound D must be an integer >= 1", field="max_degree",
-                        value=max_degree)
-    if max_degree_for_pma(edge_index, num_nodes, directed=directed) > max_degree:
+    if exceeds_degree_bound(edge_index, num_nodes, max_degree, directed=directed):
         kind = "in + out degree" if directed else "degree"
         raise DataError(
             f"node-level DPDGC is claimed only for graphs whose every {kind} is at most "
