@@ -71,28 +71,19 @@ def disk_watched(home: Path, on_full: Callable[[str], None], every: float = 0.5
     not: a full disk otherwise shows up as minutes of the Prefect server's database errors
     and thousands of lines of tracebacks. ``on_full`` runs in that thread (it may end the
     process)."""
-    import threading
+    from flows.procs import watching
 
-    done = threading.Event()
+    def full() -> str | None:
+        try:
+            free = shutil.disk_usage(home).free
+        except OSError:
+            return None
+        if free < FULL_BYTES:
+            return f"the disk of the project home {home} is full ({free >> 10} KiB free)"
+        return None
 
-    def loop() -> None:
-        while not done.wait(every):
-            try:
-                free = shutil.disk_usage(home).free
-            except OSError:
-                continue
-            if free < FULL_BYTES:
-                on_full(f"the disk of the project home {home} is full ({free >> 10} KiB "
-                        "free)")
-                return
-
-    thread = threading.Thread(target=loop, name="dpgnn-disk-watch", daemon=True)
-    thread.start()
-    try:
+    with watching(full, on_full, every, "dpgnn-disk-watch"):
         yield
-    finally:
-        done.set()
-        thread.join(5)
 
 
 def log_path(home: Path) -> Path:

@@ -8,8 +8,10 @@ imports nothing heavy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,29 @@ def same_process(record: dict[str, Any]) -> bool | None:
 
 
 __all__ = ["Unverifiable", "cmdline", "group_running", "identity", "same_process", "start_time"]
+
+
+@contextlib.contextmanager
+def watching(check: Callable[[], str | None], on_event: Callable[[str], None],
+             every: float, name: str) -> Iterator[None]:
+    """Within the block, a daemon thread calls ``check()`` every ``every`` seconds and, the
+    first time it returns a sentence, ``on_event(sentence)`` (in that thread: it may end the
+    process) and stops. The shared loop of the disk and server watchers."""
+    import threading
+
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(every):
+            why = check()
+            if why is not None:
+                on_event(why)
+                return
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)

@@ -285,7 +285,6 @@ def watched(on_end: Callable[[str], None], home: Path | None = None, every: floa
     ephemeral one once started) still runs, and calls ``on_end(sentence)`` once if it has
     ended: Prefect's client would otherwise retry for minutes and end in a bare
     ``ConnectError``. ``on_end`` runs in that thread (it may end the process)."""
-    import threading
 
     background = None
     url = os.environ.get("PREFECT_API_URL")
@@ -299,21 +298,8 @@ def watched(on_end: Callable[[str], None], home: Path | None = None, every: floa
             yield  # a server of someone else's: its life is not ours to tell
             return
         background = info
-    done = threading.Event()
     seen: list[subprocess.Popen[Any]] = []
-
-    def loop() -> None:
-        while not done.wait(every):
-            why = _ended(background, seen)
-            if why is not None:
-                on_end(why)
-                return
-
-    thread = threading.Thread(target=loop, name="dpgnn-server-watch", daemon=True)
-    thread.start()
-    try:
+    with procs.watching(lambda: _ended(background, seen), on_end, every,
+                        "dpgnn-server-watch"):
         yield
-    finally:
-        done.set()
-        thread.join(5)
 
