@@ -114,11 +114,19 @@ def stage_progress(on_step: OnStep | None,
 def epsilon_plan(spec: Any, num_train: int,
                  ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
                  report: dict[str, Any]) -> list[tuple[int, float]]:
-    """ε spent after step t of the calibrated plan, known before training (the noise and the
-    steps are fixed): every step with RDP, 20 points with PLD
-    (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`, the curve the registry would
-    otherwise compute after training). Stored in the report as ``epsilon_by_step``; empty
-    for a non-private run."""
+    """ε spent after step t of the calibrated plan (the noise and the steps are fixed): every
+    step with RDP, 20 points with PLD (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`).
+    The one author of a run's ε curve: the methods that train by steps call it before
+    training (for ``on_step``), and the registry calls it after ``fit`` for the methods that
+    did not. Stored in the report as ``epsilon_by_step``; empty for a non-private run.
+
+    Args:
+        spec: the run's spec (its ``steps`` and ``accountant`` unless the report has them).
+        num_train (int): the number of training records.
+        ledger_for: (spec, N) ↦ (noise multiplier ↦ the ledger of the spec's steps).
+        report (dict): the calibrated report (``noise_multiplier``, ``delta``, and
+            ``steps`` / ``accountant`` when set); updated in place.
+    """
     if not report.get("private"):
         return []
     from dpgnn_core.privacy.calibrate import epsilon_curve
@@ -128,8 +136,10 @@ def epsilon_plan(spec: Any, num_train: int,
     def ledger_after(t: int) -> Ledger:
         return ledger_for(spec.model_copy(update={"steps": t}), num_train)(lam)
 
-    curve = epsilon_curve(ledger_after, int(spec.steps), float(report["delta"]),
-                          make_accountant(spec.accountant))
+    steps = int(report.get("steps") or spec.steps)
+    accountant = report.get("accountant") or spec.accountant
+    curve = epsilon_curve(ledger_after, steps, float(report["delta"]),
+                          make_accountant(accountant))
     report["epsilon_by_step"] = curve
     return curve
 

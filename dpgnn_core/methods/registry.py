@@ -35,6 +35,7 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
+from dpgnn_core.methods._private import epsilon_plan
 from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.catalog import modules as catalog_modules
 from dpgnn_core.privacy import Ledger
@@ -202,9 +203,8 @@ class Method:
         report = dict(fitted.report)
         history = [dict(r) for r in fitted.history]
         if report.get("private") and "epsilon_by_step" not in report:
-            curve = self._curve(spec, data, report)
-            report["epsilon_by_step"] = curve
-            for t, eps in curve:
+            n_train = int(report.get("num_train") or data.mask("train").sum())
+            for t, eps in epsilon_plan(spec, n_train, self.ledger_for, report):
                 history[t - 1]["epsilon_spent"] = eps
         report, fitted.ledger = with_loss_note(report, fitted.ledger,
                                                bool(getattr(spec, "log_raw_loss", False)))
@@ -212,21 +212,6 @@ class Method:
         fitted.report = PrivacyReport.from_dict(report)
         fitted.history = history
         return fitted
-
-    def _curve(self, spec: Any, data: GraphData, report: dict[str, Any]
-               ) -> list[tuple[int, float]]:
-        """ε after step t from the run's own plan (its steps; the same noise)."""
-        from dpgnn_core.privacy import make_accountant
-        from dpgnn_core.privacy.calibrate import epsilon_curve
-
-        n_train = int(report.get("num_train") or data.mask("train").sum())
-        lam = report["noise_multiplier"]
-
-        def ledger_after(t: int) -> Ledger:
-            return self.ledger_for(spec.model_copy(update={"steps": t}), n_train)(lam)
-
-        return epsilon_curve(ledger_after, report["steps"], report["delta"],
-                             make_accountant(report["accountant"]))
 
     def ledger_for(self, spec: Any, n_train: int) -> Callable[[float], Ledger]:
         """The plan: noise multiplier -> the ledger of the whole run (empty ledgers for
