@@ -25,7 +25,7 @@ from dpgnn_core.specs import AnySpec
 from tasks.cached import run_cached as _run
 from tasks.audit import audit_canaries, audit_score, run_bits, run_seeds
 from tasks.ingest import dataset_summary
-from tasks.refs import ModelRef
+from tasks.refs import ModelRef, report_of
 from tasks.tracking import check_tracking_uri, default_tracking_uri, log_run, run_url
 from tasks.train import train
 
@@ -101,7 +101,7 @@ def audit(
                                    models=models, guess_fraction=guess_fraction, beta=beta,
                                    delta=delta)
     res = scored["result"]
-    report = models[-1].get("report") or {}
+    report = report_of(models[-1])
     out_dir = Path(scored["path"])
     summary: dict[str, Any] = {
         "method": plan.method, "dataset": ds["name"], "dataset_path": ds["path"],
@@ -112,8 +112,8 @@ def audit(
         "runs": runs, "guesses": res["r"], "correct": res["v"], "counts": res["counts"],
         "refuted": (res["reported_epsilon"] is not None
                     and res["epsilon_lower"] > res["reported_epsilon"]),
-        "level": report.get("level"), "protects": report.get("protects"),
-        "randomness": report.get("randomness"),
+        "level": report.level, "protects": report.protects if models[-1].get("report") else None,
+        "randomness": report.randomness,
         "audit_json": str(out_dir / "audit.json"), "histogram": str(out_dir / "scores.png"),
         "models": [m["path"] for m in models], "cache": states,
     }

@@ -17,6 +17,7 @@ from tasks.budget import account_after, admit_non_private, budget_tags
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
+from tasks.refs import report_of
 from tasks.run_record import (
     log_twin,
     privacy_params,
@@ -113,22 +114,22 @@ def pipeline(
         model, report = stages.run_stages(ds, spec, refresh, states)
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
-        report = model.get("report") or {"private": False, "epsilon": None}
-    method = report.get("method") or the_method.name
+        report = report_of(model)  # the core's typed report (JSON on the wire)
+    method = report.method or the_method.name
     ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
     twin: dict[str, Any] = {}
-    if twin_spec is not None and report["private"]:
+    if twin_spec is not None and report.private:
         from tasks.explain import explain
 
         twin, states["train_nonprivate"] = _run(train, refresh, dataset=ds, spec=twin_spec)
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
     mdir = Path(model["path"])
-    ledger = model.get("ledger") if report["private"] else None  # from the task's reference
+    ledger = model.get("ledger") if report.private else None  # from the task's reference
     # The dataset's odometer: a cached release re-used here is recorded at no cost; the
     # reading after this run goes to the summary and MLflow.
-    budget = account_after(ds, report, method, ledger) if report["private"] else {}
+    budget = account_after(ds, report, method, ledger) if report.private else {}
     spec_params = spec.model_dump(mode="json")
     privacy = privacy_params(report, ledger, spec_params)
     params = {"method": method, "privacy": privacy,
@@ -154,7 +155,7 @@ def pipeline(
             history_path=str(mdir / "history.json"),
             metrics=ev["metrics"],
             artifacts=artifacts,
-            tags={"dpgnn.method": method, "dpgnn.private": str(report["private"]).lower(),
+            tags={"dpgnn.method": method, "dpgnn.private": str(report.private).lower(),
                   **with_odometer(with_twin(privacy_tags(report, states.get("train", ""),
                                                          privacy=privacy), twin_run),
                                   budget),
@@ -181,21 +182,21 @@ def pipeline(
         mlflow_error = (f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the "
                         f"model is trained and cached in {model['path']}: rerun the same "
                         "command once the tracking URI works to log it (the cached model "
-                        "is reused" + (", no new privacy cost)" if report["private"] else ")"))
+                        "is reused" + (", no new privacy cost)" if report.private else ")"))
         get_run_logger().warning(mlflow_error)
     m = ev["metrics"]
     private_fields: dict[str, Any] = {}
-    if report["private"]:
-        private_fields = {"epsilon": report["epsilon"], "delta": report["delta"],
-                          "noise_multiplier": report["noise_multiplier"],
-                          "accountant": report.get("accountant"),
-                          "steps": report["steps"],
+    if report.private:
+        private_fields = {"epsilon": report.epsilon, "delta": report.delta,
+                          "noise_multiplier": report.noise_multiplier,
+                          "accountant": report.accountant,
+                          "steps": report.steps,
                           "privacy_report": str(mdir / "ledger.json"),
-                          "unaccounted": report.get("unaccounted", []),
-                          "unaccounted_release": report.get("unaccounted_release", []),
-                          "level": report.get("level"), "relation": report.get("relation"),
-                          "protects": report.get("protects"),
-                          "randomness": report.get("randomness"),
+                          "unaccounted": list(report.unaccounted),
+                          "unaccounted_release": list(report.unaccounted_release or ()),
+                          "level": report.level, "relation": report.relation,
+                          "protects": report.protects,
+                          "randomness": report.randomness,
                           "release": release_status(report, states.get("train", "")),
                           **budget}
     return {
@@ -203,7 +204,7 @@ def pipeline(
         "dataset": ds["name"],
         "dataset_path": ds["path"],
         "seed": spec.seed,
-        "private": bool(report["private"]),
+        "private": report.private,
         **private_fields,
         "test_accuracy": m["test"]["accuracy"],
         "val_accuracy": m["val"]["accuracy"],
@@ -223,8 +224,8 @@ def pipeline(
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
-        **({"structure_defaults": report["structure_defaults"]}
-           if report.get("structure_defaults") else {}),
+        **({"structure_defaults": dict(report.structure_defaults)}
+           if report.structure_defaults else {}),
         "artifacts_dir": model["path"],
         "evaluation_dir": ev["path"],
         "cache": states,

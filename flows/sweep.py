@@ -43,6 +43,7 @@ from tasks.budget import account_after, admit_non_private, odometer
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
+from tasks.refs import report_of
 from tasks.train import train
 
 
@@ -134,16 +135,16 @@ def sweep_dir(spec: SweepSpec, dataset_sha: str) -> Path:
 
 def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
          ) -> dict[str, Any]:
-    report = model.get("report") or {}
+    report = report_of(model)
     m = ev["metrics"]
     return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
             "seed": point.seed,
-            "epsilon_spent": report.get("epsilon") if report.get("private") else None,
-            "delta": report.get("delta") if report.get("private") else None,
-            "level": report.get("level"), "noise_multiplier":
-                report.get("noise_multiplier") if report.get("private") else None,
+            "epsilon_spent": report.epsilon if report.private else None,
+            "delta": report.delta if report.private else None,
+            "level": report.level, "noise_multiplier":
+                report.noise_multiplier if report.private else None,
             "val_accuracy": m["val"]["accuracy"], "test_accuracy": m["test"]["accuracy"],
-            "private": bool(report.get("private")), "cache": state,
+            "private": report.private, "cache": state,
             "artifacts_dir": model["path"], "mlflow_run_id": None,
             "config": dict(point.config), "refused": None}
 
@@ -272,8 +273,8 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
             ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
                                                     context=context).result()
         rows.append(_row(p, model, ev, state))
-        report = model.get("report") or {}
-        if report.get("private"):  # a cached point re-used its release: recorded, no cost
+        report = report_of(model)
+        if report.private:  # a cached point re-used its release: recorded, no cost
             account_after(ds, report, p.method, model.get("ledger"), reading=False)
     best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
     for b in best:

@@ -43,6 +43,7 @@ from dpgnn_core.sweep_tuning import (
 )
 from dpgnn_core.sweeps import Point, SweepSpec
 from tasks.budget import new_owner, store
+from tasks.refs import report_of
 
 
 class SelectionError(PrivacyError):
@@ -140,7 +141,7 @@ class PrivateSelection:
                 if not (_intact(model) and _intact(ev)):
                     raise SelectionError(f"{point.config_id}: a candidate's artifacts "
                                          "changed before selection; nothing is released")
-                report = model.get("report") or {}
+                report = report_of(model)
                 ledger = Ledger.from_dict(model["ledger"])  # the train task's reference
                 try:
                     verify_candidate(plan, d, report, ledger)
@@ -153,7 +154,7 @@ class PrivateSelection:
                     score, event = noisy_count(exact, plan.score)
                     ledger = ledger.add(event)
                     row = {**row, "val_accuracy": score / self.n_val}
-                release = str(((report.get("release") or {}).get("id")) or "")
+                release = str((report.release or {}).get("id") or "")
                 done.append((point, row, ledger, score, release))
             if not done:  # Poisson K = 0: the mechanism releases nothing
                 best.append(_nothing(plan))

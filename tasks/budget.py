@@ -33,6 +33,7 @@ from dpgnn_core.errors import PrivacyError
 from dpgnn_core.io import sha256_json
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
+from dpgnn_core.privacy.report import PrivacyReport
 from tasks.config import project_dir
 from tasks.refs import DatasetRef
 
@@ -203,10 +204,11 @@ class TaskGate:
             call.progress = progress  # type: ignore[attr-defined]
         return call
 
-    def finish(self, report: Mapping[str, Any] | None, ledger: Ledger | None) -> None:
+    def finish(self, report: PrivacyReport | None, ledger: Ledger | None) -> None:
         """The task wrote its artifact: the release is spent, with its id and actual
         ledger (the composed ledger of the run for GAP's classifier)."""
-        release = (report or {}).get("release") or {}
+        release = (report.release if report is not None else None) or {}
+        spent = None if report is None or math.isinf(report.epsilon) else report.epsilon
         if self.record_id is None:  # no private computation in this task (GAP-EDP's
             found = self.store.find_reservation(  # classifier): name the release on the
                 self.ds["content_sha256"], self.run_key, self.key,  # run's reservation
@@ -221,7 +223,7 @@ class TaskGate:
         self.was_released = True
         self.store.mark_spent(self.record_id, release_id=release.get("id"),
                               ledger=ledger if ledger is not None and ledger.entries else None,
-                              epsilon=None if self.insecure else (report or {}).get("epsilon"))
+                              epsilon=None if self.insecure else spent)
 
     def failed(self, error: BaseException) -> None:
         if self.record_id is not None and not self.was_released and not self.adopted:
@@ -243,24 +245,24 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = No
             raise
 
 
-def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method: str,
+def account_after(dataset: Mapping[str, Any], report: PrivacyReport, method: str,
                   ledger: Mapping[str, Any] | None, reading: bool = True) -> dict[str, Any]:
     """After a run: record a cached release it re-used (costs nothing; a release never
     recorded before, e.g. made before the store existed, is recorded as spent now) and
     return the odometer reading: ``dataset_epsilon_spent`` (the run's unit, cumulative,
     after this run), ``dataset_epsilon_by_unit``, the budget and what remains (unless
     ``reading`` is False: a sweep reads the odometer once, after its last point)."""
-    if not report.get("private"):
+    if not report.private:
         return {}
     s = store()
     sha = str(dataset["content_sha256"])
-    rid = str((report.get("release") or {}).get("id") or "")
+    rid = str((report.release or {}).get("id") or "")
     out: dict[str, Any] = {}
     if rid and not s.known_release(sha, rid):  # cached, and never recorded: a late record
         s.record(sha, str(dataset["name"]), str(dataset["path"]),
                  Charge(Ledger.from_dict(dict(ledger)) if ledger else None),
                  status="spent", method=method, run_id=flow_run_id(), release_id=rid,
-                 delta=report.get("delta"), epsilon=report.get("epsilon"),
+                 delta=report.delta, epsilon=report.epsilon,
                  note="recorded late: a release made before it was recorded here")
         out["budget_note"] = ("this run's release was not in the budget store (made before "
                               "it, or under another home): recorded as spent now")
@@ -268,9 +270,9 @@ def account_after(dataset: Mapping[str, Any], report: Mapping[str, Any], method:
     elif rid and not s.recorded_in_run(sha, rid, flow_run_id()):
         s.record(sha, str(dataset["name"]), str(dataset["path"]), Charge(None),
                  status="reuse", method=method, run_id=flow_run_id(), release_id=rid,
-                 delta=report.get("delta"), epsilon=0.0,
+                 delta=report.delta, epsilon=0.0,
                  note="re-used the cached release: no new privacy cost")
-    return {**out, **(odometer(sha, report.get("level"), report.get("relation"))
+    return {**out, **(odometer(sha, report.level, report.relation)
                        if reading else {})}
 
 

@@ -15,7 +15,7 @@ from dpgnn_core.errors import DataError
 from tasks.budget import LostReleaseError, new_owner
 from tasks.evaluate import artifact_intact
 from tasks.ingest import dataset_summary
-from tasks.refs import DatasetRef
+from tasks.refs import DatasetRef, report_of
 
 
 def intact(result: dict[str, Any]) -> bool:
@@ -36,7 +36,7 @@ def private_release(result: Any) -> bool:
     or privacy events (GAP's and ProGAP's encoder, aggregation and stage modules)."""
     if not isinstance(result, dict):
         return False
-    if (result.get("report") or {}).get("private"):
+    if report_of(result).private:
         return True
     events = result.get("events")
     return isinstance(events, dict) and bool(events.get("entries"))
@@ -44,8 +44,9 @@ def private_release(result: Any) -> bool:
 
 def lost_release(result: dict[str, Any]) -> LostReleaseError:
     """The refusal to remake a lost or changed cached private release silently."""
-    release = ((result.get("report") or {}).get("release") or {}).get("id")
-    eps = (result.get("report") or {}).get("epsilon")
+    report = report_of(result)
+    release = (report.release or {}).get("id")
+    eps = report.epsilon if report.private else None
     return LostReleaseError(
         f"the cached private release {release or ''} in {result.get('path')} is missing or "
         "changed: training it again would be a new release with fresh noise, charged again "

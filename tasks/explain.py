@@ -13,7 +13,7 @@ from prefect import task
 from dpgnn_core.io import atomic_dir, write_json_atomic
 from tasks._cache import inputs_and_code
 from tasks.evaluate import verify_files
-from tasks.refs import DatasetRef
+from tasks.refs import DatasetRef, report_of
 from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 
@@ -45,8 +45,9 @@ def explain(dataset: DatasetRef, private: dict[str, Any], nonprivate: dict[str, 
                        nonprivate["files"], count, epochs, threshold)
     with atomic_dir(out, overwrite=True) as tmp:
         write_json_atomic(tmp / "explanations.json", summary)
-        eps = (private.get("report") or {}).get("epsilon")
-        label = f"private model (ε = {eps:.3g})" if eps is not None else "private model"
+        report = report_of(private)
+        label = (f"private model (ε = {report.epsilon:.3g})" if report.private
+                 else "private model")
         ex.plot(a, b, tmp / "explanations.png", threshold=threshold, private_label=label,
                 ious=[r["iou_private_nonprivate"] for r in summary["graphs"]])
         files = files_manifest(tmp, ["explanations.json", "explanations.png"])

@@ -24,7 +24,7 @@ from tasks.cached import StagedTasks
 from tasks.config import code_version
 from tasks.evaluate import verify_files
 from tasks.progress import Progress
-from tasks.refs import DatasetRef
+from tasks.refs import DatasetRef, report_of
 from tasks.train import (
     artifact_dir,
     checkpoint_dir,
@@ -186,23 +186,23 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     report_dict, history = gap.finish_run(spec, calibration["report"], planned, ledger,
                                           calibration["num_train"], z, enc_hist, hist)
     ledger = report_dict["ledger"]  # the composed ledger with the run's unaccounted uses
-    report = PrivacyReport.from_dict(report_dict).to_dict()  # the core's report, as JSON
+    report = PrivacyReport.from_dict(report_dict)  # the core's report, typed
     out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
                        spec, z)
-    if report["private"]:
-        report["release"] = {**new_release(out), **resume_note(ckpt.resumed_from)}
+    if report.private:
+        report = report.with_release({**new_release(out), **resume_note(ckpt.resumed_from)})
     with atomic_dir(out, overwrite=True) as tmp:
         gap.save_gap(str(tmp / "model.pt"), clf, spec, data.num_features, data.num_classes)
         ledger.save(tmp / "ledger.json")
-        write_json_atomic(tmp / "report.json", report)
+        write_json_atomic(tmp / "report.json", report.to_dict())
         write_json_atomic(tmp / "history.json", history)
         m = finish_artifact(tmp, "gap", ["model.pt", "ledger.json", "report.json",
                                          "history.json"], spec, dataset,
-                            {"aggregations": aggregations, "private": report["private"]})
+                            {"aggregations": aggregations, "private": report.private})
     gate.finish(report, ledger)  # names the run's release on its reservation
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
-            "dataset": dataset["content_sha256"], "report": report,
+            "dataset": dataset["content_sha256"], "report": report.to_dict(),
             "ledger": ledger.to_dict(), "aggregations": aggregations}
 
 
@@ -230,10 +230,10 @@ class GapTasks(StagedTasks):
 
 
 def run_stages(ds: DatasetRef, spec: GapSpec, refresh: bool, states: dict[str, str]
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
+               ) -> tuple[dict[str, Any], PrivacyReport]:
     """GAP's cached stages, wired by the core's one orchestration; each returns the privacy
     events of its release, composed into the run's ledger by the classifier step."""
     from dpgnn_core.methods.gap import orchestrate
 
     model = orchestrate(GapTasks(ds, spec, refresh, states))
-    return model, model["report"]
+    return model, report_of(model)

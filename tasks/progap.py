@@ -26,7 +26,7 @@ from tasks.cached import StagedTasks
 from tasks.evaluate import verify_files
 from tasks.gap import calibration_result, finish_artifact, graph_artifact
 from tasks.progress import Progress
-from tasks.refs import DatasetRef
+from tasks.refs import DatasetRef, report_of
 from tasks.train import (
     artifact_dir,
     checkpoint_dir,
@@ -172,26 +172,26 @@ def progap_finish(dataset: DatasetRef, spec: ProgapSpec, z: float,
                                              planned, ledger, calibration["num_train"], z,
                                              histories)
     ledger = report_dict["ledger"]
-    report = PrivacyReport.from_dict(report_dict).to_dict()
+    report = PrivacyReport.from_dict(report_dict)  # the core's report, typed
     out = artifact_dir("progap", dataset["content_sha256"], [s["files"] for s in stages],
                        [a["files"] for a in aggregations], spec, z)
     with gate_for(dataset, spec.method, spec, owner) as gate:
-        if report["private"]:
-            report["release"] = new_release(out)
+        if report.private:
+            report = report.with_release(new_release(out))
         with atomic_dir(out, overwrite=True) as tmp:
             progap.save_progap(str(tmp / "model.pt"), model, spec, data.num_features,
                                data.num_classes)
             torch_save(aggs, tmp / "aggregations.pt", target=out / "aggregations.pt")
             ledger.save(tmp / "ledger.json")
-            write_json_atomic(tmp / "report.json", report)
+            write_json_atomic(tmp / "report.json", report.to_dict())
             write_json_atomic(tmp / "history.json", history)
             agg_files = files_manifest(tmp, ["aggregations.pt"])
             m = finish_artifact(tmp, "progap", ["model.pt", "ledger.json", "report.json",
                                                 "history.json"], spec, dataset,
-                                {"private": report["private"]})
+                                {"private": report.private})
         gate.finish(report, ledger)  # names the run's release on its reservation
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
-            "dataset": dataset["content_sha256"], "report": report,
+            "dataset": dataset["content_sha256"], "report": report.to_dict(),
             "ledger": ledger.to_dict(),
             "aggregations": {"path": str(out), "files": agg_files}}
 
@@ -228,10 +228,10 @@ class ProgapTasks(StagedTasks):
 
 
 def run_stages(ds: DatasetRef, spec: ProgapSpec, refresh: bool, states: dict[str, str]
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
+               ) -> tuple[dict[str, Any], PrivacyReport]:
     """ProGAP's cached stages, wired by the core's one orchestration; the last step
     composes the stages' privacy events into the run's ledger."""
     from dpgnn_core.methods.progap import orchestrate
 
     model = orchestrate(ProgapTasks(ds, spec, refresh, states))
-    return model, model["report"]
+    return model, report_of(model)

@@ -7,7 +7,11 @@ sha256 of each file in it; a task that reads an artifact verifies those hashes f
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any, TypedDict
+
+from dpgnn_core.privacy.report import PrivacyReport
 
 
 class FileInfo(TypedDict):
@@ -55,10 +59,21 @@ class ModelRef(ArtifactRef, total=False):
     aggregations: ArtifactRef
 
 
+def report_of(ref: Mapping[str, Any]) -> PrivacyReport:
+    """The typed privacy report of a model reference: the core's
+    :class:`~dpgnn_core.privacy.report.PrivacyReport`, rebuilt from the JSON a task returned
+    (Prefect persists references as JSON), or a non-private report when the reference has
+    none (a non-private method's path writes no report)."""
+    found = ref.get("report")
+    if found:
+        return PrivacyReport.from_dict(found)
+    return PrivacyReport(method=str(ref.get("method") or ""), private=False, epsilon=math.inf)
+
+
 class EvalRef(ArtifactRef):
     """Metrics per split (the ``evaluate`` task)."""
 
     metrics: dict[str, dict[str, float | None]]
 
 
-__all__ = ["ArtifactRef", "DatasetRef", "EvalRef", "FileInfo", "Files", "ModelRef"]
+__all__ = ["ArtifactRef", "DatasetRef", "EvalRef", "FileInfo", "Files", "ModelRef", "report_of"]

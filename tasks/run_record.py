@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpgnn_core.privacy.report import PrivacyReport
 from tasks.budget import budget_tags
-from tasks.refs import DatasetRef
+from tasks.refs import DatasetRef, report_of
 from tasks.tracking import log_run
 
 
-def release_status(report: dict[str, Any], state: str) -> str:
+def release_status(report: PrivacyReport, state: str) -> str:
     """Whether this run made a new private release or reused a cached one."""
-    rid = report.get("release", {}).get("id", "?")
+    release = report.release or {}
+    rid = release.get("id", "?")
     if state == "Cached":
         return f"reused cached release {rid} (no new privacy cost)"
-    replaced = report.get("release", {}).get("replaces")
+    replaced = release.get("replaces")
     return f"new release {rid}" + (f", replacing {replaced} (both count)" if replaced else "")
 
 
@@ -38,7 +40,7 @@ def _one_or_all(values: list[Any]) -> Any:
     return distinct[0] if len(distinct) == 1 else distinct
 
 
-def privacy_params(report: dict[str, Any], ledger: dict[str, Any] | None,
+def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
                    spec: dict[str, Any]) -> dict[str, Any]:
     """What a run's privacy actually used, for MLflow's params under ``privacy.``.
 
@@ -49,10 +51,11 @@ def privacy_params(report: dict[str, Any], ledger: dict[str, Any] | None,
     with one noise scale weighted per stage), ``noise_multipliers`` when events differ,
     ``sampling_rate`` and, when a phase clips gradients, ``clip`` (the clipping norm(s)).
     """
-    if not report.get("private"):
+    if not report.private:
         return {"private": False}
     out: dict[str, Any] = {"private": True}
-    out.update({k: v for k, v in report.items() if k not in _NOT_PARAMS and v is not None})
+    out.update({k: v for k, v in report.to_dict().items()
+                if k not in _NOT_PARAMS and v is not None})
     events = [dict(e["event"]) for e in (ledger or {}).get("entries", [])]
     rates: list[float] = []
     for i, ev in enumerate(events, 1):
@@ -72,7 +75,7 @@ def privacy_params(report: dict[str, Any], ledger: dict[str, Any] | None,
     if rates:
         out["sampling_rate"] = _one_or_all(rates)
     if any(ev.get("kind") in _CLIPPED_KINDS for ev in events):
-        clips = report.get("clips") or [spec.get("clip")]
+        clips = list(report.clips or [spec.get("clip")])
         out["clip"] = _one_or_all(clips)
     if "batch_size" not in out and spec.get("batch_size") is not None:
         out["batch_size"] = spec["batch_size"]
@@ -102,22 +105,21 @@ def _fmt_level(level: Any) -> str:
     return "+".join(map(str, level)) if isinstance(level, list) else str(level)
 
 
-def run_name(method: str, dataset: str, report: dict[str, Any], seed: int) -> str:
+def run_name(method: str, dataset: str, report: PrivacyReport, seed: int) -> str:
     """``dp-gcn-cora-eps4-edge-s0``: the method, the dataset, the target ε and the protected
     unit (private runs), the seed; ``-insecure`` when the noise is reproducible."""
     parts = [method, dataset]
-    if report.get("private"):
-        eps = report.get("target_epsilon") or report.get("epsilon")
-        if eps is not None:
-            parts.append(f"eps{float(eps):.3g}")
-        if report.get("level"):
-            parts.append(_fmt_level(report["level"]).replace("_", "-"))
-        if report.get("insecure_reproducible_noise"):
+    if report.private:
+        eps = report.target_epsilon or report.epsilon
+        parts.append(f"eps{float(eps):.3g}")
+        if report.level:
+            parts.append(_fmt_level(report.level).replace("_", "-"))
+        if report.insecure_reproducible_noise:
             parts.append("insecure")
     return "-".join([*parts, f"s{seed}"])
 
 
-def _noise_summary(report: dict[str, Any], privacy: dict[str, Any]) -> str:
+def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     """One line: each privacy event's noise multiplier, steps (or releases) and sampling
     rate, then the batch size and clipping norm."""
     events = [privacy[k] for k in sorted((k for k in privacy if k.startswith("event")
@@ -133,7 +135,7 @@ def _noise_summary(report: dict[str, Any], privacy: dict[str, Any]) -> str:
         return ", ".join(parts)
 
     if not events:
-        text = f"noise multiplier {float(report.get('noise_multiplier') or 0):.4g}"
+        text = f"noise multiplier {report.noise_multiplier:.4g}"
     elif len(events) == 1:
         text = one(events[0])
     else:
@@ -169,55 +171,54 @@ _NOT_PROTECTED = {
 }
 
 
-def privacy_tags(report: dict[str, Any], state: str, *,
+def privacy_tags(report: PrivacyReport, state: str, *,
                  privacy: dict[str, Any] | None = None,
                  explained: bool = False) -> dict[str, str]:
     """MLflow tags that show what a run's privacy means at a glance, and the run page's
     description (``mlflow.note.content``): the (ε, δ) statement, noise, what is and is not
     protected, what is assumed public."""
-    if not report.get("private"):
+    if not report.private:
         return {}
     privacy = privacy or {}
-    insecure = bool(report.get("insecure_reproducible_noise"))
-    tags = {"dpgnn.level": _fmt_level(report.get("level")),
-            "dpgnn.relation": str(report.get("relation")),
-            "dpgnn.epsilon": f"{report['epsilon']:.4g}" if report.get("epsilon") else "",
-            "dpgnn.delta": f"{report['delta']:.3g}" if report.get("delta") else "",
+    insecure = bool(report.insecure_reproducible_noise)
+    tags = {"dpgnn.level": _fmt_level(report.level),
+            "dpgnn.relation": str(report.relation),
+            "dpgnn.epsilon": f"{report.epsilon:.4g}" if report.epsilon else "",
+            "dpgnn.delta": f"{report.delta:.3g}" if report.delta else "",
             "dpgnn.randomness": "NOT PRIVATE: noise reproducible from the stored seed"
             if insecure else "secret (OS entropy, never stored)",
             "dpgnn.release": release_status(report, state)}
     if insecure:
         tags["dpgnn.private"] = "false"
         tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"
-    if report.get("unaccounted_release"):  # e.g. --log-raw-loss: released outside ε
-        tags["dpgnn.unaccounted_release"] = "; ".join(report["unaccounted_release"])[:5000]
+    if report.unaccounted_release:  # e.g. --log-raw-loss: released outside ε
+        tags["dpgnn.unaccounted_release"] = "; ".join(report.unaccounted_release)[:5000]
     # The run page's description: the privacy statement in words.
-    head = (f"**(ε = {report['epsilon']:.4g}, δ = {report['delta']:.3g})-DP**, "
-            f"{report.get('accountant', '?')} accountant" if report.get("epsilon")
-            else "private")
+    head = (f"**(ε = {report.epsilon:.4g}, δ = {report.delta or 0:.3g})-DP**, "
+            f"{report.accountant or '?'} accountant" if report.epsilon else "private")
     if insecure:
         head = f"**NOT PRIVATE** (reproducible noise); nominal {head}"
     noise = _noise_summary(report, privacy)
     lines = [head, f"**Noise:** {noise}",
-             f"**Protects:** {report.get('protects')}",
-             f"**Unit:** {_fmt_level(report.get('level'))}; "
-             f"**relation:** {report.get('relation')}"]
-    not_protected = [_NOT_PROTECTED[str(report.get("level"))]] \
-        if str(report.get("level")) in _NOT_PROTECTED else []
+             f"**Protects:** {report.protects}",
+             f"**Unit:** {_fmt_level(report.level)}; "
+             f"**relation:** {report.relation}"]
+    not_protected = [_NOT_PROTECTED[str(report.level)]] \
+        if str(report.level) in _NOT_PROTECTED else []
     if explained:
         not_protected.append("the GNNExplainer explanations and their IoUs (they read the "
                              "test graphs without noise)")
     lines += [f"**Not protected:** {u}" for u in not_protected]
-    if report.get("inference"):  # whether predictions are covered, in the method's words
-        lines.append(f"**Predictions:** {report['inference']}")
-    lines += [f"**Assumed public:** {u}" for u in report.get("public", [])]
-    if report.get("scope"):
-        lines.append(f"**Scope:** {report['scope']}")
-    lines += [f"**Noise and sampling:** {report.get('randomness')}",
+    if report.inference:  # whether predictions are covered, in the method's words
+        lines.append(f"**Predictions:** {report.inference}")
+    lines += [f"**Assumed public:** {u}" for u in report.public or ()]
+    if report.scope:
+        lines.append(f"**Scope:** {report.scope}")
+    lines += [f"**Noise and sampling:** {report.randomness}",
               f"**Release:** {tags['dpgnn.release']}"]
-    lines += [f"**Not accounted:** {u}" for u in report.get("unaccounted", [])]
-    lines += [f"**Released outside ε:** {u}" for u in report.get("unaccounted_release", [])]
-    lines += [f"**Warning:** {w}" for w in report.get("warnings", [])]
+    lines += [f"**Not accounted:** {u}" for u in report.unaccounted]
+    lines += [f"**Released outside ε:** {u}" for u in report.unaccounted_release or ()]
+    lines += [f"**Warning:** {w}" for w in report.warnings or ()]
     tags["mlflow.note.content"] = "\n\n".join(lines)
     return tags
 
@@ -251,7 +252,8 @@ def log_twin(ds: DatasetRef, twin_spec: Any, twin: dict[str, Any],
     artifacts = [str(tdir / "manifest.json"), str(tdir / "history.json")]
     artifacts += [str(Path(explained["path"]) / f) for f in explained["files"]]
     out: dict[str, Any] = log_run(
-        run_name=run_name(twin_spec.method, ds["name"], {"private": False}, twin_spec.seed)
+        run_name=run_name(twin_spec.method, ds["name"], report_of({"method": twin_spec.method}),
+                          twin_spec.seed)
         + "-twin",
         params={"method": twin_spec.method, "privacy": {"private": False},
                 "train": twin_spec.model_dump(mode="json"),

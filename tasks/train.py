@@ -21,7 +21,7 @@ from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
 from tasks.config import RunContext, code_version, in_context, project_dir
 from tasks.progress import Progress
-from tasks.refs import DatasetRef, Files, ModelRef
+from tasks.refs import DatasetRef, Files, ModelRef, report_of
 
 
 def artifact_dir(kind: str, *parts: Any) -> Path:
@@ -133,7 +133,7 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
         if candidate:
             fitted.history = candidate_history(fitted.history)
         ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
-        gate.finish(ref.get("report"), fitted.ledger)
+        gate.finish(report_of(ref), fitted.ledger)
     ckpt.clear()  # the result is stored: the next run of this spec starts afresh
     return ref
 
@@ -169,10 +169,10 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
     out = artifact_dir("train", dataset["content_sha256"], spec)
-    private = bool(fitted.report.get("private"))
-    report = PrivacyReport.from_dict(fitted.report).to_dict()  # the core's report, as JSON
+    report: PrivacyReport = fitted.report  # the core's typed report
+    private = report.private
     if private:
-        report["release"] = {**new_release(out), **resume_note(resumed_from or [])}
+        report = report.with_release({**new_release(out), **resume_note(resumed_from or [])})
     history = fitted.history  # with ε spent, from the core
     reported = method.private_path  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported
@@ -185,7 +185,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
         write_json_atomic(tmp / "history.json", history)
         if reported:
             fitted.ledger.save(tmp / "ledger.json")
-            write_json_atomic(tmp / "report.json", report)
+            write_json_atomic(tmp / "report.json", report.to_dict())
         if aggregations is not None:
             torch_save(aggregations.detach().cpu(), tmp / "aggregations.pt",
                        target=out / "aggregations.pt")
@@ -198,7 +198,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
     ref: ModelRef = {"path": str(out), "files": files, "method": method.name,
                      "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
-        ref["report"] = report
+        ref["report"] = report.to_dict()  # JSON on the wire; report_of() types it again
         ref["ledger"] = fitted.ledger.to_dict()
     if aggregations is not None:
         ref["aggregations"] = {"path": str(out), "files": agg_files}

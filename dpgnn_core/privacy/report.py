@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -54,6 +54,12 @@ def with_loss_note(report: dict[str, Any], ledger: Ledger, logged: bool
 _TYPED = ("method", "private", "epsilon", "delta", "accountant", "noise_multiplier", "steps",
           "level", "relation", "protects", "inference", "unaccounted", "randomness",
           "epsilon_by_step", "ledger")
+#: Typed attributes that only some reports have: ``None`` when absent, and absent from the
+#: JSON form then (so a report's JSON keys are what its method wrote, as before typing).
+_OPTIONAL = ("release", "unaccounted_release", "warnings", "public", "scope",
+             "target_epsilon", "insecure_reproducible_noise", "clips", "num_train",
+             "structure_defaults")
+_SEQUENCES = ("unaccounted_release", "warnings", "public", "clips")
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,25 @@ class PrivacyReport(Mapping[str, Any]):
         epsilon_by_step (tuple of (int, float)): ε spent after step t (every step with RDP,
             about 20 points with PLD; the last is ``epsilon``).
         ledger (Ledger, optional): the privacy events ε was computed from.
+        release (Mapping, optional): the stored release this run made (``id``,
+            ``replaces``, resume notes); set by the task that stores it.
+        unaccounted_release (tuple of str, optional): what the run released outside ε
+            (e.g. the raw training loss with ``log_raw_loss``).
+        warnings (tuple of str, optional): cautions the method attached.
+        public (tuple of str, optional): what the guarantee assumes public.
+        scope (str, optional): what the guarantee covers, when narrower than the model.
+        target_epsilon (float, optional): the ε the spec asked for (``epsilon`` is what
+            the plan spends, at most this).
+        insecure_reproducible_noise (bool, optional): the noise came from the spec's seed:
+            the run is not private.
+        clips (tuple of float, optional): the clipping norm of each DP-SGD phase.
+        num_train (int, optional): the number of training records the plan used.
+        structure_defaults (Mapping, optional): the structure options a method chose from
+            the public graph statistics.
         details (Mapping): method-specific entries.
+
+    Every optional attribute is ``None`` when the method did not set it and then absent
+    from :meth:`to_dict`.
     """
 
     method: str
@@ -97,6 +121,16 @@ class PrivacyReport(Mapping[str, Any]):
     randomness: str | None = None
     epsilon_by_step: tuple[tuple[int, float], ...] = ()
     ledger: Ledger | None = None
+    release: Mapping[str, Any] | None = None
+    unaccounted_release: tuple[str, ...] | None = None
+    warnings: tuple[str, ...] | None = None
+    public: tuple[str, ...] | None = None
+    scope: str | None = None
+    target_epsilon: float | None = None
+    insecure_reproducible_noise: bool | None = None
+    clips: tuple[float, ...] | None = None
+    num_train: int | None = None
+    structure_defaults: Mapping[str, Any] | None = None
     details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -113,7 +147,13 @@ class PrivacyReport(Mapping[str, Any]):
             unaccounted=tuple(d.get("unaccounted", ())), randomness=d.get("randomness"),
             epsilon_by_step=tuple((int(t), float(e)) for t, e in d.get("epsilon_by_step", ())),
             ledger=_ledger(d.get("ledger")),
-            details=MappingProxyType({k: v for k, v in d.items() if k not in _TYPED}))
+            **{k: _optional(k, d.get(k)) for k in _OPTIONAL},
+            details=MappingProxyType({k: v for k, v in d.items()
+                                      if k not in _TYPED and k not in _OPTIONAL}))
+
+    def with_release(self, release: Mapping[str, Any]) -> PrivacyReport:
+        """This report with the stored release it describes (a new object)."""
+        return replace(self, release=MappingProxyType(dict(release)))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``epsilon`` None for non-private runs)."""
@@ -123,6 +163,11 @@ class PrivacyReport(Mapping[str, Any]):
         out["unaccounted"] = list(self.unaccounted)
         out["epsilon_by_step"] = [list(p) for p in self.epsilon_by_step]
         out["ledger"] = None if self.ledger is None else self.ledger.to_dict()
+        for k in _OPTIONAL:
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = list(v) if k in _SEQUENCES else dict(v) if isinstance(
+                    v, Mapping) else v
         return out
 
     # Read-only mapping of the JSON form: report["epsilon"], report.get("level"), {**report}.
@@ -136,6 +181,14 @@ class PrivacyReport(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.to_dict())
+
+
+def _optional(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if key in _SEQUENCES:
+        return tuple(value)
+    return MappingProxyType(dict(value)) if isinstance(value, Mapping) else value
 
 
 def _ledger(value: Any) -> Ledger | None:

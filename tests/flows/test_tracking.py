@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import TrackingError
+from dpgnn_core.privacy.report import PrivacyReport
 
 
 def _closed_port() -> int:
@@ -51,10 +53,11 @@ def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
                    budget_split=(1.0, 0.5, 2.0), device="cpu")
     z = 1.7
     ledger = ledger_for(spec, 400)(z).to_dict()
-    report = {"method": "gap-ndp", "private": True, "epsilon": 3.99, "target_epsilon": 4.0,
-              "delta": 2.5e-4, "noise_multiplier": z, "accountant": "pld", "steps": 20,
-              "level": "node", "relation": "add_remove", "ledger": ledger,
-              "epsilon_by_step": [[1, 0.1]], "unaccounted": []}
+    report = PrivacyReport.from_dict({
+        "method": "gap-ndp", "private": True, "epsilon": 3.99, "target_epsilon": 4.0,
+        "delta": 2.5e-4, "noise_multiplier": z, "accountant": "pld", "steps": 20,
+        "level": "node", "relation": "add_remove", "ledger": ledger,
+        "epsilon_by_step": [[1, 0.1]], "unaccounted": []})
     dumped = spec.model_dump(mode="json")
     got = privacy_params(report, ledger, dumped)
     # three stages (encoder, PMA, classifier), each with its own weighted multiplier
@@ -71,9 +74,10 @@ def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
     # Edge-level GAP clips no gradients: no clipping norm is claimed.
     edp = GapSpec(level="edge", epsilon=4.0, steps=20, device="cpu")
     edp_ledger = ledger_for(edp, 400)(z).to_dict()
-    assert "clip" not in privacy_params({**report, "level": "edge"}, edp_ledger,
+    assert "clip" not in privacy_params(replace(report, level="edge"), edp_ledger,
                                         edp.model_dump(mode="json"))
-    assert privacy_params({"private": False}, None, dumped) == {"private": False}
+    assert privacy_params(PrivacyReport.from_dict({"private": False}), None,
+                          dumped) == {"private": False}
 
 
 # --- the reachability check ---------------------------------------------------------------

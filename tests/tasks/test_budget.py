@@ -42,7 +42,7 @@ def test_run_over_budget_is_refused_before_any_step() -> None:
     steps: list[int] = []
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
         fitted = method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
-        gate.finish({**fitted.report, "release": {"id": "r1"}}, fitted.ledger)
+        gate.finish(fitted.report.with_release({"id": "r1"}), fitted.ledger)
     assert steps == list(range(1, 7))
     (rec,) = _records(ref)
     assert rec.status == "spent" and rec.release_id == "r1"
@@ -114,7 +114,7 @@ def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
                        insecure_reproducible_noise=True)
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
         fitted = method.fit(data, spec, on_step=gate.on_step(None))
-        gate.finish({**fitted.report, "release": {"id": "ins"}}, fitted.ledger)
+        gate.finish(fitted.report.with_release({"id": "ins"}), fitted.ledger)
     s = store()
     summary = s.summary(s.resolve(ref["content_sha256"]))
     (rec,) = summary.records

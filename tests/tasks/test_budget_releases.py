@@ -14,6 +14,7 @@ import pytest
 from dpgnn_core.budget import BudgetExceeded, Charge
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.registry import get
+from dpgnn_core.privacy.report import PrivacyReport
 from tasks import budget as tb
 from tasks.budget import TaskGate, gate_for, store
 
@@ -122,7 +123,7 @@ def test_selection_record_is_adopted_by_its_candidates_and_names_the_released_on
     for g, release in zip(gates, ("first-to-finish", "selected"), strict=True):
         g.before_release(planned, {"epsilon": 1.0, "delta": 1e-5})
         assert g.adopted and g.record_id == rid
-        g.finish({"release": {"id": release}}, planned)
+        g.finish(PrivacyReport.from_dict({"release": {"id": release}}), planned)
     outsider = TaskGate(ref, "dp-mlp", specs[0])  # type: ignore[arg-type]
     outsider.before_release(planned, {"epsilon": 1.0, "delta": 1e-5})
     assert not outsider.adopted  # a covered plan without the token: its own release
