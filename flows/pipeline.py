@@ -13,29 +13,13 @@ import tasks  # noqa: F401
 from prefect import flow, get_run_logger
 
 from dpgnn_core.specs import AnySpec, IngestSpec
-from tasks.budget import account_after, admit_non_private, budget_tags
+from tasks.budget import account_after, admit_non_private
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
 from tasks.refs import report_of
-from tasks.run_record import (
-    log_twin,
-    privacy_params,
-    privacy_tags,
-    release_status,
-    resolved_spec,
-    run_name,
-    with_odometer,
-    with_twin,
-)
-from tasks.tracking import (
-    DEFAULT_EXPERIMENT,
-    check_tracking_uri,
-    default_tracking_uri,
-    log_run,
-    run_url,
-    tag_run,
-)
+from tasks.run_record import RunOutcome, record_run, run_summary
+from tasks.tracking import DEFAULT_EXPERIMENT
 
 
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
@@ -125,108 +109,17 @@ def pipeline(
         twin, states["train_nonprivate"] = _run(train, refresh, dataset=ds, spec=twin_spec)
         explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
                                             nonprivate=twin, count=explain_graphs)
-    mdir = Path(model["path"])
     ledger = model.get("ledger") if report.private else None  # from the task's reference
     # The dataset's odometer: a cached release re-used here is recorded at no cost; the
     # reading after this run goes to the summary and MLflow.
     budget = account_after(ds, report, method, ledger) if report.private else {}
-    spec_params = spec.model_dump(mode="json")
-    privacy = privacy_params(report, ledger, spec_params)
-    params = {"method": method, "privacy": privacy,
-              "train": resolved_spec(spec_params, privacy),
-              "dataset": {"name": ds["name"], "path": ds["path"],
-                          "content_sha256": ds["content_sha256"]}}
-    artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
-                 str(mdir / "history.json"), str(Path(ev["path"]) / "metrics.json")]
-    artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
-    run: dict[str, Any] = {"run_id": None,
-                           "tracking_uri": tracking_uri or default_tracking_uri()}
-    twin_run: dict[str, Any] = {}
-    mlflow_error: str | None = None
-    try:
-        check_tracking_uri(run["tracking_uri"])  # seconds, not MLflow's minutes of retries
-        if explained:  # the non-private twin: its own run, never the private run's page
-            assert twin_spec is not None
-            twin_run = log_twin(ds, twin_spec, twin, explained, twin_tags, tracking_uri,
-                                experiment)
-        run = log_run(
-            run_name=run_name(method, ds["name"], report, spec.seed),
-            params=params,
-            history_path=str(mdir / "history.json"),
-            metrics=ev["metrics"],
-            artifacts=artifacts,
-            tags={"dpgnn.method": method, "dpgnn.private": str(report.private).lower(),
-                  **with_odometer(with_twin(privacy_tags(report, states.get("train", ""),
-                                                         privacy=privacy), twin_run),
-                                  budget),
-                  **({"dpgnn.nonprivate_twin": twin_run["run_id"]} if twin_run else {}),
-                  **np_tags,
-                  **the_method.run_tags(spec),
-                  "dpgnn.dataset_sha256": ds["content_sha256"],
-                  **budget_tags(budget)},
-            tracking_uri=tracking_uri,
-            experiment=experiment,
-            start_time_ms=started_ms,
-            dataset={"name": ds["name"], "path": ds["path"],
-                     "content_sha256": ds["content_sha256"],
-                     "profile": {"task": ds["task"], "num_nodes": ds["num_nodes"],
-                                 "num_edges": ds["num_edges"],
-                                 "num_classes": ds["num_classes"],
-                                 "feature_dim": ds["feature_dim"]}},
-        )
-        if twin_run:
-            tag_run(twin_run["tracking_uri"], twin_run["run_id"],
-                    {"dpgnn.twin_of": run["run_id"]})
-    except Exception as e:  # the model is trained and cached: report, do not lose it
-        reason = " ".join(str(e).split()) or type(e).__name__
-        mlflow_error = (f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the "
-                        f"model is trained and cached in {model['path']}: rerun the same "
-                        "command once the tracking URI works to log it (the cached model "
-                        "is reused" + (", no new privacy cost)" if report.private else ")"))
+    outcome = RunOutcome(ds=ds, spec=spec, method=method, report=report, ledger=ledger,
+                         budget=budget, model=model, ev=ev, states=states,
+                         run_tags=the_method.run_tags(spec),
+                         extra_metrics=the_method.extra_metrics, non_private_tags=np_tags,
+                         twin_spec=twin_spec, twin=twin, twin_tags=twin_tags,
+                         explained=explained)
+    run, twin_run, mlflow_error = record_run(outcome, tracking_uri, experiment, started_ms)
+    if mlflow_error:
         get_run_logger().warning(mlflow_error)
-    m = ev["metrics"]
-    private_fields: dict[str, Any] = {}
-    if report.private:
-        private_fields = {"epsilon": report.epsilon, "delta": report.delta,
-                          "noise_multiplier": report.noise_multiplier,
-                          "accountant": report.accountant,
-                          "steps": report.steps,
-                          "privacy_report": str(mdir / "ledger.json"),
-                          "unaccounted": list(report.unaccounted),
-                          "unaccounted_release": list(report.unaccounted_release or ()),
-                          "level": report.level, "relation": report.relation,
-                          "protects": report.protects,
-                          "randomness": report.randomness,
-                          "release": release_status(report, states.get("train", "")),
-                          **budget}
-    return {
-        "method": method,
-        "dataset": ds["name"],
-        "dataset_path": ds["path"],
-        "seed": spec.seed,
-        "private": report.private,
-        **private_fields,
-        "test_accuracy": m["test"]["accuracy"],
-        "val_accuracy": m["val"]["accuracy"],
-        "test_f1_micro": m["test"]["f1_micro"],
-        "test_roc_auc": m["test"]["roc_auc"],
-        **{f"test_{k}": m["test"].get(k) for k in the_method.extra_metrics},
-        **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
-        **({"nonprivate_twin": {
-            "method": twin_spec.method if twin_spec is not None else None,
-            "artifacts_dir": twin.get("path"), "mlflow_run_id": twin_run.get("run_id"),
-            "note": "not private: trained on the same training graphs for the GNNExplainer "
-                    "comparison, logged as its own MLflow run"}} if explained else {}),
-        "metrics": m,
-        "mlflow_run_id": run["run_id"],
-        "mlflow_tracking_uri": run["tracking_uri"],
-        **({"non_private_release": np_tags["dpgnn.non_private_release"]} if np_tags else {}),
-        "mlflow_error": mlflow_error,  # None when the run was logged
-        **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
-           if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
-        **({"structure_defaults": dict(report.structure_defaults)}
-           if report.structure_defaults else {}),
-        "artifacts_dir": model["path"],
-        "evaluation_dir": ev["path"],
-        "cache": states,
-    }
+    return run_summary(outcome, run, twin_run, mlflow_error)

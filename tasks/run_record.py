@@ -8,6 +8,7 @@ Pure functions of the run's report, ledger and spec (no Prefect; :func:`log_twin
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from dpgnn_core.privacy.report import PrivacyReport
@@ -270,3 +271,173 @@ def log_twin(ds: DatasetRef, twin_spec: Any, twin: dict[str, Any],
         dataset={"name": ds["name"], "path": ds["path"],
                  "content_sha256": ds["content_sha256"]})
     return out
+
+
+# --- one pipeline run: its MLflow record and its summary ----------------------------------
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one pipeline run produced, for :func:`record_run` and :func:`run_summary`.
+
+    Attributes:
+        ds (DatasetRef): the dataset.
+        spec: the method's spec.
+        method (str): the method's name as the report gives it.
+        report (PrivacyReport): the run's typed privacy report.
+        ledger (dict, optional): the ledger's JSON (private runs), from the task's reference.
+        budget (dict): the dataset's odometer reading after the run (private runs).
+        model (dict): the trained model's reference.
+        ev (dict): the evaluation's reference (``metrics`` per split).
+        states (dict): each step's cache state (``Completed``, ``Cached``, ...).
+        run_tags (dict): the method's own MLflow tags (the catalogue's ``run_tags``).
+        extra_metrics (tuple of str): the method's test metrics beyond the common ones.
+        non_private_tags (dict): the recorded override of a non-private release.
+        twin_spec, twin, twin_tags, explained: a private graph classifier's non-private
+            twin (spec, model reference, override tags) and the GNNExplainer comparison;
+            empty when there is none.
+    """
+
+    ds: DatasetRef
+    spec: Any
+    method: str
+    report: PrivacyReport
+    ledger: dict[str, Any] | None
+    budget: dict[str, Any]
+    model: dict[str, Any]
+    ev: dict[str, Any]
+    states: dict[str, str]
+    run_tags: dict[str, str] = field(default_factory=dict)
+    extra_metrics: tuple[str, ...] = ()
+    non_private_tags: dict[str, str] = field(default_factory=dict)
+    twin_spec: Any = None
+    twin: dict[str, Any] = field(default_factory=dict)
+    twin_tags: dict[str, str] = field(default_factory=dict)
+    explained: dict[str, Any] = field(default_factory=dict)
+
+
+def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started_ms: int
+               ) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """Log the run to MLflow (and the non-private twin as its own run, linked). A failure
+    loses nothing: the model is trained and cached, and the returned error says so.
+
+    Returns:
+        tuple: the run (``run_id`` None when logging failed, ``tracking_uri``,
+        ``experiment_id``), the twin's run (empty without one) and the error line or None.
+    """
+    from pathlib import Path
+
+    from tasks.budget import budget_tags
+    from tasks.tracking import check_tracking_uri, default_tracking_uri, tag_run
+
+    ds, report, mdir = o.ds, o.report, Path(o.model["path"])
+    spec_params = o.spec.model_dump(mode="json")
+    privacy = privacy_params(report, o.ledger, spec_params)
+    params = {"method": o.method, "privacy": privacy,
+              "train": resolved_spec(spec_params, privacy),
+              "dataset": {"name": ds["name"], "path": ds["path"],
+                          "content_sha256": ds["content_sha256"]}}
+    artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
+                 str(mdir / "history.json"), str(Path(o.ev["path"]) / "metrics.json")]
+    artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
+    run: dict[str, Any] = {"run_id": None,
+                           "tracking_uri": tracking_uri or default_tracking_uri()}
+    twin_run: dict[str, Any] = {}
+    try:
+        check_tracking_uri(run["tracking_uri"])  # seconds, not MLflow's minutes of retries
+        if o.explained:  # the non-private twin: its own run, never the private run's page
+            twin_run = log_twin(ds, o.twin_spec, o.twin, o.explained, o.twin_tags,
+                                tracking_uri, experiment)
+        described = with_odometer(with_twin(privacy_tags(report, o.states.get("train", ""),
+                                                         privacy=privacy), twin_run),
+                                  o.budget)
+        run = log_run(
+            run_name=run_name(o.method, ds["name"], report, o.spec.seed),
+            params=params,
+            history_path=str(mdir / "history.json"),
+            metrics=o.ev["metrics"],
+            artifacts=artifacts,
+            tags={"dpgnn.method": o.method, "dpgnn.private": str(report.private).lower(),
+                  **described,
+                  **({"dpgnn.nonprivate_twin": twin_run["run_id"]} if twin_run else {}),
+                  **o.non_private_tags,
+                  **o.run_tags,
+                  "dpgnn.dataset_sha256": ds["content_sha256"],
+                  **budget_tags(o.budget)},
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            start_time_ms=started_ms,
+            dataset={"name": ds["name"], "path": ds["path"],
+                     "content_sha256": ds["content_sha256"],
+                     "profile": {"task": ds["task"], "num_nodes": ds["num_nodes"],
+                                 "num_edges": ds["num_edges"],
+                                 "num_classes": ds["num_classes"],
+                                 "feature_dim": ds["feature_dim"]}},
+        )
+        if twin_run:
+            tag_run(twin_run["tracking_uri"], twin_run["run_id"],
+                    {"dpgnn.twin_of": run["run_id"]})
+    except Exception as e:  # the model is trained and cached: report, do not lose it
+        reason = " ".join(str(e).split()) or type(e).__name__
+        return run, twin_run, (
+            f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the model is "
+            f"trained and cached in {o.model['path']}: rerun the same command once the "
+            "tracking URI works to log it (the cached model is reused"
+            + (", no new privacy cost)" if report.private else ")"))
+    return run, twin_run, None
+
+
+def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
+                mlflow_error: str | None) -> dict[str, Any]:
+    """The run summary ``dpgnn run --json`` prints (its keys are a contract: see
+    tests/flows/test_cli.py's JSON contract test)."""
+    from pathlib import Path
+
+    from tasks.tracking import run_url
+
+    report, m = o.report, o.ev["metrics"]
+    private_fields: dict[str, Any] = {}
+    if report.private:
+        private_fields = {"epsilon": report.epsilon, "delta": report.delta,
+                          "noise_multiplier": report.noise_multiplier,
+                          "accountant": report.accountant,
+                          "steps": report.steps,
+                          "privacy_report": str(Path(o.model["path"]) / "ledger.json"),
+                          "unaccounted": list(report.unaccounted),
+                          "unaccounted_release": list(report.unaccounted_release or ()),
+                          "level": report.level, "relation": report.relation,
+                          "protects": report.protects,
+                          "randomness": report.randomness,
+                          "release": release_status(report, o.states.get("train", "")),
+                          **o.budget}
+    explained = o.explained
+    return {
+        "method": o.method,
+        "dataset": o.ds["name"],
+        "dataset_path": o.ds["path"],
+        "seed": o.spec.seed,
+        "private": report.private,
+        **private_fields,
+        "test_accuracy": m["test"]["accuracy"],
+        "val_accuracy": m["val"]["accuracy"],
+        "test_f1_micro": m["test"]["f1_micro"],
+        "test_roc_auc": m["test"]["roc_auc"],
+        **{f"test_{k}": m["test"].get(k) for k in o.extra_metrics},
+        **({k: v for k, v in explained.items() if k.startswith("iou_")} if explained else {}),
+        **({"nonprivate_twin": {
+            "method": o.twin_spec.method if o.twin_spec is not None else None,
+            "artifacts_dir": o.twin.get("path"), "mlflow_run_id": twin_run.get("run_id"),
+            "note": "not private: trained on the same training graphs for the GNNExplainer "
+                    "comparison, logged as its own MLflow run"}} if explained else {}),
+        "metrics": m,
+        "mlflow_run_id": run["run_id"],
+        "mlflow_tracking_uri": run["tracking_uri"],
+        **({"non_private_release": o.non_private_tags["dpgnn.non_private_release"]}
+           if o.non_private_tags else {}),
+        "mlflow_error": mlflow_error,  # None when the run was logged
+        **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
+           if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
+        **({"structure_defaults": dict(report.structure_defaults)}
+           if report.structure_defaults else {}),
+        "artifacts_dir": o.model["path"],
+        "evaluation_dir": o.ev["path"],
+        "cache": o.states,
+    }
