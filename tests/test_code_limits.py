@@ -14,9 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("dpgnn_core", "tasks", "flows", "benchmarks")
 MAX_LINES = 600
-#: Files still above the limit, left for issue 27 §3 (GAP's modules and PMA math out of
-#: methods/gap.py; one spec module per family); remove each as it is split.
-OVER_THE_LIMIT = {"dpgnn_core/specs.py", "dpgnn_core/methods/gap.py"}
+#: Files allowed above the limit until they are split (none left: specs.py became the
+#: dpgnn_core/specs/ package, one module per family, and GAP's shared row training and staged
+#: composition left methods/gap.py); a file added here needs an issue that splits it.
+OVER_THE_LIMIT: set[str] = set()
 
 
 def test_pyproject_enforces_complexity():

@@ -61,7 +61,7 @@ from dpgnn_core.methods._private import (
     guarantee_scope,
     save_model,
 )
-from dpgnn_core.methods.gap import MAX_NOISE, aggregation_matrix, clip_rows, row_normalise
+from dpgnn_core.methods._staged import MAX_NOISE
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -72,6 +72,7 @@ from dpgnn_core.privacy import (
     make_accountant,
 )
 from dpgnn_core.privacy import gate as release_gate
+from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows, row_normalise
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import DpdgcSpec
@@ -277,7 +278,7 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     Raises:
         DataError: not single-label node classification, no training labels, a batch too
             large, a degree above D (node level), or no edge.
-        PrivacyError: a budget no noise up to :data:`~dpgnn_core.methods.gap.MAX_NOISE`
+        PrivacyError: a budget no noise up to :data:`~dpgnn_core.methods._staged.MAX_NOISE`
             reaches.
     """
     n_train = check_node_task(data, spec, spec.method)

@@ -58,11 +58,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.errors import DataError
-from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods._private import (
     OnStep,
     StageProgress,
@@ -72,6 +70,15 @@ from dpgnn_core.methods._private import (
     save_model,
     with_epsilon,
 )
+from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
+from dpgnn_core.methods._staged import (
+    InMemoryStages,
+    gate_plan,
+    is_directed,
+    release_report,
+    solve_composition,
+)
+from dpgnn_core.methods._staged import prepare_graph as prepare_graph
 from dpgnn_core.models.gap import GapClassifier as GapClassifier
 from dpgnn_core.models.gap import GapEncoder as GapEncoder
 from dpgnn_core.models.gap import new_classifier as new_classifier
@@ -84,7 +91,6 @@ from dpgnn_core.privacy import (
     Ledger,
     PoissonGaussianEvent,
     PrivacyError,
-    calibrate_noise,
     make_accountant,
 )
 from dpgnn_core.privacy import gate as release_gate
@@ -97,20 +103,17 @@ from dpgnn_core.privacy.pma import row_normalise as row_normalise
 from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
-from dpgnn_core.specs import GapSpec, ProgapSpec
+from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
-from dpgnn_core.training.per_sample import group_noise_stds
 
 # The PMA math (dpgnn_core/privacy/pma.py) and the modules (dpgnn_core/models/gap.py) live in
-# their own modules (issue 27 §3); their names stay importable from here.
-
-#: Largest noise multiplier GAP's calibration accepts: beyond it every release is noise, so
-#: a budget that needs more is refused with the smallest ε reached at this noise.
-MAX_NOISE = 1e3
+# their own modules (issue 27 §3); their names stay importable from here. What GAP shares with
+# ProGAP lives beside it: the row training of its modules (methods/_row_training.py) and the
+# staged composition's graph, noise scale, gate and report (methods/_staged.py); GAP's graph
+# stage, prepare_graph, stays importable from here (tasks/gap.py runs it).
 
 #: The ledger's note on the data-dependent degree check of GAP-NDP.
 DEGREE_CHECK_NOTE = (
@@ -160,114 +163,6 @@ class GapResult:
     history: list[dict[str, float]]
 
 
-def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
-                  ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The edges PMA aggregates over: all of them. At node level the graph must already
-    have every degree within D (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`
-    refuses it otherwise, naming D but not the graph's degrees); no edge is dropped."""
-    ei = np.asarray(data.edge_index)
-    info: dict[str, Any] = {"edges_before": int(ei.shape[1]), "directed": is_directed(data)}
-    if spec.level == "node":
-        assert spec.max_degree is not None
-        check_degree_bound(ei, data.num_nodes, spec.max_degree, directed=is_directed(data))
-        if data.meta.get("cleaning", {}).get("degree_bound"):
-            warnings.warn("this dataset was degree-bounded by GAP's edge sampler (by the "
-                          "removed `dpgnn materialize --sampler gap-degree`): node-level "
-                          "privacy holds for the bounded graph, not for the graph it was "
-                          "sampled from",
-                          stacklevel=2)
-            info["bounded_by_sampler"] = True
-    if ei.shape[1] == 0:
-        raise DataError("no edge left to aggregate over", field="edge_index", value=0)
-    info["edges_after"] = int(ei.shape[1])
-    return ei, info
-
-
-def is_directed(data: GraphData) -> bool:
-    """The manifest flag ``directed``, never inferred from the edges: a symmetric edge list
-    flagged directed is still a directed graph (one record = one directed edge)."""
-    return bool(data.directed)
-
-
-def batches_per_epoch(spec: GapSpec | ProgapSpec, num_rows: int) -> int:
-    """Mini-batches of one Adam epoch (EDP, ∞): ceil(N / batch_size)."""
-    batch: int = spec.with_batch_size(num_rows).batch
-    return math.ceil(num_rows / batch)
-
-
-def epoch_batches(num_rows: int, per_epoch: int, generator: torch.Generator
-                  ) -> Callable[[], Tensor]:
-    """A function returning the next mini-batch of row indices: each epoch a fresh random
-    order of all ``num_rows`` rows cut into ``per_epoch`` near-equal batches (sizes differ
-    by at most one, so no batch is a lone row when the batch size is at least 2)."""
-    queue: list[Tensor] = []
-
-    def draw() -> Tensor:
-        if not queue:
-            perm = torch.randperm(num_rows, generator=generator)
-            queue.extend(torch.tensor_split(perm, per_epoch))
-        return queue.pop(0)
-    return draw
-
-
-def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
-             private: bool, z: float, name: str,
-             on_step: Callable[[int, dict[str, float]], None] | None,
-             val: tuple[Tensor, Tensor] | None = None) -> list[dict[str, float]]:
-    """Adam over mini-batches (``epochs`` epochs of :func:`batches_per_epoch` batches;
-    EDP, ∞), or DP-Adam over Poisson-sampled rows (``steps``; one row per training node,
-    clipped to ``spec.clip``, noise std ``z * clip``; node level); the batches and the
-    noise come from :meth:`Randomness.for_spec` (secret by default), streams named after
-    ``name``. The model trains in training mode (dropout, batch statistics) and is left in
-    evaluation mode. With ``spec.selection == "best-val"`` (never at node level: the spec
-    refuses it) and ``val`` = (inputs, labels) of the validation rows, the weights of the
-    epoch with the best validation accuracy are kept. GAP's encoder and classifier and
-    ProGAP's stages train with it."""
-    randomness = Randomness.for_spec(spec)
-    gen = randomness.torch_generator(f"{name}/batches")
-    noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
-    opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
-    n = inputs.shape[0]
-    model.train()
-    if not private:
-        per_epoch = batches_per_epoch(spec, n)
-        if spec.norm == "batch" and n // per_epoch < 2:
-            raise DataError("batch norm needs at least 2 rows per mini-batch",
-                            field="batch_size", value=spec.with_batch_size(n).batch)
-        draw = epoch_batches(n, per_epoch, gen)
-
-        def minibatch() -> tuple[Tensor, float]:
-            ids = draw().to(inputs.device)
-            losses = nn.functional.cross_entropy(model(inputs[ids]), y[ids], reduction="none")
-            return losses, float(losses.detach().mean())
-
-        select = None
-        if spec.selection == "best-val" and val is not None and len(val[1]):
-            def select() -> float:
-                model.eval()
-                with torch.no_grad():
-                    acc = float((model(val[0]).argmax(1) == val[1]).float().mean())
-                model.train()
-                return acc
-        hist = train_steps(model, opt, spec.epochs * per_epoch, minibatch, clipping=None,
-                           on_step=on_step, select=select, select_every=per_epoch)
-    else:
-        spec = spec.with_batch_size(n)  # the rows trained on: the training nodes
-        sampler = PoissonSampler(n, spec.batch / n, gen)
-
-        def batch() -> tuple[Tensor, float]:
-            ids = sampler.sample().to(inputs.device)
-            losses = nn.functional.cross_entropy(model(inputs[ids]), y[ids], reduction="none")
-            return losses, float(losses.detach().mean()) if len(ids) else 0.0
-        stds = group_noise_stds(z, 1.0, [spec.clip])
-        hist = train_steps(model, opt, spec.steps, batch,
-                           clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch)),
-                           generator=noise_gen, on_step=on_step,
-                           log_raw_loss=spec.log_raw_loss)
-    model.eval()
-    return hist
-
-
 def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[str, Any]]:
     """The common noise scale z of the composition, its ledger and the privacy report;
     checks the input before anything is trained."""
@@ -297,66 +192,6 @@ def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[s
     return (make(z) if private else Ledger()), z, report
 
 
-def solve_composition(spec: GapSpec | ProgapSpec, make: Callable[[float], Ledger],
-                      delta: float, report: dict[str, Any], what: str) -> float:
-    """The common noise scale z of a staged composition (GAP, ProGAP) calibrated to
-    ``spec.epsilon`` at ``delta`` (0 for a non-private level), with the budget fields added
-    to ``report``.
-
-    Raises:
-        PrivacyError: no noise up to :data:`MAX_NOISE` reaches the target (``what`` names
-            the composition).
-    """
-    if spec.level == "none":
-        report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
-        return 0.0
-    assert spec.epsilon is not None
-    try:
-        cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
-                              max_noise=MAX_NOISE)
-    except PrivacyError as e:
-        raise PrivacyError(f"{what}: {e}") from e
-    report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
-                   "noise_multiplier": cal.noise_multiplier, "accountant": spec.accountant})
-    return cal.noise_multiplier
-
-
-def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
-                   own_input: str, aggregation: str) -> dict[str, Any]:
-    """What a GAP-style report says about its release: directedness, row clipping, the
-    randomness, what is protected at the spec's level and how inference spends nothing.
-    ``parameters`` names the private modules, ``own_input`` what of node v's own data its
-    prediction reads un-noised, ``aggregation`` the aggregations (for the inductive case)."""
-    directed = is_directed(data)
-    inductive = bool(data.meta.get("split", {}).get("inductive", False))
-    unit = "one directed edge" if directed else "one undirected edge (both directions)"
-    return {
-        "row_clip": spec.row_clip, "directed": directed,
-        "selection": ("the weights of the best validation epoch (validation labels are not "
-                      "protected at this level; the release is read as post-processing)"
-                      if spec.selection == "best-val" else "the last step's weights"),
-        **Randomness.for_spec(spec).describe(),
-        "protects": {
-            "edge": f"aggregations X(1..K), parameters and predictions against adding or "
-                    f"removing {unit} (graph flagged {'directed' if directed else 'undirected'}"
-                    "); node features and labels are not protected",
-            "node": f"{parameters} and the released aggregations "
-                    "X(1..K) against adding or removing one node with its edges, on graphs "
-                    f"whose every {'in + out degree' if directed else 'degree'} is <= "
-                    f"{spec.max_degree} (a graph beyond it is refused, which reveals that "
-                    "bit). Predictions: node v's prediction also reads v's own features "
-                    f"through {own_input}, which is not noised; the predictions of all "
-                    "nodes other than v are post-processing of the private outputs and "
-                    "their own data, so they are protected against v (a joint-DP-style, "
-                    "per-node statement), v's own prediction is not",
-            "none": "nothing"}[spec.level],
-        "inference": (
-            f"inductive: {aggregation} once on the whole disjoint graph, i.e. separately on "
-            "the training and test graphs (parallel composition): no extra budget"
-            if inductive else "transductive: test nodes reuse the cached private "
-            "aggregations (no extra budget)")}
-
-
 def module_steps(spec: GapSpec, num_train: int) -> int:
     """Optimisation steps of the encoder and of the classifier: ``steps`` under DP-Adam
     (node level), ``epochs`` times :func:`batches_per_epoch` otherwise."""
@@ -381,24 +216,6 @@ def _gate(spec: GapSpec, n_train: int, z: float) -> None:
     """Before a stage's private computation: the whole calibrated plan to the budget keeper
     (:mod:`dpgnn_core.privacy.gate`); the stages of one run share one reservation."""
     gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
-
-
-def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
-    """The whole calibrated ``plan`` of a staged run to the budget keeper, before a stage's
-    private computation (a second call in one run reserves nothing more)."""
-    delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    release_gate.before_release(plan, {"method": spec.method, "epsilon": spec.epsilon,
-                                       "delta": delta})
-
-
-def val_rows(data: GraphData, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec
-             ) -> tuple[Tensor, Tensor] | None:
-    """The labelled validation rows of ``inputs`` and their labels, for
-    ``selection="best-val"`` (edge level and ∞ only); :obj:`None` otherwise."""
-    if spec.level == "node" or spec.selection != "best-val":
-        return None
-    keep = torch.from_numpy(data.mask("val") & (np.asarray(data.y) >= 0)).to(inputs.device)
-    return inputs[keep], y[keep]
 
 
 def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
@@ -544,24 +361,6 @@ def orchestrate(stages: GapStages) -> Any:
     encoder = stages.encoder(z)
     aggregations = stages.aggregate(graph, encoder, z)
     return stages.classifier(aggregations, z, calibration, encoder)
-
-
-@dataclass
-class InMemoryStages:
-    """What the in-memory stages of GAP and ProGAP share: the data, the spec, the progress
-    callback, the calibrated noise scale and the graph (with what was checked on it)."""
-
-    data: GraphData
-    spec: Any
-    on_step: Callable[[int, dict[str, float]], None] | None
-    graph_info: dict[str, Any] | None = None
-
-    def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
-        return calibration[1]
-
-    def graph(self) -> np.ndarray:
-        ei, self.graph_info = prepare_graph(self.data, self.spec)
-        return ei
 
 
 class _InMemory(InMemoryStages):

@@ -63,22 +63,15 @@ from dpgnn_core.methods._private import (
     save_model,
     with_epsilon,
 )
-from dpgnn_core.methods.gap import (
+from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
+from dpgnn_core.methods._staged import (
     InMemoryStages,
-    aggregation_matrix,
-    batches_per_epoch,
-    clip_rows,
-    fit_rows,
     gate_plan,
     is_directed,
-    pma,
     release_report,
-    row_normalise,
-    selu_block,
-    sensitivity,
     solve_composition,
-    val_rows,
 )
+from dpgnn_core.models.gap import selu_block
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -87,6 +80,13 @@ from dpgnn_core.privacy import (
     make_accountant,
 )
 from dpgnn_core.privacy import gate as release_gate
+from dpgnn_core.privacy.pma import (
+    aggregation_matrix,
+    clip_rows,
+    pma,
+    row_normalise,
+    sensitivity,
+)
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import ProgapSpec
@@ -239,7 +239,7 @@ def _delta(spec: ProgapSpec, n_train: int) -> float:
 
 def stage_steps(spec: ProgapSpec, num_train: int) -> int:
     """Optimisation steps of each stage: ``steps`` under DP-Adam (node level), ``epochs``
-    times :func:`~dpgnn_core.methods.gap.batches_per_epoch` otherwise."""
+    times :func:`~dpgnn_core.methods._row_training.batches_per_epoch` otherwise."""
     if spec.level == "node":
         return spec.steps
     return spec.epochs * batches_per_epoch(spec, num_train)

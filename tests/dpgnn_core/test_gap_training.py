@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
+from dpgnn_core.methods import _row_training as row_training
 from dpgnn_core.methods import gap, progap
 from dpgnn_core.specs import GapSpec, ProgapSpec, parse_spec
 from dpgnn_core.training.dp_sgd import check_dp_compatible
@@ -141,10 +142,10 @@ def test_each_epoch_visits_every_row_once_in_ceil_n_over_b_batches(
         n: int, batch: int, epochs: int) -> None:
     spec = GapSpec(method="gap-inf", batch_size=batch, epochs=epochs, selection="last")
     per_epoch = math.ceil(n / batch)
-    assert gap.batches_per_epoch(spec, n) == per_epoch
+    assert row_training.batches_per_epoch(spec, n) == per_epoch
     model = _Recorder()
     x = torch.stack([torch.arange(n, dtype=torch.float32), torch.randn(n)], 1)
-    hist = gap.fit_rows(model, x, torch.randint(0, 2, (n,)), spec, False, 0.0, "t", None)
+    hist = row_training.fit_rows(model, x, torch.randint(0, 2, (n,)), spec, False, 0.0, "t", None)
     assert len(hist) == len(model.seen) == epochs * per_epoch
     for e in range(epochs):
         rows = model.seen[e * per_epoch:(e + 1) * per_epoch]
@@ -157,7 +158,7 @@ def test_each_epoch_visits_every_row_once_in_ceil_n_over_b_batches(
 def test_batch_norm_refuses_a_lone_row_per_batch() -> None:
     spec = GapSpec(method="gap-inf", batch_size=1)
     with pytest.raises(DataError, match="at least 2 rows"):
-        gap.fit_rows(gap.GapEncoder(3, 4, 4, 2, norm="batch"), torch.randn(5, 3),
+        row_training.fit_rows(gap.GapEncoder(3, 4, 4, 2, norm="batch"), torch.randn(5, 3),
                      torch.zeros(5, dtype=torch.long), spec, False, 0.0, "t", None)
 
 
@@ -167,10 +168,10 @@ def test_selection_keeps_the_best_validation_epoch(selection: str) -> None:
                    device="cpu", lr=0.05)
     train = torch.from_numpy(DATA.mask("train"))
     x, y = torch.tensor(DATA.x), torch.tensor(np.asarray(DATA.y))
-    val = gap.val_rows(DATA, x, y, spec)
+    val = row_training.val_rows(DATA, x, y, spec)
     torch.manual_seed(0)
     enc = gap.new_encoder(spec, DATA.num_features, DATA.num_classes)
-    hist = gap.fit_rows(enc, x[train], y[train], spec, False, 0.0, "encoder", None, val)
+    hist = row_training.fit_rows(enc, x[train], y[train], spec, False, 0.0, "encoder", None, val)
     scores = [h["selection_score"] for h in hist if "selection_score" in h]
     if selection == "last":
         assert val is None and scores == []

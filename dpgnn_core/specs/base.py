@@ -1,0 +1,196 @@
+"""What every spec shares: the frozen, hashable :class:`Spec`; :class:`PrivateSpec`, the
+fields of every private training method; :class:`LargeBatchDefaults`, the recipe of the
+methods whose defaults were swept; and :func:`link`, which keeps a spec's ``method`` and the
+fields its name implies in step (each family's name validator calls it)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from dpgnn_core.io import sha256_json
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Fields a method's name implies (``conv`` for ``dp-gcn``): not options of its own.
+    implied: ClassVar[tuple[str, ...]] = ()
+    #: Whether the private method's own path also runs without privacy (``--non-private``:
+    #: epsilon None); GAP and graph classification have separate non-private names.
+    has_non_private_mode: ClassVar[bool] = False
+    #: Whether a private run also explains test graphs (GNNExplainer, graph methods).
+    explains: ClassVar[bool] = False
+
+    def cache_key(self) -> str:
+        """sha256 of the spec's JSON form (sorted keys)."""
+        return sha256_json(self.model_dump(mode="json"))
+
+
+class PrivateSpec(Spec):
+    """Fields every private training method shares (see each method's spec for meaning):
+    batch size, steps, learning rate, clipping norm C, target epsilon (None: non-private),
+    delta (1/(10 N) by default), accountant (by default the tightest sound one for the
+    method's mechanism: ``pld``; ``rdp`` for DRW, whose sampling has no PLD), seed and
+    device.
+
+    ``seed`` seeds initialisation (and dropout) only. The noise and every sampling step the
+    privacy proof needs secret are drawn from the operating system's CSPRNG, never from the
+    seed, and never stored (:class:`~dpgnn_core.privacy.randomness.Randomness`);
+    ``insecure_reproducible_noise=True`` derives them from the seed instead, for research
+    reproducibility only: the run's report then says it is not private.
+
+    Two ways to spend a budget: fix ``steps`` T and let the accountant calibrate the noise
+    multiplier (the default), or fix ``noise_multiplier`` and train until the budget is
+    spent (T = the most steps whose ε stays within the target).
+
+    Args:
+        batch_size (int, optional): records per step (subgraphs, rows or graphs); unset, it
+            adapts to the data (below). (default: :meth:`default_batch_for` N records)
+        noise_multiplier (float, optional): fix the noise multiplier and train until the
+            budget is spent, instead of calibrating the noise to ``steps``.
+        seed (int): seeds initialisation only (noise and sampling are secret). (default: 0)
+        insecure_reproducible_noise (bool): derive noise and sampling from ``seed`` so the
+            run reproduces exactly. NOT PRIVATE: the report and MLflow say so.
+            (default: False)
+        log_raw_loss (bool): record each step's training loss on the private batch,
+            computed without noise, in the history (history.json, MLflow ``train_loss``,
+            the progress line). No privacy event covers it: the run is marked
+            (``unaccounted_release`` in its report, tag ``dpgnn.unaccounted_release``).
+            By default a private run records no training loss. (default: False)
+        allow_large_delta (bool): accept a δ of at least 1/N_train (N_train protected
+            training records), which does not rule out leaking a whole record; refused
+            before training otherwise. Recorded with the spec (MLflow, the model file).
+            (default: False)
+        device (str): ``auto`` (CUDA when present), ``cpu`` or ``cuda``. (default: auto)
+
+    ``batch_size`` left unset adapts to the data, so no default is invalid for a small
+    training set (:meth:`with_batch_size`): every record sampled from (training nodes, the
+    subgraphs of a DRW partition, training graphs) up to :attr:`default_batch` for the
+    methods with swept defaults (:class:`LargeBatchDefaults`), a quarter of them up to
+    :attr:`default_batch` for the others.
+    """
+
+    #: The batch an unset ``batch_size`` becomes on large data.
+    default_batch: ClassVar[int] = 256
+
+    batch_size: int | None = Field(None, ge=1)
+    steps: int = Field(500, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    clip: float = Field(1.0, gt=0)
+    epsilon: float | None = Field(None, gt=0, allow_inf_nan=False)
+    delta: float | None = Field(None, gt=0, lt=1)
+    accountant: Literal["rdp", "pld"] = "pld"
+    noise_multiplier: float | None = Field(None, gt=0)
+    seed: int = 0
+    insecure_reproducible_noise: bool = False
+    log_raw_loss: bool = False
+    allow_large_delta: bool = False
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @property
+    def batch(self) -> int:
+        """The batch size once it is set (:meth:`with_batch_size`)."""
+        if self.batch_size is None:
+            raise ValueError("batch_size is unset: resolve it with with_batch_size(records)")
+        return self.batch_size
+
+    @classmethod
+    def default_batch_for(cls, records: int) -> int:
+        """The batch an unset ``batch_size`` becomes for ``records`` sampling units: a
+        quarter of them, at most :attr:`default_batch` (ProGAP's and graph classification's
+        rule; the methods whose defaults were swept on node data override it:
+        :class:`LargeBatchDefaults`)."""
+        return min(cls.default_batch, max(1, int(records) // 4))
+
+    def with_batch_size(self, records: int) -> Any:
+        """This spec with ``batch_size`` set: as given, or :meth:`default_batch_for`
+        ``records`` sampling units."""
+        if self.batch_size is not None:
+            return self
+        return self.model_copy(update={"batch_size": self.default_batch_for(records)})
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """With ``noise_multiplier`` set, ``steps`` is resolved by the fit (train until the
+        budget is spent), never an input: it is left out of the dump, so a stored spec
+        (model.pt, cache keys, Prefect parameters) validates again. ``log_raw_loss`` and
+        ``allow_large_delta`` are left out when unset (only an override is recorded), so
+        the specs (and cache keys) of runs that do not ask for them are those written
+        before they existed."""
+        data = handler(self)
+        if self.noise_multiplier is not None and isinstance(data, dict):
+            data.pop("steps", None)
+        if isinstance(data, dict):
+            for flag in ("log_raw_loss", "allow_large_delta"):
+                if not getattr(self, flag):
+                    data.pop(flag, None)
+        return data
+
+    @model_validator(mode="after")
+    def _until_spent(self) -> PrivateSpec:
+        if self.noise_multiplier is not None:
+            if self.epsilon is None:
+                raise ValueError("noise_multiplier (train until the budget is spent) needs "
+                                 "a target epsilon")
+            if "steps" in self.model_fields_set:
+                raise ValueError("give steps (noise calibrated to the budget) or "
+                                 "noise_multiplier (steps until the budget is spent), not "
+                                 "both")
+        return self
+
+
+class LargeBatchDefaults:
+    """The default recipe of DP-SGD methods whose hyperparameters were swept on the shared
+    datasets (benchmarks/RESULTS.md, "Defaults that work"): an unset batch is every record,
+    up to :attr:`default_batch` (then a Poisson / sampling rate default_batch / N), with few
+    steps and a high learning rate.
+
+    Why: at a fixed ε the noise added to one step's *sum* of clipped gradients hardly
+    depends on the batch once sampling no longer amplifies much, while the signal grows with
+    the batch; and the noise multiplier grows with the number of steps. On Cora and Cornell5
+    the best validation accuracy came with full batches and tens of steps, not hundreds of
+    steps on small batches. Reads nothing but the number of training records (public, like
+    δ = 1 / (10 N)). Not swept above 11,510 records: past :attr:`default_batch` the sampling
+    rate falls and 60 steps see fewer epochs; give ``steps`` for very large graphs.
+    """
+
+    default_batch: ClassVar[int] = 16384
+
+    @classmethod
+    def default_batch_for(cls, records: int) -> int:
+        return min(cls.default_batch, max(1, int(records)))
+
+
+def link(data: Any, name_of: Any, fields_of: Any) -> Any:
+    """Keep a spec's ``method`` (its registered name) and the fields the name implies in
+    step: fill ``method`` from them when it is missing, fill them from ``method`` when they
+    are missing, and refuse a pair that disagrees."""
+    if not isinstance(data, dict):
+        return data
+    d = dict(data)
+    if "method" not in d or d["method"] is None:
+        d["method"] = name_of(d)
+        return d
+    implied = fields_of(d["method"]) if isinstance(d["method"], str) else {}
+    for k, v in implied.items():
+        if k in d and d[k] != v:
+            raise ValueError(f"method {d['method']!r} implies {k}={v!r}, got {k}={d[k]!r}")
+        d[k] = v
+    return d
+
+
+def level_names(family: str) -> Any:
+    """``level`` -> registered name of a family's names (GAP, ProGAP, DPDGC; from the
+    catalogue)."""
+    from dpgnn_core.methods.catalog import LEVEL_NAMES
+
+    return LEVEL_NAMES[family]

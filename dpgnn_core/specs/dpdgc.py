@@ -1,0 +1,87 @@
+"""The spec of DPDGC (:mod:`dpgnn_core.methods.dpdgc`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, level_names, link
+
+
+class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
+    """DPDGC (Chien et al., 2023): adjacency encoder W on rows of A, one private one-hop
+    aggregation A W, classifier on each node's features and its aggregation row
+    (:mod:`dpgnn_core.methods.dpdgc`; derivations in docs/privacy.md, "DPDGC").
+
+    Args:
+        level (str): ``edge`` (DPDGC-EDP), ``node`` (DPDGC-NDP), ``k_neighbor``
+            (DPDGC-kNDP: a node's features and label with up to ``k`` of its edges) or
+            ``none`` (DPDGC-∞). (default: ``edge``)
+        max_degree (int, optional): degree bound D, required at node level: the graph's
+            degrees must already be within D (undirected degree, or in + out degree on a
+            graph flagged directed); a graph beyond it is refused, no edge is dropped.
+        k (int): edges of the node one k-neighbour change may touch. (default: 1)
+        row_clip (float, optional): clip every row of A W to this L2 norm c before the
+            noise. (default: :obj:`None`)
+        adj_dim (int): width h of the adjacency embeddings. (default: 16)
+        adj_steps (int): noisy full-batch gradient steps of the adjacency encoder at a
+            private level; 0 keeps W = 0 and releases only noise. (default: 1)
+        adj_epochs (int): its (exact) steps at level ``none``. (default: 100)
+        adj_lr (float): its Adam learning rate. (default: 0.1)
+        hidden (int): the classifier's hidden width. (default: 64)
+        dropout (float): the classifier's dropout. (default: 0.5)
+        weight_decay (float): the classifier's Adam weight decay. (default: 5e-4)
+        epochs (int): full-batch Adam epochs of the classifier at edge level and ∞.
+            (default: 200)
+        steps (int): DP-Adam steps of the classifier (node, k-neighbour). (default: 60)
+        batch_size (int): expected rows per DP-Adam step (Poisson rate m/N). (default:
+            min(16384, N): every row on all but very large graphs)
+        lr (float): the classifier's learning rate. (default: 1e-2)
+        budget_split (tuple): noise multipliers of adjacency encoder, aggregation and
+            classifier relative to the common scale z the accountant solves for.
+            (default: (1, 1, 1))
+        epsilon (float, optional): target ε (needed unless ``level='none'``).
+
+    The other fields are :class:`PrivateSpec`'s.
+    """
+
+    implied: ClassVar[tuple[str, ...]] = ("level",)
+    method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-inf"]
+    level: Literal["edge", "node", "k_neighbor", "none"] = "edge"
+    max_degree: int | None = Field(None, ge=1)
+    k: int = Field(1, ge=1)
+    row_clip: float | None = Field(None, gt=0)
+    adj_dim: int = Field(16, ge=1)
+    adj_steps: int = Field(1, ge=0)
+    adj_epochs: int = Field(100, ge=0)
+    adj_lr: float = Field(0.1, gt=0)
+    hidden: int = Field(64, ge=1)
+    dropout: float = Field(0.5, ge=0, lt=1)
+    weight_decay: float = Field(5e-4, ge=0)
+    epochs: int = Field(200, ge=1)
+    steps: int = Field(60, ge=1)
+    lr: float = Field(1e-2, gt=0)
+    budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name(cls, data: Any) -> Any:
+        names = level_names("dpdgc")
+        return link(data, lambda d: names[d.get("level", "edge")],
+                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
+
+    @model_validator(mode="after")
+    def _dpdgc(self) -> DpdgcSpec:
+        if self.level == "node" and self.max_degree is None:
+            raise ValueError("node-level DPDGC needs a degree bound max_degree (--max-degree)")
+        if self.level == "none" and self.epsilon is not None:
+            raise ValueError("level 'none' (DPDGC-inf) is not private: drop epsilon")
+        if self.level != "none" and self.epsilon is None:
+            raise ValueError(f"DPDGC at {self.level} level needs a target epsilon")
+        if self.noise_multiplier is not None:
+            raise ValueError("DPDGC calibrates one noise scale to the budget; set steps, not "
+                             "noise_multiplier")
+        if any(w <= 0 for w in self.budget_split):
+            raise ValueError(f"budget_split weights must be > 0, got {self.budget_split}")
+        return self

@@ -1,0 +1,45 @@
+"""What to ingest (:class:`IngestSpec`), and the embedded dataset of ``dpgnn demo``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from dpgnn_core.specs.base import Spec
+
+IngestFormat = Literal["planetoid", "facebook100", "tu", "ogb", "dgl", "csv", "parquet",
+                       "synthetic"]
+
+
+class IngestSpec(Spec):
+    """What to ingest and how.
+
+    Args:
+        format (str): one of ``planetoid, facebook100, tu, ogb, dgl, csv, parquet,
+            synthetic``.
+        source (str, optional): raw folder or file (not used by ``synthetic``).
+        name (str, optional): dataset name; inferred from the files when omitted.
+        options (dict, optional): loader keyword arguments (see each loader's docstring).
+    """
+
+    format: IngestFormat
+    source: str | None = None
+    name: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _need_source(self) -> IngestSpec:
+        if self.format != "synthetic" and not self.source:
+            raise ValueError(f"ingest format {self.format!r} needs a source path")
+        return self
+
+
+#: The embedded default dataset of ``dpgnn demo`` and the scheduled deployments: a
+#: contextual stochastic block model generated from a seed (nothing to download).
+DEMO_INGEST = IngestSpec(format="synthetic", name="csbm-demo",
+                         options={"num_nodes": 3000, "num_classes": 5, "feature_dim": 32,
+                                  "avg_degree": 10, "homophily": 0.8, "feature_signal": 1.0,
+                                  "seed": 0})
+#: The methods ``dpgnn demo`` runs on it.
+DEMO_METHODS = ("gcn", "mlp")
