@@ -35,6 +35,11 @@ class Spec(BaseModel):
     has_non_private_mode: ClassVar[bool] = False
     #: Whether a private run also explains test graphs (GNNExplainer, graph methods).
     explains: ClassVar[bool] = False
+    #: Fields that only some of the spec's names use: ``field -> {implied field: values}``
+    #: (GAP's ``max_degree`` only where ``level`` is ``node``). A field applies to a name
+    #: whose implied fields take one of the values; a field not listed, to every name. The
+    #: CLI offers a name only the fields that apply to it (``dpgnn run NAME --help``).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
 
     def cache_key(self) -> str:
         """sha256 of the spec's JSON form (sorted keys)."""
@@ -396,6 +401,8 @@ class DrwSpec(LargeBatchDefaults, SubgraphSpec):
 
     accountant: Literal["rdp", "pld"] = "rdp"
     implied: ClassVar[tuple[str, ...]] = ("variant", "conv")
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "restarts": {"variant": ("drw-r", "drw-d")}, "resample_every": {"variant": ("drw-d",)}}
     has_non_private_mode: ClassVar[bool] = True
     method: Literal["drw-gcn", "drw-sage", "drw-r-gcn", "drw-r-sage", "drw-d-gcn",
                     "drw-d-sage"]
@@ -508,6 +515,13 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: DP-Adam (steps, clip) and the degree bound at node level only; epochs at edge level
+    #: and ∞; row clipping changes nothing at ∞ (no noise: a clipped row normalises alike).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "steps": {"level": ("node",)},
+        "clip": {"level": ("node",)}, "budget_split": {"level": ("node",)},
+        "row_clip": {"level": ("edge", "node")}, "epochs": {"level": ("edge", "none")},
+        "noise_multiplier": {"level": ()}}  # refused: one noise scale calibrated to ε
     #: Defaults that depend on the level: filled in where the input leaves them out.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"encoder_dim": 64, "dropout": 0.5, "norm": "batch", "lr": 1e-3,
@@ -610,6 +624,11 @@ class ProgapSpec(PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: As GAP's (ProGAP has no budget split).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "steps": {"level": ("node",)},
+        "clip": {"level": ("node",)}, "row_clip": {"level": ("edge", "node")},
+        "epochs": {"level": ("edge", "none")}, "noise_multiplier": {"level": ()}}
     #: Defaults that depend on the level: filled in where the input leaves them out.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"hidden": 64, "dropout": 0.5, "norm": "batch", "lr": 1e-3,
@@ -763,6 +782,20 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
+    #: full-batch epochs at edge level and ∞; the noisy encoder steps (adj_steps, the
+    #: clipping norm, budget_split) and row clipping at the private levels (at ∞ the
+    #: classifier reads the rows normalised), adj_epochs at ∞.
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "k": {"level": ("k_neighbor",)},
+        "steps": {"level": ("node", "k_neighbor")},
+        "batch_size": {"level": ("node", "k_neighbor")},
+        "epochs": {"level": ("edge", "none")}, "adj_epochs": {"level": ("none",)},
+        "adj_steps": {"level": ("edge", "node", "k_neighbor")},
+        "clip": {"level": ("edge", "node", "k_neighbor")},
+        "row_clip": {"level": ("edge", "node", "k_neighbor")},
+        "budget_split": {"level": ("edge", "node", "k_neighbor")},
+        "noise_multiplier": {"level": ()}}
     method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-inf"]
     level: Literal["edge", "node", "k_neighbor", "none"] = "edge"
     max_degree: int | None = Field(None, ge=1)

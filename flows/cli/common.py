@@ -26,6 +26,9 @@ from typer.core import TyperGroup
 # The command-line framework's error classes (typer vendors click: found from typer's own
 # BadParameter, whichever click it is built on).
 _USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+#: The framework's usage error (raise it with ``ctx=`` for a one-line error naming the
+#: command's ``--help``).
+USAGE_ERROR: Any = _USAGE_ERROR
 _CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__
                          if c.__name__ == "ClickException")
 

@@ -168,7 +168,7 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
     (["gap-ndp", "--epsilon", "4"], "degree bound"),
     (["gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
     (["gap-edp", "--non-private"], "No such option: --non-private"),
-    (["gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "--budget-split"),
+    (["gap-ndp", "--epsilon", "4", "--budget-split", "1,2"], "--budget-split"),
     (["dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
     (["dp-mlp", "--epsilon", "4", "--level", "node"], "No such option: --level"),
     (["dp-gcn", "--epsilon", "4", "--walk-length", "3"], "No such option: --walk-length"),
