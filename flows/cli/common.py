@@ -75,6 +75,21 @@ class Format(StrEnum):
 
 
 
+def field_help(model: type) -> dict[str, str]:
+    """``name -> text`` from the ``Args:`` sections of a spec or option class and its bases
+    (the class's own text wins)."""
+    import inspect
+    import re
+
+    out: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        doc = inspect.getdoc(cls) or ""
+        for m in re.finditer(r"^\s*(\w+) \([^)]*\):\s*(.+?)(?=^\s*\w+ \([^)]*\):|\Z|^\s*$)",
+                             doc, flags=re.M | re.S):
+            out[m.group(1)] = " ".join(m.group(2).split())
+    return out
+
+
 def pydantic_line(e: dict[str, Any]) -> str:
     """One pydantic error as ``--field VALUE: message``; the union tag (the method name)
     and a whole-spec input are left out."""

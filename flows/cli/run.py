@@ -33,18 +33,6 @@ _PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
                    "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta")
 
 
-def _field_help(spec_type: type) -> dict[str, str]:
-    """``name -> text`` from the ``Args:`` sections of the spec class and its bases (the
-    class's own text wins)."""
-    out: dict[str, str] = {}
-    for cls in reversed(spec_type.__mro__):
-        doc = inspect.getdoc(cls) or ""
-        for m in re.finditer(r"^\s*(\w+) \([^)]*\):\s*(.+?)(?=^\s*\w+ \([^)]*\):|\Z|^\s*$)",
-                             doc, flags=re.M | re.S):
-            out[m.group(1)] = " ".join(m.group(2).split())
-    return out
-
-
 def _option_type(annotation: Any) -> Any:
     """The command-line type of a spec field: numbers and flags as themselves, everything
     else (choices, tuples) as text that the spec validates."""
@@ -113,8 +101,9 @@ def _names_taking(name: str | None, field: str) -> list[str]:
 
 def _signature(name: str, spec_type: Any) -> inspect.Signature:
     from dpgnn_core.methods.catalog import is_private
+    from flows.cli.common import field_help
 
-    helps = _field_help(spec_type)
+    helps = field_help(spec_type)
     params = [
         inspect.Parameter("dataset", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[
             Path, typer.Option(help="An ingested dataset folder (dpgnn ingest).")]),

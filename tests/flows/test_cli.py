@@ -64,7 +64,8 @@ def test_ingest_real_formats(shared: Path, tmp_path: Path) -> None:
     (["--format", "planetoid", "--source", "/nonexistent"], "source not found"),
     (["--format", "tu"], "--source is required"),
     (["--format", "csv", "--source", "EDGES"], "--nodes"),
-    (["--format", "planetoid", "--source", "SHARED", "--dedupe-edges"], "do not apply"),
+    (["--format", "planetoid", "--source", "SHARED", "--dedupe-edges"],
+     "--dedupe-edges does not apply to --format planetoid (it applies to tu, dgl, csv"),
 ])
 def test_ingest_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
     (tmp_path / "e.csv").write_text("src,dst\n0,1\n")
