@@ -28,8 +28,9 @@ run_app = typer.Typer(
 #: Options of the run itself, not of the method.
 _RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experiment",
                 "refresh", "non_private", "explain_graphs", "allow_non_private_release")
-#: Spec fields that only a private method has.
-_PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
+#: Spec fields that only a private method uses (a non-private name, graph-gcn say, trains
+#: the same path without clipping or noise).
+_PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier", "clip",
                    "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta")
 
 

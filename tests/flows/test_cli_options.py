@@ -20,8 +20,8 @@ runner = CliRunner()
 GENERAL = {"--dataset", "--config", "--set", "--tracking-uri", "--experiment", "--refresh",
            "--json", "--help"}
 #: Spec fields that only a private name offers.
-PRIVACY = {"epsilon", "delta", "accountant", "noise_multiplier", "insecure_reproducible_noise",
-           "log_raw_loss", "allow_large_delta"}
+PRIVACY = {"epsilon", "delta", "accountant", "noise_multiplier", "clip",
+           "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta"}
 
 
 def _flag(field: str) -> str:
@@ -94,6 +94,8 @@ def test_run_help_lists_exactly_the_methods_spec_options(name: str) -> None:
     ("drw-r-sage", {"--restarts"}, {"--resample-every"}),
     ("drw-d-gcn", {"--restarts", "--resample-every"}, set()),
     ("dp-gcn", {"--max-degree", "--steps", "--clip", "--level"}, {"--conv"}),
+    ("graph-gcn", {"--steps", "--batch-size", "--pool"}, {"--clip", "--epsilon", "--conv"}),
+    ("dp-graph-gat", {"--steps", "--clip", "--epsilon"}, {"--conv"}),
 ])
 def test_run_help_per_name(name: str, has: set[str], lacks: set[str]) -> None:
     r = runner.invoke(app, ["run", name, "--help"], env={"COLUMNS": "400"})
