@@ -4,15 +4,32 @@ Every loader's keyword options (what ``dpgnn ingest -o KEY=VALUE`` and its flags
 described by a pydantic model with types and bounds. Integers and booleans are strict (no
 ``"10"`` for 10, no ``1`` for true): a value that is not what the option means is an error,
 never a guess. Unknown option names are refused with the list of valid ones.
+
+The models are also the command line's: ``dpgnn ingest`` has one ``--flag`` per option of
+any model (:func:`option_models`), with the help of the model's ``Args:`` docstring, named
+``--<option>`` unless a :class:`Flag` says otherwise.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dpgnn_core.errors import DataError
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Option metadata: its ``dpgnn ingest`` flag when that is not ``--<option>``.
+
+    Args:
+        name (str): the flag, e.g. ``--dedupe-edges``.
+    """
+
+    name: str
+
 
 Frac = Annotated[float, Field(ge=0, le=1)]
 Seed = Annotated[int, Field(ge=0)]
@@ -20,6 +37,15 @@ Fractions = Annotated[tuple[Frac, Frac, Frac], Field(strict=False)]
 
 
 class _Options(BaseModel):
+    """Options of every loader.
+
+    Args:
+        disjoint (bool): inductive variant: remove every edge between different splits
+            (node datasets). (default: False)
+        allow_no_edges (bool): ingest a graph with no edges (else an error); the
+            manifest's ``cleaning`` record keeps a warning. (default: False)
+    """
+
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     #: Inductive variant: remove every edge between different splits (node datasets).
@@ -29,6 +55,14 @@ class _Options(BaseModel):
 
 
 class _SplitFractions(_Options):
+    """Options of the loaders that split at random.
+
+    Args:
+        fractions (tuple, optional): train, val and test fractions of a random split
+            (summing to 1); each loader's own split or default fractions when omitted.
+        seed (int): seed of the split (and of the synthetic generators). (default: 0)
+    """
+
     fractions: Fractions | None = None
     seed: Seed = 0
 
@@ -42,7 +76,23 @@ class _SplitFractions(_Options):
 
 
 class CsbmOptions(_SplitFractions):
-    """:func:`~dpgnn_core.data.synthetic.csbm`."""
+    """:func:`~dpgnn_core.data.synthetic.csbm`.
+
+    Args:
+        kind (str): the synthetic generator: ``csbm`` (a contextual stochastic block
+            model, node classification) or ``er_graphs`` (Erdős-Rényi graphs, graph
+            classification). (default: csbm)
+        num_nodes (int): nodes. (default: 3000)
+        num_classes (int): classes. (default: 5)
+        feature_dim (int): feature dimension. (default: 32)
+        avg_degree (float): expected directed degree before deduplication. (default: 10)
+        homophily (float): probability that an edge stays in its source's class.
+            (default: 0.8)
+        feature_signal (float): norm of the class means relative to unit noise; 0 gives
+            features with no signal. (default: 1.0)
+        power_law (float, optional): Pareto exponent > 2 of the degree weights; uniform
+            weights when omitted.
+    """
 
     kind: Literal["csbm"] = "csbm"
     num_nodes: Annotated[int, Field(ge=2)] = 3000
@@ -55,7 +105,18 @@ class CsbmOptions(_SplitFractions):
 
 
 class ErGraphsOptions(_Options):
-    """:func:`~dpgnn_core.data.synthetic.er_graphs`."""
+    """:func:`~dpgnn_core.data.synthetic.er_graphs`.
+
+    Args:
+        num_graphs (int): graphs. (default: 1000)
+        num_nodes (int): nodes per graph. (default: 20)
+        p (tuple): edge probability of class 0 and of class 1. (default: 0.2,0.3)
+        feature_dim (int): features. (default: 9)
+        mean (tuple): feature mean of class 0 and of class 1. (default: 0.0,0.1)
+        std (float): feature standard deviation. (default: 0.5)
+        split (tuple): train, val and test graph counts. (default: 600,100,300)
+        seed (int): seed of the generator. (default: 0)
+    """
 
     kind: Literal["er_graphs"] = "er_graphs"
     num_graphs: Annotated[int, Field(ge=1)] = 1000
@@ -75,23 +136,51 @@ class PlanetoidOptions(_SplitFractions):
 
 
 class Facebook100Options(_SplitFractions):
-    """:func:`~dpgnn_core.data.loaders.load_facebook100`."""
+    """:func:`~dpgnn_core.data.loaders.load_facebook100`.
+
+    Args:
+        target (str): the column to predict: status, gender, major, minor, housing or
+            year. (default: year)
+        min_class_size (int): drop classes smaller than this. (default: 100)
+        keep_isolated (bool): keep nodes without edges. (default: False)
+    """
 
     target: Literal["status", "gender", "major", "minor", "housing", "year"] = "year"
     min_class_size: Annotated[int, Field(ge=1)] = 100
     keep_isolated: bool = False
 
 
-class TuOptions(_SplitFractions):
-    """:func:`~dpgnn_core.data.loaders.load_tu`."""
+class _Cleaning(_SplitFractions):
+    """Options of the loaders whose raw edges may hold self-loops or duplicates.
+
+    Args:
+        remove_self_loops (bool): drop self-loops (else an error). (default: False)
+        dedupe (bool): drop duplicate edges (else an error). (default: False)
+    """
+
+    remove_self_loops: bool = False
+    dedupe: Annotated[bool, Flag("--dedupe-edges")] = False
+
+
+class TuOptions(_Cleaning):
+    """:func:`~dpgnn_core.data.loaders.load_tu`.
+
+    Args:
+        fingerprint_merge (bool): Fingerprint's 4-class Galton-Henry merge.
+            (default: False)
+    """
 
     fingerprint_merge: bool = False
-    remove_self_loops: bool = False
-    dedupe: bool = False
 
 
 class OgbOptions(_Options):
-    """:func:`~dpgnn_core.data.loaders.load_ogbg`."""
+    """:func:`~dpgnn_core.data.loaders.load_ogbg`.
+
+    Args:
+        split (str): the split scheme's folder. (default: scaffold)
+        one_hot (bool): one-hot the categorical atom and bond features with OGB's
+            category counts; else keep the raw codes. (default: True)
+    """
 
     split: Annotated[str, Field(min_length=1)] = "scaffold"
     one_hot: bool = True
@@ -100,22 +189,44 @@ class OgbOptions(_Options):
 Column = Annotated[str, Field(min_length=1)]
 
 
-class DglOptions(_SplitFractions):
+class DglOptions(_Cleaning):
     """:func:`~dpgnn_core.data.loaders.load_dgl`: node data names of the features (list,
-    concatenated), labels and edge features, the key of graph labels."""
+    concatenated), labels and edge features, the key of graph labels.
+
+    Args:
+        features (list, optional): node data concatenated into the features.
+            (default: feat)
+        label (str): node data of the node labels. (default: label)
+        graph_label (str): key of the graph labels. (default: label)
+        edge_features (list, optional): edge data of the edge features.
+        directed (bool): the graph is directed; else undirected, with a symmetric edge
+            set (never inferred from the edges). (default: False)
+    """
 
     features: Annotated[list[Column], Field(min_length=1)] | None = None
     label: Column = "label"
     graph_label: Column = "label"
     edge_features: Annotated[list[Column], Field(min_length=1)] | None = None
-    remove_self_loops: bool = False
-    dedupe: bool = False
-    #: The graph is directed (else undirected, with a symmetric edge set); never inferred.
     directed: bool = False
 
 
-class TabularOptions(_SplitFractions):
-    """:func:`~dpgnn_core.data.loaders.load_tabular` (plus ``nodes``, the node table)."""
+class TabularOptions(_Cleaning):
+    """:func:`~dpgnn_core.data.loaders.load_tabular` (plus ``nodes``, the node table).
+
+    Args:
+        nodes (str, optional): the node table (else ``nodes.*`` beside ``edges.*`` in the
+            source folder).
+        src_col (str): source column of the edge list. (default: src)
+        dst_col (str): target column of the edge list. (default: dst)
+        id_col (str): node id column of the node table. (default: node_id)
+        label_col (str): label column. (default: label)
+        feature_cols (list, optional): feature columns (default: every other numeric
+            column).
+        split_col (str, optional): column of train/val/test/unused (default: a random
+            split).
+        undirected (bool): add the reverse of each edge. (default: False)
+        relabel (bool): map arbitrary node ids to 0..n-1. (default: False)
+    """
 
     nodes: Column | None = None
     src_col: Column = "src"
@@ -126,8 +237,6 @@ class TabularOptions(_SplitFractions):
     split_col: Column | None = None
     undirected: bool = False
     relabel: bool = False
-    remove_self_loops: bool = False
-    dedupe: bool = False
 
 
 LOADER_OPTIONS: dict[str, type[_Options]] = {
@@ -136,6 +245,33 @@ LOADER_OPTIONS: dict[str, type[_Options]] = {
 }
 SYNTHETIC_OPTIONS: dict[str, type[_Options]] = {"csbm": CsbmOptions,
                                                 "er_graphs": ErGraphsOptions}
+
+
+def option_models() -> dict[str, type[_Options]]:
+    """Every loader's option model by what selects it: the format (``tu``, ``csv``, ...),
+    or ``synthetic`` for the default generator (csbm) and ``synthetic kind=KIND`` for the
+    others."""
+    out: dict[str, type[_Options]] = dict(LOADER_OPTIONS)
+    for kind, model in SYNTHETIC_OPTIONS.items():
+        out["synthetic" if kind == "csbm" else f"synthetic kind={kind}"] = model
+    return out
+
+
+def option_model(fmt: str, kind: str | None = None) -> type[_Options] | None:
+    """The option model of format ``fmt`` (and synthetic generator ``kind``, csbm when
+    None); None for an unknown format or kind."""
+    if fmt == "synthetic":
+        return SYNTHETIC_OPTIONS.get(kind or "csbm")
+    return LOADER_OPTIONS.get(fmt)
+
+
+def flag_of(model: type[BaseModel], option: str) -> str:
+    """The ``dpgnn ingest`` flag of ``option``: a :class:`Flag` of the field, else
+    ``--<option>`` with dashes."""
+    for meta in model.model_fields[option].metadata:
+        if isinstance(meta, Flag):
+            return meta.name
+    return "--" + option.replace("_", "-")
 
 
 def _option_error(text: str, *, field: str, value: Any) -> DataError:

@@ -29,6 +29,11 @@ class Spec(BaseModel):
     has_non_private_mode: ClassVar[bool] = False
     #: Whether a private run also explains test graphs (GNNExplainer, graph methods).
     explains: ClassVar[bool] = False
+    #: Fields that only some of the spec's names use: ``field -> {implied field: values}``
+    #: (GAP's ``max_degree`` only where ``level`` is ``node``). A field applies to a name
+    #: whose implied fields take one of the values; a field not listed, to every name. The
+    #: CLI offers a name only the fields that apply to it (``dpgnn run NAME --help``).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
 
     def cache_key(self) -> str:
         """sha256 of the spec's JSON form (sorted keys)."""

@@ -47,6 +47,20 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
+    #: full-batch epochs at edge level and ∞; the noisy encoder steps (adj_steps, the
+    #: clipping norm, budget_split) and row clipping at the private levels (at ∞ the
+    #: classifier reads the rows normalised), adj_epochs at ∞.
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "k": {"level": ("k_neighbor",)},
+        "steps": {"level": ("node", "k_neighbor")},
+        "batch_size": {"level": ("node", "k_neighbor")},
+        "epochs": {"level": ("edge", "none")}, "adj_epochs": {"level": ("none",)},
+        "adj_steps": {"level": ("edge", "node", "k_neighbor")},
+        "clip": {"level": ("edge", "node", "k_neighbor")},
+        "row_clip": {"level": ("edge", "node", "k_neighbor")},
+        "budget_split": {"level": ("edge", "node", "k_neighbor")},
+        "noise_multiplier": {"level": ()}}
     method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-inf"]
     level: Literal["edge", "node", "k_neighbor", "none"] = "edge"
     max_degree: int | None = Field(None, ge=1)

@@ -68,6 +68,13 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: DP-Adam (steps, clip) and the degree bound at node level only; epochs at edge level
+    #: and ∞; row clipping changes nothing at ∞ (no noise: a clipped row normalises alike).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "steps": {"level": ("node",)},
+        "clip": {"level": ("node",)}, "budget_split": {"level": ("node",)},
+        "row_clip": {"level": ("edge", "node")}, "epochs": {"level": ("edge", "none")},
+        "noise_multiplier": {"level": ()}}  # refused: one noise scale calibrated to ε
     #: Defaults that depend on the level: filled in where the input leaves them out.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"encoder_dim": 64, "dropout": 0.5, "norm": "batch", "lr": 1e-3,
@@ -170,6 +177,11 @@ class ProgapSpec(PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: As GAP's (ProGAP has no budget split).
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "max_degree": {"level": ("node",)}, "steps": {"level": ("node",)},
+        "clip": {"level": ("node",)}, "row_clip": {"level": ("edge", "node")},
+        "epochs": {"level": ("edge", "none")}, "noise_multiplier": {"level": ()}}
     #: Defaults that depend on the level: filled in where the input leaves them out.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"hidden": 64, "dropout": 0.5, "norm": "batch", "lr": 1e-3,

@@ -176,6 +176,8 @@ class DrwSpec(LargeBatchDefaults, SubgraphSpec):
 
     accountant: Literal["rdp", "pld"] = "rdp"
     implied: ClassVar[tuple[str, ...]] = ("variant", "conv")
+    applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
+        "restarts": {"variant": ("drw-r", "drw-d")}, "resample_every": {"variant": ("drw-d",)}}
     has_non_private_mode: ClassVar[bool] = True
     method: Literal["drw-gcn", "drw-sage", "drw-r-gcn", "drw-r-sage", "drw-d-gcn",
                     "drw-d-sage"]

@@ -15,13 +15,10 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.common import (
-    Format,
     OneLineErrors,
     console,
     error,
     find_datasets,
-    parse_kv,
-    stdout_to_stderr,
 )
 
 app = typer.Typer(
@@ -72,125 +69,14 @@ def main_options(
         os.environ["DPGNN_VERBOSE"] = "1"
 
 
-@app.command()
-def ingest(  # noqa: C901 -- issue 27 §4 rebuilds it from the loader option specs
-    format: Annotated[Format, typer.Option("--format", "-f", help="Raw format.")],
-    out: Annotated[Path, typer.Option(help="Dataset folder to create (manifest and Parquet "
-                                      "files directly inside).")],
-    source: Annotated[Path | None, typer.Option(
-        help="Raw data: Planetoid folder with ind.<name>.*; Facebook100 .mat file; TU folder "
-        "with NAME_A.txt; OGB dataset folder; dgl: a file written by dgl.save_graphs (needs the "
-        "dgl extra); csv/parquet edge file (or a folder with edges.* "
-        "and nodes.*). Not used by synthetic.")] = None,
-    name: Annotated[str | None, typer.Option(help="Dataset name (inferred by default).")] = None,
-    nodes: Annotated[Path | None, typer.Option(help="csv/parquet: the node table.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Split (and generator) seed.")] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing --out folder.")] = False,
-    disjoint: Annotated[bool, typer.Option(
-        help="Inductive variant: remove every edge between different splits.")] = False,
-    remove_self_loops: Annotated[bool, typer.Option(help="Drop self-loops (else an error).")
-                                 ] = False,
-    dedupe_edges: Annotated[bool, typer.Option(help="Drop duplicate edges (else an error).")
-                            ] = False,
-    min_class_size: Annotated[int | None, typer.Option(
-        help="facebook100: drop classes smaller than this (default 100).")] = None,
-    fingerprint_merge: Annotated[bool, typer.Option(
-        help="tu: Fingerprint's 4-class Galton-Henry merge.")] = False,
-    src_col: Annotated[str | None, typer.Option(help="csv/parquet: source column.")] = None,
-    dst_col: Annotated[str | None, typer.Option(help="csv/parquet: target column.")] = None,
-    id_col: Annotated[str | None, typer.Option(help="csv/parquet: node id column.")] = None,
-    label_col: Annotated[str | None, typer.Option(help="csv/parquet: label column.")] = None,
-    feature_cols: Annotated[str | None, typer.Option(
-        help="csv/parquet: comma-separated feature columns (default: all numeric).")] = None,
-    split_col: Annotated[str | None, typer.Option(
-        help="csv/parquet: column of train/val/test/unused (default: random split).")] = None,
-    undirected: Annotated[bool, typer.Option(help="csv/parquet: add reverse edges.")] = False,
-    relabel: Annotated[bool, typer.Option(
-        help="csv/parquet: map arbitrary node ids to 0..n-1.")] = False,
-    allow_no_edges: Annotated[bool, typer.Option(
-        help="Ingest a graph with no edges (else an error); the manifest's 'cleaning' "
-        "record keeps a warning.")] = False,
-    option: Annotated[list[str] | None, typer.Option(
-        "--option", "-o", help="Any other loader option as KEY=VALUE (JSON value), e.g. "
-        "-o num_nodes=10000 -o homophily=0.7 for synthetic.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")
-                       ] = False,
-) -> None:
-    """Ingest raw data into a dataset folder (Parquet + manifest), atomically."""
-    opts: dict[str, Any] = parse_kv(option or [])
-    fmt = format.value
-    if seed is not None and fmt not in ("planetoid", "ogb"):
-        opts["seed"] = seed
-    flags = {"remove_self_loops": remove_self_loops, "dedupe": dedupe_edges}
-    if fmt in ("tu", "dgl", "csv", "parquet"):
-        opts.update({k: v for k, v in flags.items() if v})
-    elif any(flags.values()):
-        error(f"--remove-self-loops/--dedupe-edges do not apply to {fmt} (its recipe fixes "
-             "edge handling; see the manifest's 'cleaning' record)")
-        raise typer.Exit(2)
-    if min_class_size is not None:
-        opts["min_class_size"] = min_class_size
-    if fingerprint_merge:
-        opts["fingerprint_merge"] = True
-    tab = {"src_col": src_col, "dst_col": dst_col, "id_col": id_col, "label_col": label_col,
-           "split_col": split_col}
-    opts.update({k: v for k, v in tab.items() if v is not None})
-    if feature_cols:
-        opts["feature_cols"] = [c.strip() for c in feature_cols.split(",") if c.strip()]
-    if undirected:
-        opts["undirected"] = True
-    if relabel:
-        opts["relabel"] = True
-    if nodes is not None:
-        opts["nodes"] = str(nodes)
-    if disjoint:
-        opts["disjoint"] = True
-    if allow_no_edges:
-        opts["allow_no_edges"] = True
-    if fmt != "synthetic" and source is None:
-        error(f"--source is required for --format {fmt}")
-        raise typer.Exit(2)
+def _ingest_command() -> Any:
+    from flows.cli.ingest import ingest_command
 
-    from dpgnn_core.data.ingest import load_from_spec
-    from dpgnn_core.data.store import write_dataset
-    from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.io import TargetExistsError
-    from dpgnn_core.specs import IngestSpec
+    return ingest_command()
 
-    if out.exists() and not overwrite:
-        error(f"{out} already exists; pass --overwrite to replace it (the old folder stays "
-             "until the new one is complete)")
-        raise typer.Exit(2)
-    stage = "read"
-    try:
-        spec = IngestSpec(format=fmt, source=str(source) if source else None, name=name,
-                          options=opts)
-        with console().status(f"ingesting {fmt} data…"), stdout_to_stderr():
-            data = load_from_spec(spec)
-            stage = "write"
-            manifest = write_dataset(data, out, overwrite=overwrite)
-    except (DpgnnError, TargetExistsError, ValueError) as e:
-        error(str(e))
-        raise typer.Exit(1) from e
-    except OSError as e:  # permissions, read-only or full disk, a file where a folder goes
-        target = out if stage == "write" else (source or out)
-        reason = e.strerror or str(e) or type(e).__name__
-        hidden = f".{out.name}."  # our temp siblings: an internal name, not worth showing
-        if e.filename is not None and Path(str(e.filename)) != target \
-                and not Path(str(e.filename)).name.startswith(hidden):
-            reason += f" ({e.filename})"
-        error(f"cannot {stage} {target}: {reason}")
-        raise typer.Exit(1) from e
-    for warning in manifest.get("cleaning", {}).get("warnings", []):
-        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
-    if as_json:
-        print(json.dumps(manifest))
-    else:
-        typer.echo(f"wrote {out}: {manifest['name']} ({manifest['task']}), "
-                   f"{manifest['num_nodes']} nodes, {manifest['num_edges']} edges, "
-                   f"{manifest['num_graphs']} graphs, {manifest['feature_dim']} features, "
-                   f"{manifest['num_classes']} classes, splits {manifest['split_counts']}"
-                   + "".join(f"; {n}" for n in manifest.get("cleaning", {}).get("notes", [])))
+
+app.command("ingest", help="Ingest raw data into a dataset folder (Parquet + manifest), "
+            "atomically.")(_ingest_command())
 
 
 @app.command("export-dgl")

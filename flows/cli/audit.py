@@ -247,8 +247,10 @@ def auditable() -> dict[str, Any]:
 
 
 def _register_commands() -> None:
+    from flows.cli.run import MethodCommand
+
     for name, spec_type in auditable().items():
-        audit_app.command(name=name, short_help=f"audit {name}")(
+        audit_app.command(name=name, short_help=f"audit {name}", cls=MethodCommand)(
             _make_command(name, spec_type))
 
 

@@ -26,6 +26,9 @@ from typer.core import TyperGroup
 # The command-line framework's error classes (typer vendors click: found from typer's own
 # BadParameter, whichever click it is built on).
 _USAGE_ERROR: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+#: The framework's usage error (raise it with ``ctx=`` for a one-line error naming the
+#: command's ``--help``).
+USAGE_ERROR: Any = _USAGE_ERROR
 _CLICK_ERROR: Any = next(c for c in typer.BadParameter.__mro__
                          if c.__name__ == "ClickException")
 
@@ -70,6 +73,21 @@ class Format(StrEnum):
 
 
 
+
+
+def field_help(model: type) -> dict[str, str]:
+    """``name -> text`` from the ``Args:`` sections of a spec or option class and its bases
+    (the class's own text wins)."""
+    import inspect
+    import re
+
+    out: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        doc = inspect.getdoc(cls) or ""
+        for m in re.finditer(r"^\s*(\w+) \([^)]*\):\s*(.+?)(?=^\s*\w+ \([^)]*\):|\Z|^\s*$)",
+                             doc, flags=re.M | re.S):
+            out[m.group(1)] = " ".join(m.group(2).split())
+    return out
 
 
 def pydantic_line(e: dict[str, Any]) -> str:

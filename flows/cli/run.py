@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 run_app = typer.Typer(
     help="Run a method on an ingested dataset through the cached pipeline flow (Prefect), "
@@ -27,21 +28,10 @@ run_app = typer.Typer(
 #: Options of the run itself, not of the method.
 _RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experiment",
                 "refresh", "non_private", "explain_graphs", "allow_non_private_release")
-#: Spec fields that only a private method has.
-_PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier",
+#: Spec fields that only a private method uses (a non-private name, graph-gcn say, trains
+#: the same path without clipping or noise).
+_PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier", "clip",
                    "insecure_reproducible_noise", "log_raw_loss", "allow_large_delta")
-
-
-def _field_help(spec_type: type) -> dict[str, str]:
-    """``name -> text`` from the ``Args:`` sections of the spec class and its bases (the
-    class's own text wins)."""
-    out: dict[str, str] = {}
-    for cls in reversed(spec_type.__mro__):
-        doc = inspect.getdoc(cls) or ""
-        for m in re.finditer(r"^\s*(\w+) \([^)]*\):\s*(.+?)(?=^\s*\w+ \([^)]*\):|\Z|^\s*$)",
-                             doc, flags=re.M | re.S):
-            out[m.group(1)] = " ".join(m.group(2).split())
-    return out
 
 
 def _option_type(annotation: Any) -> Any:
@@ -59,19 +49,62 @@ def _tuple_field(annotation: Any) -> bool:
     return "tuple" in str(annotation)
 
 
-def _options(name: str, spec_type: Any) -> list[str]:
-    from dpgnn_core.methods.catalog import is_private
+def _applies(spec_type: Any, field: str, implied: Any) -> bool:
+    """Whether spec field ``field`` is used by the name whose implied fields are ``implied``
+    (the catalogue entry's ``fixed``): every condition of the spec's ``applies_when``
+    holds (GAP's ``max_degree`` only at level ``node``)."""
+    return all(implied.get(key) in values
+               for key, values in spec_type.applies_when.get(field, {}).items())
 
+
+def _options(name: str, spec_type: Any) -> list[str]:
+    """The spec fields that are options of method ``name``: not implied by the name, not a
+    privacy field of a non-private name, and used by the name (:func:`_applies`)."""
+    from dpgnn_core.methods.catalog import entry
+
+    method = entry(name)
     skip = {"method", *spec_type.implied}
-    if not is_private(name):
+    if not method.private:
         skip |= set(_PRIVACY_FIELDS)
-    return [f for f in spec_type.model_fields if f not in skip]
+    return [f for f in spec_type.model_fields
+            if f not in skip and _applies(spec_type, f, method.fixed)]
+
+
+class MethodCommand(TyperCommand):
+    """A method's command: an option that is a field of the method's spec but not one of
+    its options (``--max-degree`` of ``gap-inf``) is refused naming the method and the
+    names that take it, instead of a bare "No such option"."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from flows.cli.common import USAGE_ERROR
+
+        try:
+            return super().parse_args(ctx, args)
+        except USAGE_ERROR as e:
+            option = str(getattr(e, "option_name", "") or "")
+            others = _names_taking(ctx.info_name, option.removeprefix("--").replace("-", "_"))
+            if not option.startswith("--") or not others:
+                raise
+            raise USAGE_ERROR(f"{option} does not apply to {ctx.info_name} (an option of "
+                              f"{', '.join(others)})", ctx=ctx) from None
+
+
+def _names_taking(name: str | None, field: str) -> list[str]:
+    """The other names of ``name``'s spec class that have ``field`` as an option."""
+    from dpgnn_core.methods.catalog import spec_types
+
+    types = spec_types()
+    if name not in types:
+        return []
+    return [n for n, t in types.items()
+            if n != name and t is types[name] and field in _options(n, t)]
 
 
 def _signature(name: str, spec_type: Any) -> inspect.Signature:
     from dpgnn_core.methods.catalog import is_private
+    from flows.cli.common import field_help
 
-    helps = _field_help(spec_type)
+    helps = field_help(spec_type)
     params = [
         inspect.Parameter("dataset", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[
             Path, typer.Option(help="An ingested dataset folder (dpgnn ingest).")]),
@@ -220,7 +253,8 @@ def _register_commands() -> None:
     for name, spec_type in spec_types().items():
         first = " ".join((inspect.getdoc(spec_type) or "").split("\n\n")[0].split())
         short = re.split(r"(?<=[a-z)]):|\.\s", first)[0].rstrip(".")
-        run_app.command(name=name, short_help=short)(_make_command(name, spec_type))
+        run_app.command(name=name, short_help=short, cls=MethodCommand)(
+            _make_command(name, spec_type))
 
 
 _register_commands()

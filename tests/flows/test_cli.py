@@ -64,7 +64,8 @@ def test_ingest_real_formats(shared: Path, tmp_path: Path) -> None:
     (["--format", "planetoid", "--source", "/nonexistent"], "source not found"),
     (["--format", "tu"], "--source is required"),
     (["--format", "csv", "--source", "EDGES"], "--nodes"),
-    (["--format", "planetoid", "--source", "SHARED", "--dedupe-edges"], "do not apply"),
+    (["--format", "planetoid", "--source", "SHARED", "--dedupe-edges"],
+     "--dedupe-edges does not apply to --format planetoid (it applies to tu, dgl, csv"),
 ])
 def test_ingest_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
     (tmp_path / "e.csv").write_text("src,dst\n0,1\n")
@@ -168,7 +169,7 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
     (["gap-ndp", "--epsilon", "4"], "degree bound"),
     (["gap-edp", "--epsilon", "4", "--hops", "0"], "hops"),
     (["gap-edp", "--non-private"], "No such option: --non-private"),
-    (["gap-edp", "--epsilon", "4", "--budget-split", "1,2"], "--budget-split"),
+    (["gap-ndp", "--epsilon", "4", "--budget-split", "1,2"], "--budget-split"),
     (["dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
     (["dp-mlp", "--epsilon", "4", "--level", "node"], "No such option: --level"),
     (["dp-gcn", "--epsilon", "4", "--walk-length", "3"], "No such option: --walk-length"),
