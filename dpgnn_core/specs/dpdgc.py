@@ -24,7 +24,8 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         k (int): edges of the node one k-neighbour change may touch. (default: 1)
         row_clip (float, optional): clip every row of A W to this L2 norm c before the
             noise. (default: :obj:`None`)
-        adj_dim (int): width h of the adjacency embeddings. (default: 16)
+        adj_dim (int): width h of the adjacency embeddings. (default: 4 at edge level,
+            16 at the other levels: chosen on validation, benchmarks/RESULTS.md "DPDGC")
         adj_steps (int): noisy full-batch gradient steps of the adjacency encoder at a
             private level; 0 keeps W = 0 and releases only noise. (default: 1)
         adj_epochs (int): its (exact) steps at level ``none``. (default: 100)
@@ -47,6 +48,11 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     """
 
     implied: ClassVar[tuple[str, ...]] = ("level",)
+    #: Defaults that depend on the level, filled in where the input leaves them out: the
+    #: edge-level adjacency width chosen on Cora's validation set (4: 0.777 against 8's 0.750
+    #: and 16's 0.759, H100; 0.763-0.768 against 0.745-0.763 in `dpgnn sweep`); at node and
+    #: k-neighbour level 16 (Amherst41 k = 1: validation 0.703 against 4's 0.591).
+    level_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
     #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
     #: full-batch epochs at edge level and ∞; the noisy encoder steps (adj_steps, the
     #: clipping norm, budget_split) and row clipping at the private levels (at ∞ the
@@ -82,8 +88,13 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     @classmethod
     def _name(cls, data: Any) -> Any:
         names = level_names("dpdgc")
-        return link(data, lambda d: names[d.get("level", "edge")],
-                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
+        data = link(data, lambda d: names[d.get("level", "edge")],
+                    lambda m: {"level": {v: k for k, v in names.items()}[m]})
+        if not isinstance(data, dict):
+            return data
+        defaults = cls.level_defaults.get(data.get("level") or "edge", {})
+        return {**{k: v for k, v in defaults.items() if data.get(k) is None},
+                **{k: v for k, v in data.items() if not (k in defaults and v is None)}}
 
     @model_validator(mode="after")
     def _dpdgc(self) -> DpdgcSpec:

@@ -316,7 +316,7 @@ def test_node_level_refuses_a_graph_beyond_the_degree_bound(tmp_path: Path) -> N
 def test_learns_and_reports_its_level(level: str, eps: float | None, adj_steps: int,
                                       least: float) -> None:
     """Above chance (0.2: five classes, features weak): the graph is what it learns."""
-    spec = DpdgcSpec(level=level, epsilon=eps, adj_steps=adj_steps, **FAST)
+    spec = DpdgcSpec(level=level, epsilon=eps, adj_steps=adj_steps, adj_dim=16, **FAST)
     clf, h, ledger, report, history = train_dpdgc(DATA, spec)
     acc = evaluate_dpdgc(clf, h, DATA, "cpu")["test"]["accuracy"]
     assert acc > least, acc
@@ -337,3 +337,17 @@ def test_one_task_never_checkpoints_the_classifier(tmp_path: Path) -> None:
     with checkpointing(tmp_path, every_seconds=0.0) as ckpt:  # would save after every step
         train_dpdgc(DATA, spec)
     assert not Path(ckpt.path).exists()
+
+
+@pytest.mark.parametrize(("given", "adj_dim"), [
+    ({"method": "dpdgc-edp", "epsilon": 1.0}, 4),
+    ({"level": "edge", "epsilon": 1.0}, 4),
+    ({"method": "dpdgc-edp", "epsilon": 1.0, "adj_dim": 16}, 16),
+    ({"method": "dpdgc-edp", "epsilon": 1.0, "adj_dim": None}, 4),
+    ({"method": "dpdgc-kndp", "epsilon": 16.0}, 16),
+    ({"method": "dpdgc-ndp", "epsilon": 16.0, "max_degree": 5}, 16),
+    ({"method": "dpdgc-inf"}, 16),
+])
+def test_adjacency_width_defaults_by_level(given: dict, adj_dim: int) -> None:
+    """The edge-level width chosen on validation (4) fills in only where it is left out."""
+    assert DpdgcSpec(**given).adj_dim == adj_dim
