@@ -188,7 +188,7 @@ def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
 
 @pytest.mark.slow
 def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
-        dataset: Path, tmp_path: Path) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """A budget that covers one of two points: the sweep finishes with it, the table, the
     plot and MLflow mark the other refused, one `error:` line and exit 1, no traceback;
     a rerun does the same (the finished point from the cache)."""
@@ -196,7 +196,7 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
     from mlflow.tracking import MlflowClient
 
     home = tmp_path / "home"
-    env = _env()
+    env = _env(PREFECT_API_URL=prefect_api_url)
     r = _dpgnn(["--home", str(home), "budget", "set", str(dataset), "--epsilon", "3",
                 "--delta", "1e-3"], env)
     assert r.returncode == 0, r.stderr
@@ -225,16 +225,17 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
 
 
 @pytest.mark.slow
-def test_two_identical_runs_started_together_make_one_release(dataset: Path,
-                                                              tmp_path: Path) -> None:
+def test_two_identical_runs_started_together_make_one_release(
+        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """Two identical `dpgnn run`s started together: the second waits for the first and
     reuses its model; one release, one folder, one charge to the budget."""
     home = tmp_path / "home"
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
             "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]
-    procs_ = [subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    env = _env(PREFECT_API_URL=prefect_api_url)
+    procs_ = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs_]
     for p, (_, err) in zip(procs_, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
