@@ -78,11 +78,12 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
-def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path) -> None:
+def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path,
+                                                    fresh_home: Path) -> None:
     """`kill -9` of `dpgnn sweep` once its ephemeral Prefect server and a Dask worker run:
     within seconds none of its processes is left (issue 29: three orphaned servers)."""
     spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=20000, epsilons=[1.0])
-    proc = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "sweep",
+    proc = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(fresh_home), "sweep",
                              str(spec), "--workers", "1"], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: dict[int, tuple[int, str]] = {}
@@ -251,7 +252,7 @@ def test_two_identical_runs_started_together_make_one_release(
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
-                                                            tmp_path: Path) -> None:
+                                                            fresh_home: Path) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
     training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
     checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
@@ -260,7 +261,7 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     import threading
 
     steps = 4000  # long enough that the signal lands in training on a fast or loaded machine
-    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+    args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
             "--device", "cpu", "--dataset", str(dataset), "--json"]
     env = _env(DPGNN_CHECKPOINT_SECONDS="3600", DPGNN_PROGRESS="plain")
@@ -300,14 +301,14 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_prefect_server_dying_mid_run_is_one_line_within_seconds(dataset: Path,
-                                                                tmp_path: Path) -> None:
+                                                                fresh_home: Path) -> None:
     """The ephemeral Prefect server is killed while the run trains: the command ends within
     seconds with one `error:` line naming the server (not a bare ConnectError after
     minutes of retries), and leaves no process behind."""
     import re
     import threading
 
-    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+    args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", "100000", "--hidden", "8", "--device", "cpu",
             "--dataset", str(dataset)]
     proc = subprocess.Popen(args, env=_env(DPGNN_PROGRESS="plain"), stdout=subprocess.PIPE,
