@@ -198,9 +198,13 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
 
     home = tmp_path / "home"
     env = _env(PREFECT_API_URL=prefect_api_url)
-    r = _dpgnn(["--home", str(home), "budget", "set", str(dataset), "--epsilon", "3",
-                "--delta", "1e-3"], env)
-    assert r.returncode == 0, r.stderr
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    budget = CliRunner().invoke(app, ["--home", str(home), "budget", "set", str(dataset),
+                                      "--epsilon", "3", "--delta", "1e-3"])  # in this process
+    assert budget.exit_code == 0, budget.output
     spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=10, epsilons=[1.0, 4.0])
     for attempt in ("first", "rerun"):
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--workers", "1", "--json"], env)
