@@ -22,14 +22,19 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/dpgnn demo
 
-# Lint and type check first (the same checks as `make lint` and `make typecheck`), then
-# every test (what CI runs). Two xdist workers, each with its own project and Prefect home;
-# an idle worker takes half of the other's queue (worksteal), so the long tests (servers,
-# clusters, a nested pytest) spread over both.
+# The lint (first: seconds) and the type check (the same checks as `make lint` and `make
+# typecheck`), and every test (what CI runs). Two xdist workers, each with its own project
+# and Prefect home; an idle worker takes half of the other's queue (worksteal), so the long
+# tests (servers, clusters, a nested pytest) spread over both. mypy (about a minute on one
+# core without its cache, as on a fresh clone) runs beside pytest rather than before it, on
+# the time the workers leave a core idle; its report follows pytest's, and either failing
+# fails the target.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
-	$(BIN)/mypy dpgnn_core tasks flows
-	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=25
+	@log=$$(mktemp); ( $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=25; tests=$$?; \
+	wait $$types; typed=$$?; echo "mypy dpgnn_core tasks flows:"; cat $$log; rm -f $$log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 # The inner loop: the tests not marked slow or integration (no servers, clusters, `dpgnn`
 # subprocesses or end-to-end flows); no lint or type check.

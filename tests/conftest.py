@@ -156,6 +156,41 @@ def seeded_prefect() -> Callable[[Path], bool]:
     return seed_prefect
 
 
+@pytest.fixture
+def prefect_api_url() -> str:
+    """The API URL of this test process's own Prefect server, for the ``dpgnn`` commands
+    (and the Dask workers of their sweeps) that a test starts as subprocesses: pass it as
+    ``PREFECT_API_URL`` in their environment.
+
+    Why: a ``dpgnn`` command without ``PREFECT_API_URL`` starts Prefect's temporary server
+    (and so does every Dask worker of a sweep, and one on a fresh home migrates its database
+    first): 5-10 s of CPU each, ~25 times in the suite, most of the process tests' cost.
+    Pointed at this one they start none, as a user's command with ``PREFECT_API_URL`` set
+    does (the CLI leaves a server it did not start alone). The tests that are about the
+    temporary server itself (Ctrl-C, a killed server, ``kill -9`` of a sweep, a full disk
+    under the home) keep their own, and so do the ``dpgnn server`` tests.
+
+    The server is the one Prefect runs for flows in this process (``SubprocessASGIServer``,
+    its database under this process's Prefect home, seeded from the template), started on
+    first use, so it costs a worker one start-up at most. It is this process's child: the
+    session's clean-up and Prefect's exit handler stop it. Nothing of a test's isolation
+    depends on it: a command's results, cache records, budget and runs live in its own
+    ``--home``; no test reads the flow runs of a server it shares (test_recover has its own
+    ``dpgnn server``). Restarted if it has died."""
+    import tasks  # noqa: F401, I001 - first: Prefect's home (this process's)
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    proc = server.server_process
+    if proc is not None and proc.poll() is not None:  # it died: start another
+        server.stop()
+        server = SubprocessASGIServer()
+    if not server.running:
+        seed_prefect(Path(os.environ["PREFECT_HOME"]).expanduser())
+        server.start()
+    return server.api_url
+
+
 def _uses_home(environ: dict[str, str], home: Path) -> bool:
     return any(environ.get(k, "").startswith(str(home))
                for k in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"))

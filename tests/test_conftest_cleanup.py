@@ -73,6 +73,17 @@ def test_probe_leaves_the_ephemeral_server_running(home: Path) -> None:
     _out("ephemeral", pids)
 
 
+@_probe
+@pytest.mark.integration
+@pytest.mark.skipif("servers" not in PROBE, reason="servers only when asked")
+def test_probe_leaves_the_shared_prefect_server_running(prefect_api_url: str) -> None:
+    from prefect.server.api.server import SubprocessASGIServer
+
+    proc = SubprocessASGIServer().server_process
+    assert proc is not None and prefect_api_url.startswith("http://127.0.0.1:")
+    _out(f"shared-{os.getpid()}", proc.pid)
+
+
 def _child_pytest(tmp_path: Path, probe: str, *args: str, own_template: bool = False
                   ) -> tuple[Path, Path]:
     """A child pytest of the probes; it migrates its own Prefect template when
@@ -122,10 +133,47 @@ def test_no_test_home_or_server_is_left_behind_with_xdist(tmp_path: Path) -> Non
     server started under a test home: all stopped, every home removed."""
     tmp, out = _child_pytest(tmp_path, "servers", "-n", "2")
     assert list(out.glob("home-*"))
+    shared = [json.loads(p.read_text()) for p in out.glob("shared-*")]
+    assert shared  # the prefect_api_url fixture's server, one per worker that asked
     pids = [json.loads((out / "dpgnn-server").read_text()),
-            *json.loads((out / "ephemeral").read_text())]
+            *json.loads((out / "ephemeral").read_text()), *shared]
     assert [p for p in pids if not _gone(p)] == []
     assert not list(tmp.glob("dpgnn-test-home-*"))
+
+
+_FLOW_ON_THE_GIVEN_SERVER = """
+import tasks
+from prefect import flow
+from prefect.server.api.server import SubprocessASGIServer
+
+@flow
+def one() -> str:
+    from prefect.runtime import flow_run
+    return flow_run.id
+
+print(one(), len(SubprocessASGIServer._instances))
+"""
+
+
+@_outer
+@pytest.mark.slow
+def test_a_process_given_prefect_api_url_starts_no_server_of_its_own(
+        prefect_api_url: str, tmp_path: Path) -> None:
+    """What the process tests rely on: a Prefect process (a ``dpgnn`` command) whose
+    environment has the ``prefect_api_url`` fixture's URL runs its flows on that server and
+    starts no temporary server of its own."""
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
+    r = subprocess.run([sys.executable, "-c", _FLOW_ON_THE_GIVEN_SERVER], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_id, servers = r.stdout.split()[-2:]
+    assert servers == "0"  # no SubprocessASGIServer was started in the child
+    with urllib.request.urlopen(f"{prefect_api_url}/flow_runs/{run_id}", timeout=10) as got:
+        assert json.loads(got.read())["state_type"] == "COMPLETED"
+    assert not (tmp_path / "home" / "prefect" / "prefect.db").exists()
 
 
 def _alembic_version(db: Path) -> list[tuple[str]]:

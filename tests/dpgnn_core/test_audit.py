@@ -229,6 +229,7 @@ def test_multi_run_conclude_with_one_side_only_in_the_judged_half_bounds_nothing
     assert res.epsilon_lower == 0.0 and sum(res.bound.counts.values()) == 4
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_multi_run_audit_power_and_soundness(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

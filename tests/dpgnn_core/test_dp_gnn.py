@@ -32,6 +32,7 @@ def test_private_run_spends_at_most_its_budget() -> None:
     assert r.ledger.entries[0].sampler_scheme == "fixed_size_without_replacement"
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_learns_and_privacy_costs_accuracy() -> None:
     acc = {}
     for eps in (None, 8.0):
@@ -41,6 +42,7 @@ def test_learns_and_privacy_costs_accuracy() -> None:
     assert 0.3 < acc[8.0] <= acc[None]  # 5 classes: chance is 0.2
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_seed_reproduces_only_with_the_insecure_flag() -> None:
     spec = {**BASE, "steps": 20}
     a, b = (train_dpgnn(DATA, DpgnnSpec(epsilon=2.0, seed=3, **spec)) for _ in range(2))
@@ -66,6 +68,7 @@ def test_bad_input() -> None:
         train_dpgnn(_graph_task(), DpgnnSpec(epsilon=1.0, **BASE))
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 @pytest.mark.parametrize(("conv", "layers"), [("gin", 1), ("gat", 1), ("gcn", 2)])
 def test_every_conv_trains_privately(conv: str, layers: int) -> None:
     spec = DpgnnSpec(epsilon=8.0, conv=conv, layers=layers,
@@ -83,6 +86,7 @@ def test_every_conv_trains_privately(conv: str, layers: int) -> None:
         assert all(float(s.eps.detach()) != 0.0 for s in r.model.eps)  # epsilon was trained
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_layerwise_clipping_noise_per_group() -> None:
     spec = DpgnnSpec(epsilon=4.0, clipping="layerwise", layer_clips=(0.5, 1.0, 2.0),
                      **{**BASE, "steps": 20})
@@ -94,6 +98,7 @@ def test_layerwise_clipping_noise_per_group() -> None:
     assert r.ledger.unaccounted == () and r.report["unaccounted"] == []
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_data_dependent_choices_are_flagged() -> None:
     spec = DpgnnSpec(epsilon=4.0, clip_percentile=75, select_on_validation=True,
                      select_every=10, clipping="layerwise", **{**BASE, "steps": 20})
@@ -105,6 +110,7 @@ def test_data_dependent_choices_are_flagged() -> None:
     assert [h["step"] for h in r.history if "selection_score" in h] == [10, 20]
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_inductive_evaluation_reads_only_the_test_graph() -> None:
     from dpgnn_core.data.splits import make_disjoint
 
@@ -171,6 +177,7 @@ def test_train_until_the_budget_is_spent() -> None:
         DpgnnSpec(noise_multiplier=2.0)
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_report_states_scope_public_count_and_what_selection_reads() -> None:
     spec = DpgnnSpec(epsilon=4.0, select_on_validation=True, select_every=10,
                      **{**BASE, "steps": 20})

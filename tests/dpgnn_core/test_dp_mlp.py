@@ -28,6 +28,7 @@ def test_private_run_is_accounted() -> None:
     assert r.report["noise_std"] == pytest.approx(r.report["noise_multiplier"] * 1.0)
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_learns_and_is_deterministic_only_when_asked() -> None:
     flag = {**BASE, "insecure_reproducible_noise": True}
     a = train_dp_mlp(DATA, DpMlpSpec(epsilon=8.0, seed=2, **flag))

@@ -110,6 +110,7 @@ def test_ledger_is_the_composition_and_within_budget(level: str) -> None:
     assert r.report["level"] == level and r.report["relation"] == "add_remove"
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_levels_learn_in_order() -> None:
     """A smoke test of learning; the noise is made reproducible (insecure flag) so that the
     thresholds do not depend on one secret draw (over draws EDP spans about 0.42-0.53 and

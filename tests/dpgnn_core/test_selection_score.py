@@ -46,6 +46,7 @@ def _remove_node(data: GraphData, v: int) -> GraphData:
                                edge_index=np.ascontiguousarray(new[ei]))
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_dp_mlp_count_changes_by_at_most_one_and_reaches_it() -> None:
     """Every neighbour of a small dataset under add/remove (remove any node) and
     replace-one (any node's features and label replaced by adversarial values): the

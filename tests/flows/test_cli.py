@@ -109,13 +109,14 @@ def test_usage_error_one_line_from_the_script() -> None:
 
 
 @pytest.mark.slow
-def test_run_json_contract(tmp_path: Path) -> None:
+def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
     """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
     ds = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["DPGNN_HOME"] = str(tmp_path / "home")
-    subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
-                    "-o", "num_nodes=300"], check=True, env=env, capture_output=True)
+    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
+    ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
+                                 "-o", "num_nodes=300"])  # in this process: seconds sooner
+    assert ingest.exit_code == 0, ingest.output
     r = subprocess.run([BIN / "dpgnn", "run", "sage", "--dataset", str(ds),
                         "--epochs", "5", "--seed", "2", "--json"], env=env,
                        capture_output=True, text=True)
@@ -186,16 +187,17 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
 
 
 @pytest.mark.slow
-def test_run_drw_json_reports_privacy(tmp_path: Path) -> None:
+def test_run_drw_json_reports_privacy(tmp_path: Path, prefect_api_url: str) -> None:
     """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
     clipping threshold flagged as unaccounted in --json and in the report."""
     from dpgnn_core.privacy import Ledger, RdpAccountant
 
     ds = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["DPGNN_HOME"] = str(tmp_path / "home")
-    subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
-                    "-o", "num_nodes=600"], check=True, env=env, capture_output=True)
+    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
+    ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
+                                 "-o", "num_nodes=600"])  # in this process: seconds sooner
+    assert ingest.exit_code == 0, ingest.output
     r = subprocess.run([BIN / "dpgnn", "run", "--method", "drw-r-sage", "--dataset", str(ds),
                         "--epsilon", "4", "--steps", "20", "--batch-size", "20",
                         "--hidden", "16", "--walk-length", "3", "--restarts", "2",

@@ -78,11 +78,12 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
-def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path) -> None:
+def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path,
+                                                    fresh_home: Path) -> None:
     """`kill -9` of `dpgnn sweep` once its ephemeral Prefect server and a Dask worker run:
     within seconds none of its processes is left (issue 29: three orphaned servers)."""
     spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=20000, epsilons=[1.0])
-    proc = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "sweep",
+    proc = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(fresh_home), "sweep",
                              str(spec), "--workers", "1"], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: dict[int, tuple[int, str]] = {}
@@ -188,7 +189,7 @@ def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
 
 @pytest.mark.slow
 def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
-        dataset: Path, tmp_path: Path) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """A budget that covers one of two points: the sweep finishes with it, the table, the
     plot and MLflow mark the other refused, one `error:` line and exit 1, no traceback;
     a rerun does the same (the finished point from the cache)."""
@@ -196,10 +197,14 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
     from mlflow.tracking import MlflowClient
 
     home = tmp_path / "home"
-    env = _env()
-    r = _dpgnn(["--home", str(home), "budget", "set", str(dataset), "--epsilon", "3",
-                "--delta", "1e-3"], env)
-    assert r.returncode == 0, r.stderr
+    env = _env(PREFECT_API_URL=prefect_api_url)
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    budget = CliRunner().invoke(app, ["--home", str(home), "budget", "set", str(dataset),
+                                      "--epsilon", "3", "--delta", "1e-3"])  # in this process
+    assert budget.exit_code == 0, budget.output
     spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=10, epsilons=[1.0, 4.0])
     for attempt in ("first", "rerun"):
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--workers", "1", "--json"], env)
@@ -225,16 +230,17 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
 
 
 @pytest.mark.slow
-def test_two_identical_runs_started_together_make_one_release(dataset: Path,
-                                                              tmp_path: Path) -> None:
+def test_two_identical_runs_started_together_make_one_release(
+        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """Two identical `dpgnn run`s started together: the second waits for the first and
     reuses its model; one release, one folder, one charge to the budget."""
     home = tmp_path / "home"
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
             "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]
-    procs_ = [subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    env = _env(PREFECT_API_URL=prefect_api_url)
+    procs_ = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs_]
     for p, (_, err) in zip(procs_, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
@@ -250,7 +256,7 @@ def test_two_identical_runs_started_together_make_one_release(dataset: Path,
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
-                                                            tmp_path: Path) -> None:
+                                                            fresh_home: Path) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
     training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
     checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
@@ -259,7 +265,7 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     import threading
 
     steps = 4000  # long enough that the signal lands in training on a fast or loaded machine
-    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+    args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
             "--device", "cpu", "--dataset", str(dataset), "--json"]
     env = _env(DPGNN_CHECKPOINT_SECONDS="3600", DPGNN_PROGRESS="plain")
@@ -299,14 +305,14 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_prefect_server_dying_mid_run_is_one_line_within_seconds(dataset: Path,
-                                                                tmp_path: Path) -> None:
+                                                                fresh_home: Path) -> None:
     """The ephemeral Prefect server is killed while the run trains: the command ends within
     seconds with one `error:` line naming the server (not a bare ConnectError after
     minutes of retries), and leaves no process behind."""
     import re
     import threading
 
-    args = [str(BIN / "dpgnn"), "--home", str(tmp_path / "home"), "run", "dp-mlp",
+    args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", "100000", "--hidden", "8", "--device", "cpu",
             "--dataset", str(dataset)]
     proc = subprocess.Popen(args, env=_env(DPGNN_PROGRESS="plain"), stdout=subprocess.PIPE,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -224,7 +225,8 @@ def test_verbose_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.slow
-def test_error_inside_the_flow_is_one_line_and_logged(tmp_path: Path) -> None:
+def test_error_inside_the_flow_is_one_line_and_logged(tmp_path: Path,
+                                                      prefect_api_url: str) -> None:
     """A fixed noise multiplier that overspends the budget in one step is only found by the
     accountant, inside the flow: the user still sees one line (not Prefect's tracebacks),
     and the log file has the traceback."""
@@ -232,7 +234,8 @@ def test_error_inside_the_flow_is_one_line_and_logged(tmp_path: Path) -> None:
     home = tmp_path / "h"
     r = subprocess.run([str(Path(sys.executable).parent / "dpgnn"), "--home", str(home),
                         "run", "dp-mlp", "--epsilon", "0.01", "--noise-multiplier", "0.3",
-                        "--dataset", str(tmp_path / "ds")], capture_output=True, text=True)
+                        "--dataset", str(tmp_path / "ds")], capture_output=True, text=True,
+                       env={**os.environ, "PREFECT_API_URL": prefect_api_url})
     assert r.returncode == 1, r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "spends more than epsilon 0.01 in one step" in errors[0]

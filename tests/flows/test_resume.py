@@ -20,14 +20,15 @@ BIN = Path(sys.executable).parent / "dpgnn"
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path, prefect_api_url: str) -> None:
     write_dataset(csbm(num_nodes=600, seed=4), tmp_path / "ds")
     home = tmp_path / "home"
     steps = 8000  # long enough to be killed mid-training with one compute thread
     args = [str(BIN), "--home", str(home), "run", "dp-mlp", "--epsilon", "4", "--steps",
             str(steps), "--batch-size", "32", "--hidden", "8", "--device", "cpu",
             "--dataset", str(tmp_path / "ds"), "--json"]
-    env = {**os.environ, "DPGNN_CHECKPOINT_SECONDS": "0.5", "DPGNN_PROGRESS": "off"}
+    env = {**os.environ, "DPGNN_CHECKPOINT_SECONDS": "0.5", "DPGNN_PROGRESS": "off",
+           "PREFECT_API_URL": prefect_api_url}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:

@@ -31,8 +31,16 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 
 def _ingest(ds: Path, env: dict[str, str]) -> None:
-    subprocess.run([BIN / "dpgnn", "ingest", "--format", "synthetic", "--out", str(ds),
-                    "-o", "num_nodes=300"], check=True, env=env, capture_output=True)
+    """``dpgnn ingest`` of a 300-node synthetic graph, in this process (a subprocess would
+    cost seconds of imports; ingest from the script is tested in test_ingest_faults.py).
+    ``env`` (the commands' environment) is not needed: ingest writes only to ``ds``."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    r = CliRunner().invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
+                                 "-o", "num_nodes=300"])
+    assert r.exit_code == 0, r.output
 
 
 def _get(url: str) -> dict:
@@ -83,8 +91,9 @@ def test_prefect_server_start_run_stop(tmp_path: Path) -> None:
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
 
-def test_mlflow_server_receives_run(tmp_path: Path, fresh_home: Path) -> None:
-    env = _clean_env(fresh_home)  # Prefect's database already migrated (tests/conftest.py)
+def test_mlflow_server_receives_run(tmp_path: Path, prefect_api_url: str) -> None:
+    # an MLflow server test: Prefect's is this process's shared one (tests/conftest.py)
+    env = {**_clean_env(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     port = _free_port()
     _ingest(tmp_path / "ds", env)
     server = subprocess.Popen(

@@ -81,7 +81,7 @@ def _trained(home: Path) -> dict[str, int]:
 
 
 def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
-        dataset: Path, tmp_path: Path) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """dp-mlp 2 lr × 2 ε plus an mlp reference (5 points) on a LocalCluster of 2 workers;
     then the same sweep again: every point cached, nothing trained."""
     from mlflow.tracking import MlflowClient
@@ -90,7 +90,7 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0])
     home = tmp_path / "home"
     args = ["--home", str(home), "sweep", str(spec), "--workers", "2", "--json"]
-    env = _env()
+    env = _env(PREFECT_API_URL=prefect_api_url)
     version = _code_version()
     r = _dpgnn(args, env)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -188,7 +188,7 @@ def test_a_bad_yaml_spec_is_one_error_line(tmp_path: Path) -> None:
     assert str(spec) in lines[0]
 
 
-def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path) -> None:
+def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """A worker process is SIGKILLed while it runs a point of a sweep on an external
     cluster (2 single-threaded workers under nannies, started here).
 
@@ -208,7 +208,7 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path) -> None:
     home = project_dir()  # the workers inherit this process's project (and Prefect) home
     spec = _spec_file(tmp_path / "sweep.toml", f"kill-{os.getpid()}", dataset, steps=40,
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
-    env = _env()
+    env = _env(PREFECT_API_URL=prefect_api_url)
     log = tmp_path / "first.err"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
@@ -312,14 +312,16 @@ def _files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
 
 
-def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Path) -> None:
+def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Path,
+                                                     prefect_api_url: str) -> None:
     """A worker whose DPGNN_HOME points elsewhere writes the point's artifacts, Prefect's
     cache records and the budget record into the sweep's --home, nothing into its own."""
     spec = _spec_file(tmp_path / "sweep.toml", "ext-home", dataset, steps=4, lrs=[1e-2],
                       epsilons=[4.0], reference=False)
     home, elsewhere = tmp_path / "home", tmp_path / "worker-home"
     # the client's Prefect results go under --home (home/cache) by default
-    client_env = {k: v for k, v in _env().items() if k != "PREFECT_LOCAL_STORAGE_PATH"}
+    client_env = {k: v for k, v in _env(PREFECT_API_URL=prefect_api_url).items()
+                  if k != "PREFECT_LOCAL_STORAGE_PATH"}
     with _external_worker(tmp_path, _worker_env(elsewhere)) as address:
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
                     "--json"], client_env)
@@ -344,8 +346,8 @@ def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Pa
     assert _files(elsewhere / "cache") == []
 
 
-def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path: Path
-                                                         ) -> None:
+def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path: Path,
+                                                         prefect_api_url: str) -> None:
     """A worker importing another dpgnn source tree (one comment added) fails the point
     with one error line naming both code versions; nothing is trained."""
     import shutil
@@ -365,7 +367,7 @@ def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path
                       DASK_CONFIG=str(root / "deployments" / "dask-worker.yaml"))
     with _external_worker(tmp_path, env) as address:
         r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
-                    "--json"], _env())
+                    "--json"], _env(PREFECT_API_URL=prefect_api_url))
     assert r.returncode == 1, r.stderr[-3000:]
     assert "MALLOC_TRIM_THRESHOLD_" not in r.stderr, r.stderr[-3000:]
     errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]

@@ -110,6 +110,7 @@ def test_undirected_star_of_stars_breaks_any_occurrence_bound() -> None:
     assert changed > 40  # the audit's estimate: ~75 changed subgraphs against N(7,1) = 8
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 def test_node_level_refused_on_undirected_and_accounted_with_the_union() -> None:
     data = csbm(num_nodes=300, avg_degree=6, seed=2)
     assert not data.directed

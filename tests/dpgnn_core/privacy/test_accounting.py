@@ -132,6 +132,7 @@ def test_conventions() -> None:
         drw_sampling_rate(100, 50, 4)
 
 
+@pytest.mark.slow  # > 4 s of CPU (make test-fast leaves it out)
 @settings(max_examples=30, deadline=None)
 @given(z=st.floats(0.5, 5.0), steps=st.integers(1, 2000), extra=st.integers(1, 2000),
        q=st.floats(0.001, 0.5), dq=st.floats(1.01, 2.0))
