@@ -152,7 +152,9 @@ class PldAccountant(Accountant):
         check_delta(delta)
         if not ledger.entries:
             return 0.0
-        return float(self.pld(ledger).get_epsilon_for_delta(delta))
+        from dpgnn_core.privacy.pld import epsilon_for_delta
+
+        return epsilon_for_delta(self.pld(ledger), delta)
 
     def delta(self, ledger: Ledger, epsilon: float) -> float:
         check_epsilon(epsilon)

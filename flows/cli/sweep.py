@@ -96,6 +96,12 @@ def sweep_command(
         except DpgnnError as e:
             error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
+        except KeyboardInterrupt as e:  # Ctrl-C: say what was kept, exit 130 as `run` does
+            error("sweep stopped (Ctrl-C): the points that finished are cached (a private "
+                  "one is a release and counts against the dataset's budget); no table, "
+                  "plot or MLflow parent run was written; the same command resumes, "
+                  "reusing the finished points")
+            raise typer.Exit(130) from e
     refused = [r for r in result["rows"] if r.get("refused")]
     summary = {"name": spec.name, "points": len(result["rows"]), **paths,
                "best": result["best"], "notes": result.get("notes", []), **logged,

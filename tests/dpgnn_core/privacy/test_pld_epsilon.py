@@ -1,0 +1,72 @@
+"""dpgnn's vectorised ε-for-δ scan gives dp-accounting's answer (its Python loop) on
+adversarial privacy-loss distributions: tiny and large δ, infinite mass, asymmetric pairs,
+subsampling, many compositions, losses whose e^{-ℓ} underflows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from dp_accounting.pld import pld_pmf
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from dpgnn_core.privacy.pld import epsilon_for_delta
+
+D = 1e-4
+
+
+def _dense(step: float, lower: int, probs: list[float], infinity: float
+           ) -> pld_lib.PrivacyLossDistribution:
+    import numpy as np
+
+    return pld_lib.PrivacyLossDistribution(pld_pmf.DensePLDPmf(
+        step, lower, np.asarray(probs), infinity, pessimistic_estimate=True))
+
+
+def _cases() -> dict[str, pld_lib.PrivacyLossDistribution]:
+    g = pld_lib.from_gaussian_mechanism(1.1, value_discretization_interval=D)
+    return {
+        "gaussian": g,
+        "gaussian-composed-50": g.self_compose(50),
+        "gaussian-small-sigma": pld_lib.from_gaussian_mechanism(
+            0.3, value_discretization_interval=D),
+        "poisson-subsampled": pld_lib.from_gaussian_mechanism(
+            0.9, sampling_prob=0.02, value_discretization_interval=D).self_compose(200),
+        "laplace": pld_lib.from_laplace_mechanism(0.7, value_discretization_interval=D),
+        "infinite-mass": pld_lib.from_privacy_parameters(
+            pld_lib.common.DifferentialPrivacyParameters(2.0, 1e-3),
+            value_discretization_interval=D),
+        "underflow": pld_lib.from_two_probability_mass_functions(
+            {0: 0.5, 1: 0.5 - 1e-9, 2: 1e-9}, {0: 0.5, 1: 0.5, 2: 1e-320},
+            value_discretization_interval=D),
+        # dense PMFs built directly: mass at +∞, losses whose e^{-ℓ} underflows to 0
+        # (ℓ ≥ 745), negative losses only, a single point
+        "dense-infinite-mass": _dense(0.01, -50, [0.001] * 100 + [0.8989], 1e-3),
+        "dense-underflow": _dense(1.0, 790, [0.25, 0.25, 0.25, 0.2], 0.0),
+        "dense-underflow-then-finite": _dense(
+            1.0, -3, [0.3, 0.3, 0.2] + [0.0] * 795 + [0.1, 0.1 - 1e-6], 1e-6),
+        "dense-negative": _dense(0.1, -40, [0.1] * 10, 0.0),
+        "dense-one-point": _dense(0.5, 3, [1.0], 0.0),
+        "coarse-grid": pld_lib.from_gaussian_mechanism(
+            2.0, value_discretization_interval=1e-2).self_compose(7),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("delta", [1e-12, 1e-7, 1e-5, 1e-3, 0.05, 0.3, 0.999])
+def test_equals_dp_accounting(name: str, delta: float) -> None:
+    pld = CASES[name]
+    want = pld.get_epsilon_for_delta(delta)
+    got = epsilon_for_delta(pld, delta)
+    if math.isinf(want):
+        assert math.isinf(got)
+    else:
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_below_the_infinite_mass_is_infinite() -> None:
+    pld = CASES["infinite-mass"]
+    assert math.isinf(epsilon_for_delta(pld, 1e-4))  # δ below the mass at +∞ (1e-3)
