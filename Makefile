@@ -42,8 +42,11 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not slow and not integration" \
 		--durations=10
 
+# ruff (with C901: no function above complexity 15) and the size limits (no source file
+# above 600 lines; tests/test_code_limits.py, seconds, no Prefect).
 lint: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_code_limits.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy dpgnn_core tasks flows
