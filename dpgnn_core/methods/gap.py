@@ -504,8 +504,15 @@ def _epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
                 for t in range(1, classifier_steps + 1)]
         return tuple(out)
     at = sorted({max(1, round(total * i / points)) for i in range(1, points + 1)} | {total})
-    values = {t: accountant.epsilon(led, delta) if (led := ledger_at(t)).entries else 0.0
-              for t in at}
+    # The last point by the run's accountant, the others by its cheaper proxy capped at the
+    # last, as a running maximum: upper bounds (privacy.calibrate.epsilon_curve says why).
+    last = accountant.epsilon(ledger_at(total), delta)
+    cheap = accountant.proxy() or accountant
+    values, top = {total: last}, 0.0
+    for t in at[:-1]:
+        led = ledger_at(t)
+        top = max(top, min(cheap.epsilon(led, delta), last) if led.entries else 0.0)
+        values[t] = top
     out, j = [], 0
     for t in range(1, total + 1):
         while at[j] < t:

@@ -259,7 +259,11 @@ def epsilon_curve(plan: Callable[[int], Ledger], total_steps: int, delta: float,
 
     With the RDP accountant every step is reported: a plan's RDP is linear in its steps, so
     one curve for a single step, scaled by t, gives every t exactly. Other accountants
-    report ``points`` evenly spaced t.
+    report ``points`` evenly spaced t: the last (the run's ε) by ``accountant`` itself, the
+    others by its cheaper :meth:`~Accountant.proxy` (PLD on a 10× coarser grid, about 10×
+    faster), capped at the last value. Both are upper bounds on ε after t steps: the
+    proxy's losses are discretised pessimistically, and ε after t ≤ T steps is at most ε
+    after T (the first t steps' output is a post-processing of the whole run's).
     """
     from dpgnn_core.privacy.accountants import RdpAccountant
     from dpgnn_core.privacy.rdp import epsilon_from_rdp
@@ -270,4 +274,7 @@ def epsilon_curve(plan: Callable[[int], Ledger], total_steps: int, delta: float,
             return [(t, epsilon_from_rdp(accountant.orders, t * one, delta)[0])
                     for t in range(1, total_steps + 1)]
     steps = sorted({max(1, round(total_steps * i / points)) for i in range(1, points + 1)})
-    return [(t, accountant.epsilon(plan(t), delta)) for t in steps]
+    last = accountant.epsilon(plan(steps[-1]), delta)
+    cheap = accountant.proxy() or accountant
+    return [(t, min(cheap.epsilon(plan(t), delta), last)) for t in steps[:-1]] + [
+        (steps[-1], last)]

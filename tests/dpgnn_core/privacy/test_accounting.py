@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -203,3 +204,17 @@ def test_epsilon_curve_is_monotone_and_ends_at_total() -> None:
         assert curve[t - 1][1] == pytest.approx(RDP.epsilon(_poisson(1.2, 0.02, t), 1e-5))
     pld = epsilon_curve(lambda t: _poisson(1.2, 0.02, t), 500, 1e-5, PLD, points=10)
     assert [t for t, _ in pld][-1] == 500 and len(pld) == 10
+
+
+def test_pld_curve_points_are_upper_bounds_and_the_last_is_exact() -> None:
+    """The intermediate points come from the 10× coarser proxy grid, capped at the exact
+    last value: never below the exact ε at the same step, never above the run's ε."""
+    from dpgnn_core.privacy.calibrate import epsilon_curve
+
+    plan = functools.partial(_poisson, 1.1, 0.05)
+    curve = epsilon_curve(plan, 400, 1e-5, PLD, points=5)
+    assert curve[-1] == (400, PLD.epsilon(plan(400), 1e-5))
+    for t, eps in curve[:-1]:
+        exact = PLD.epsilon(plan(t), 1e-5)
+        assert exact - 1e-12 <= eps <= curve[-1][1]
+        assert eps <= exact * 1.01  # the proxy is within ~0.2 % (1 % allowed)
