@@ -5,6 +5,7 @@ fields its name implies in step (each family's name validator calls it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -199,3 +200,25 @@ def level_names(family: str) -> Any:
     from dpgnn_core.methods.catalog import LEVEL_NAMES
 
     return LEVEL_NAMES[family]
+
+
+def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]],
+                        key: Callable[[str], str] | None = None) -> Any:
+    """``data`` with the defaults of its level filled in where it leaves a field out (a
+    field given as ``None`` counts as left out). The level's entry of ``table`` is
+    ``key(level)``; by default ``table["node"]`` at node level and ``table["edge"]``
+    otherwise (edge level and ∞ share their module recipe). A level with no entry gets
+    no defaults.
+
+    Args:
+        data: the spec's input (anything but a dict passes through).
+        table (dict): level key -> field -> default.
+        key (callable, optional): level (``"edge"`` when absent) -> its key in ``table``.
+    """
+    if not isinstance(data, dict):
+        return data
+    level = str(data.get("level") or "edge")
+    name = key(level) if key is not None else ("node" if level == "node" else "edge")
+    defaults = table.get(name, {})
+    return {**{k: v for k, v in defaults.items() if data.get(k) is None}, **{
+        k: v for k, v in data.items() if not (k in defaults and v is None)}}

@@ -6,7 +6,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, level_names, link
+from dpgnn_core.specs.base import (
+    LargeBatchDefaults,
+    PrivateSpec,
+    fill_level_defaults,
+    level_names,
+    link,
+)
 
 
 class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
@@ -90,11 +96,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         names = level_names("dpdgc")
         data = link(data, lambda d: names[d.get("level", "edge")],
                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
-        if not isinstance(data, dict):
-            return data
-        defaults = cls.level_defaults.get(data.get("level") or "edge", {})
-        return {**{k: v for k, v in defaults.items() if data.get(k) is None},
-                **{k: v for k, v in data.items() if not (k in defaults and v is None)}}
+        return fill_level_defaults(data, cls.level_defaults, key=str)  # each level its own
 
     @model_validator(mode="after")
     def _dpdgc(self) -> DpdgcSpec:

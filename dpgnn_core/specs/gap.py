@@ -10,7 +10,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, level_names, link
+from dpgnn_core.specs.base import (
+    LargeBatchDefaults,
+    PrivateSpec,
+    fill_level_defaults,
+    level_names,
+    link,
+)
 
 
 class GapSpec(LargeBatchDefaults, PrivateSpec):
@@ -245,16 +251,6 @@ def edge_batch_for(records: int) -> int:
     every row."""
     records = max(1, int(records))
     return min(records, max(EDGE_BATCH, -(-records // EDGE_BATCHES_PER_EPOCH)))
-
-
-def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]]) -> Any:
-    """``data`` with the defaults of its level (``table["edge"]`` for edge level and ∞,
-    ``table["node"]`` for node level) filled in where it leaves a field out."""
-    if not isinstance(data, dict):
-        return data
-    defaults = table["node" if data.get("level") == "node" else "edge"]
-    return {**{k: v for k, v in defaults.items() if data.get(k) is None}, **{
-        k: v for k, v in data.items() if not (k in defaults and v is None)}}
 
 
 def check_node_training(spec: Any, name: str) -> None:
