@@ -222,3 +222,14 @@ def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]],
     defaults = table.get(name, {})
     return {**{k: v for k, v in defaults.items() if data.get(k) is None}, **{
         k: v for k, v in data.items() if not (k in defaults and v is None)}}
+
+
+def link_level(data: Any, family: str, defaults: dict[str, dict[str, Any]],
+               key: Callable[[str], str] | None = None) -> Any:
+    """A levelled family's input (GAP, ProGAP, DPDGC): the method name and ``level`` made
+    to agree (``gap-ndp`` <-> ``level="node"``; :func:`level_names`), then the level's
+    defaults filled in (:func:`fill_level_defaults` with ``defaults`` and ``key``)."""
+    names = level_names(family)
+    data = link(data, lambda d: names[d.get("level", "edge")],
+                lambda m: {"level": {v: k for k, v in names.items()}[m]})
+    return fill_level_defaults(data, defaults, key)

@@ -6,13 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import (
-    LargeBatchDefaults,
-    PrivateSpec,
-    fill_level_defaults,
-    level_names,
-    link,
-)
+from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link_level
 
 
 class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
@@ -93,10 +87,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        names = level_names("dpdgc")
-        data = link(data, lambda d: names[d.get("level", "edge")],
-                    lambda m: {"level": {v: k for k, v in names.items()}[m]})
-        return fill_level_defaults(data, cls.level_defaults, key=str)  # each level its own
+        return link_level(data, "dpdgc", cls.level_defaults, key=str)  # each level its own
 
     @model_validator(mode="after")
     def _dpdgc(self) -> DpdgcSpec:

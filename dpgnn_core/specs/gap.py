@@ -10,13 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import (
-    LargeBatchDefaults,
-    PrivateSpec,
-    fill_level_defaults,
-    level_names,
-    link,
-)
+from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link_level
 
 
 class GapSpec(LargeBatchDefaults, PrivateSpec):
@@ -107,10 +101,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        names = level_names("gap")
-        data = link(data, lambda d: names[d.get("level", "edge")],
-                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
-        return fill_level_defaults(data, cls.level_defaults)
+        return link_level(data, "gap", cls.level_defaults)
 
     @model_validator(mode="after")
     def _gap(self) -> GapSpec:
@@ -210,10 +201,7 @@ class ProgapSpec(PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        names = level_names("progap")
-        data = link(data, lambda d: names[d.get("level", "edge")],
-                     lambda m: {"level": {v: k for k, v in names.items()}[m]})
-        return fill_level_defaults(data, cls.level_defaults)
+        return link_level(data, "progap", cls.level_defaults)
 
     @model_validator(mode="after")
     def _progap(self) -> ProgapSpec:
