@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.report import PrivacyReport
 
 
@@ -70,10 +71,18 @@ def report_of(ref: Mapping[str, Any]) -> PrivacyReport:
     return PrivacyReport(method=str(ref.get("method") or ""), private=False, epsilon=math.inf)
 
 
+def ledger_of(ref: Mapping[str, Any] | None) -> Ledger:
+    """The typed ledger of a model reference (its ``ledger`` JSON, as a task returned it),
+    or an empty ledger when the reference has none (non-private paths)."""
+    found = (ref or {}).get("ledger")
+    return Ledger.from_dict(found) if found else Ledger()
+
+
 class EvalRef(ArtifactRef):
     """Metrics per split (the ``evaluate`` task)."""
 
     metrics: dict[str, dict[str, float | None]]
 
 
-__all__ = ["ArtifactRef", "DatasetRef", "EvalRef", "FileInfo", "Files", "ModelRef", "report_of"]
+__all__ = ["ArtifactRef", "DatasetRef", "EvalRef", "FileInfo", "Files", "ModelRef", "ledger_of",
+           "report_of"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpgnn_core.privacy.events import EVENT_TYPES
 from dpgnn_core.privacy.report import PrivacyReport
 from tasks.budget import budget_tags
-from tasks.refs import DatasetRef, report_of
+from tasks.refs import DatasetRef, ledger_of, report_of
 from tasks.tracking import log_run
 
 
@@ -32,8 +33,6 @@ def release_status(report: PrivacyReport, state: str) -> str:
 _NOT_PARAMS = ("ledger", "epsilon_by_step", "release", "warnings", "unaccounted", "private",
                "method", "protects", "scope", "public", "randomness", "inference", "budget",
                "unaccounted_release")
-#: Privacy events that clip per-sample gradients (DP-SGD / DP-Adam phases).
-_CLIPPED_KINDS = ("poisson_gaussian", "uniform_gaussian", "dpgnn")
 
 
 def _one_or_all(values: list[Any]) -> Any:
@@ -48,34 +47,26 @@ def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
     Every scalar of the report (δ with its default resolved, the calibrated
     ``noise_multiplier``, ``accountant``, ``steps``, ``batch_size``, ``level``,
     ``relation``, ...), and from the ledger: each privacy event as ``event<i>`` (its
-    description, noise multiplier, sampling scheme and rate, steps; GAP composes several
-    with one noise scale weighted per stage), ``noise_multipliers`` when events differ,
-    ``sampling_rate`` and, when a phase clips gradients, ``clip`` (the clipping norm(s)).
+    :meth:`~dpgnn_core.privacy.events.PrivacyEvent.summary`: description, noise multiplier,
+    sampling scheme and rate, steps; GAP composes several with one noise scale weighted per
+    stage), ``noise_multipliers`` when events differ, ``sampling_rate`` and, when a phase
+    clips gradients (the event's ``clips_gradients``), ``clip`` (the clipping norm(s)).
     """
     if not report.private:
         return {"private": False}
     out: dict[str, Any] = {"private": True}
     out.update({k: v for k, v in report.to_dict().items()
                 if k not in _NOT_PARAMS and v is not None})
-    events = [dict(e["event"]) for e in (ledger or {}).get("entries", [])]
-    rates: list[float] = []
+    typed = ledger_of({"ledger": ledger})
+    events = typed.events
     for i, ev in enumerate(events, 1):
-        rate = ev.get("sampling_rate")
-        if rate is None and ev.get("batch_size") and ev.get("num_train"):
-            rate = ev["batch_size"] / ev["num_train"]  # m of N, without replacement
-        if rate is not None:
-            rates.append(float(rate))
-        out[f"event{i}"] = {k: v for k, v in {
-            "description": ev.get("description"), "kind": ev.get("kind"),
-            "noise_multiplier": ev.get("noise_multiplier"), "sampling": ev.get("sampling"),
-            "sampling_rate": rate, "steps": ev.get("steps", ev.get("count")),
-            "level": ev.get("level"), "relation": ev.get("relation")}.items()
-            if v is not None}
+        out[f"event{i}"] = ev.summary()
+    rates = [ev.rate for ev in events if ev.rate is not None]
     if len(events) > 1:
-        out["noise_multipliers"] = [ev.get("noise_multiplier") for ev in events]
+        out["noise_multipliers"] = [getattr(ev, "noise_multiplier", None) for ev in events]
     if rates:
         out["sampling_rate"] = _one_or_all(rates)
-    if any(ev.get("kind") in _CLIPPED_KINDS for ev in events):
+    if typed.clips_gradients:
         clips = list(report.clips or [spec.get("clip")])
         out["clip"] = _one_or_all(clips)
     if "batch_size" not in out and spec.get("batch_size") is not None:
@@ -120,6 +111,10 @@ def run_name(method: str, dataset: str, report: PrivacyReport, seed: int) -> str
     return "-".join([*parts, f"s{seed}"])
 
 
+#: Each event kind's word for one repetition (GAP's aggregations are "releases").
+_REPETITION = {kind: cls.repetition for kind, cls in EVENT_TYPES.items()}
+
+
 def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     """One line: each privacy event's noise multiplier, steps (or releases) and sampling
     rate, then the batch size and clipping norm."""
@@ -129,7 +124,7 @@ def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     def one(ev: dict[str, Any]) -> str:
         parts = [f"noise multiplier {float(ev.get('noise_multiplier') or 0):.4g}"]
         if ev.get("steps") is not None:
-            unit = "releases" if ev.get("kind") == "gaussian" else "steps"
+            unit = _REPETITION.get(str(ev.get("kind")), "steps")
             parts.append(f"{ev['steps']} {unit}")
         if ev.get("sampling_rate") is not None:
             parts.append(f"sampling rate {float(ev['sampling_rate']):.4g}")

@@ -87,12 +87,40 @@ class PrivacyEvent:
 
     kind: ClassVar[str] = "base"
     sampling: ClassVar[str] = "none"
+    #: Whether the release is a sum of per-record clipped gradients (DP-SGD / DP-Adam): its
+    #: clipping norm is then part of what the run used (MLflow's ``privacy.clip``).
+    clips_gradients: ClassVar[bool] = False
+    #: What one repetition of the event is called in summaries ("steps" or "releases").
+    repetition: ClassVar[str] = "steps"
     level: Level = "record"
     relation: Relation = "add_remove"
     description: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "sampling": self.sampling, **dataclasses.asdict(self)}
+
+    @property
+    def repetitions(self) -> int | None:
+        """How many times the mechanism ran (``steps`` or ``count``); None when the event
+        states no count."""
+        n = getattr(self, "steps", getattr(self, "count", None))
+        return int(n) if n is not None else None
+
+    @property
+    def rate(self) -> float | None:
+        """The batch sampling rate (Poisson or fixed size of n); None without sampling."""
+        r = getattr(self, "sampling_rate", None)
+        return float(r) if r is not None else None
+
+    def summary(self) -> dict[str, Any]:
+        """The event as a run's parameters show it: description, kind, noise multiplier,
+        sampling scheme and rate, repetitions, level and relation (None entries left
+        out)."""
+        out = {"description": self.description, "kind": self.kind,
+               "noise_multiplier": getattr(self, "noise_multiplier", None),
+               "sampling": self.sampling, "sampling_rate": self.rate,
+               "steps": self.repetitions, "level": self.level, "relation": self.relation}
+        return {k: v for k, v in out.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -108,6 +136,7 @@ class GaussianEvent(PrivacyEvent):
     """
 
     kind: ClassVar[str] = "gaussian"
+    repetition: ClassVar[str] = "releases"
     noise_multiplier: float = 1.0
     count: int = 1
 
@@ -125,6 +154,7 @@ class PoissonGaussianEvent(PrivacyEvent):
 
     kind: ClassVar[str] = "poisson_gaussian"
     sampling: ClassVar[str] = "poisson"
+    clips_gradients: ClassVar[bool] = True
     noise_multiplier: float = 1.0
     sampling_rate: float = 0.01
     steps: int = 1
@@ -148,6 +178,7 @@ class UniformGaussianEvent(PrivacyEvent):
 
     kind: ClassVar[str] = "uniform_gaussian"
     sampling: ClassVar[str] = "fixed_size_without_replacement"
+    clips_gradients: ClassVar[bool] = True
     noise_multiplier: float = 1.0
     sampling_rate: float = 0.01
     steps: int = 1
@@ -184,6 +215,7 @@ class DpgnnEvent(PrivacyEvent):
 
     kind: ClassVar[str] = "dpgnn"
     sampling: ClassVar[str] = "fixed_size_without_replacement"
+    clips_gradients: ClassVar[bool] = True
     noise_multiplier: float = 1.0
     num_train: int = 1
     batch_size: int = 1
@@ -217,6 +249,11 @@ class DpgnnEvent(PrivacyEvent):
     @property
     def occurrences(self) -> int:
         return neighbourhood_size(self.max_degree, self.layers)
+
+    @property
+    def rate(self) -> float:
+        """m / N: the batch drawn without replacement from the training subgraphs."""
+        return self.batch_size / self.num_train
 
     @property
     def marked_subgraphs(self) -> int:
@@ -301,6 +338,11 @@ class Ledger:
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
         return tuple(e.event for e in self.entries)
+
+    @property
+    def clips_gradients(self) -> bool:
+        """Whether any event is a clipped-gradient phase (its clip norm was used)."""
+        return any(e.clips_gradients for e in self.events)
 
     def to_dict(self) -> dict[str, Any]:
         return {"entries": [e.to_dict() for e in self.entries],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -63,3 +63,60 @@ def test_record_run_on_a_dead_tracking_uri_returns_the_error(tmp_path: Path) -> 
                                   "exp", 0)
     assert run["run_id"] is None and twin == {}
     assert error is not None and "rerun" in error and "no new privacy cost" in error
+
+
+# --- the ledger read as typed events (a new event kind needs no change here) --------------
+
+
+def test_a_new_clipped_event_kind_keeps_its_clip_and_summary(monkeypatch: Any) -> None:
+    """privacy_params reads the events' own properties (``clips_gradients``, ``rate``,
+    ``repetitions``): an event kind added to the catalogue of kinds, unknown to
+    tasks/run_record.py, still gets its clip norm, rate and steps in MLflow's params."""
+    from dataclasses import dataclass
+
+    from dpgnn_core.privacy import events
+    from dpgnn_core.privacy.events import Ledger, PrivacyEvent
+    from tasks.run_record import privacy_params
+
+    @dataclass(frozen=True)
+    class ShuffledGaussianEvent(PrivacyEvent):
+        kind: ClassVar[str] = "test_shuffled_gaussian"
+        clips_gradients: ClassVar[bool] = True
+        noise_multiplier: float = 1.0
+        sampling_rate: float = 0.1
+        steps: int = 1
+
+    monkeypatch.setitem(events.EVENT_TYPES, ShuffledGaussianEvent.kind, ShuffledGaussianEvent)
+    ledger = Ledger().add(ShuffledGaussianEvent(noise_multiplier=1.3, sampling_rate=0.25,
+                                                steps=7, level="node", description="new"))
+    report = PrivacyReport.from_dict({"method": "x", "private": True, "epsilon": 1.0,
+                                      "delta": 1e-5, "noise_multiplier": 1.3})
+    got = privacy_params(report, ledger.to_dict(), {"clip": 0.5})
+    assert got["clip"] == 0.5 and got["sampling_rate"] == 0.25
+    assert got["event1"] == {"description": "new", "kind": "test_shuffled_gaussian",
+                             "noise_multiplier": 1.3, "sampling": "none",
+                             "sampling_rate": 0.25, "steps": 7, "level": "node",
+                             "relation": "add_remove"}
+    # the same kind without clipping: no clip norm is claimed
+    monkeypatch.setattr(ShuffledGaussianEvent, "clips_gradients", False)
+    assert "clip" not in privacy_params(report, ledger.to_dict(), {"clip": 0.5})
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "poisson_gaussian", "uniform_gaussian", "dpgnn"])
+def test_every_event_kind_states_its_rate_and_repetitions(kind: str) -> None:
+    """Each known kind answers ``rate`` and ``repetitions`` from its own fields (DP-GNN's
+    rate is m / N of the subgraphs drawn without replacement)."""
+    from dpgnn_core.privacy.events import EVENT_TYPES
+
+    cls = EVENT_TYPES[kind]
+    kw: dict[str, Any] = {"noise_multiplier": 2.0}
+    if kind == "dpgnn":
+        kw.update(num_train=40, batch_size=10, steps=3)
+    elif kind == "gaussian":
+        kw.update(count=3)
+    else:
+        kw.update(sampling_rate=0.25, steps=3)
+    ev = cls(**kw)
+    assert ev.repetitions == 3
+    assert ev.rate == (None if kind == "gaussian" else 0.25)
+    assert ev.clips_gradients is (kind != "gaussian")
