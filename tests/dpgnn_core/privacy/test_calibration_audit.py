@@ -192,20 +192,17 @@ def _gap_plan(z: float) -> Ledger:
                          ids=["poisson", "dpgnn", "gap"])
 @pytest.mark.parametrize("target", [0.5, 4.0])
 def test_pld_calibration_is_feasible_tight_and_fast(plan, target: float) -> None:
-    import time
-
+    """Fast as in few exact PLD evaluations (the speed itself is measured in
+    benchmarks/bench_calibration.py, not asserted here)."""
     from dpgnn_core.privacy import PldAccountant, calibrate_noise
 
     pld = PldAccountant()
-    t = time.perf_counter()
     cal = calibrate_noise(plan, target, 1e-6, pld)
-    seconds = time.perf_counter() - t
     assert cal.epsilon <= target
     assert pld.epsilon(plan(cal.noise_multiplier), 1e-6) == cal.epsilon
     assert pld.epsilon(plan(cal.noise_multiplier * (1 - 2e-4)), 1e-6) > target
     # the coarse proxies place the bracket; the 1e-4 grid decides it in a few evaluations
     assert cal.evaluations <= 6 and cal.proxy_evaluations > 0
-    assert seconds < 5.0  # about 0.5 s on 2 idle cores; generous for a shared machine
     # RDP upper-bounds the PLD here: the RDP-calibrated noise needs more noise
     assert cal.noise_multiplier < calibrate_noise(plan, target, 1e-6, RDP).noise_multiplier
 
@@ -232,15 +229,12 @@ def test_calibration_noise_floor_and_ceiling() -> None:
 
 
 def test_pld_epsilon_curve_ends_at_the_reported_epsilon() -> None:
-    import time
 
     from dpgnn_core.privacy import PldAccountant, calibrate_noise
     from dpgnn_core.privacy.calibrate import epsilon_curve
 
     pld = PldAccountant()
     cal = calibrate_noise(lambda z: _poisson(z, 0.01, 10_000), 4.0, 1e-6, pld)
-    t = time.perf_counter()
     curve = epsilon_curve(lambda s: _poisson(cal.noise_multiplier, 0.01, s), 10_000, 1e-6, pld)
-    assert time.perf_counter() - t < 15.0  # about 2 s on 2 idle cores
     assert len(curve) == 20 and curve[-1] == (10_000, cal.epsilon)
     assert all(a[1] <= b[1] for a, b in itertools.pairwise(curve))
