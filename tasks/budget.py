@@ -296,6 +296,9 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
         "dataset_epsilon_spent": by_unit.get(unit) if unit else
         max((e for u, e in by_unit.items() if u in stated), default=0.0),
         "dataset_epsilon_by_unit": by_unit, "dataset_epsilon_delta": summary.delta}
+    if summary.void_since is not None:  # a release without privacy: ∞ for every unit
+        out["dataset_epsilon_spent"] = math.inf
+        out["dataset_guarantee_void"] = summary.void_note()
     b = summary.budget
     if b.epsilon is not None:
         out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
@@ -310,8 +313,9 @@ def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
         return {}
     by_unit = budget.get("dataset_epsilon_by_unit", {})
     d = budget.get("dataset_epsilon_delta")
+    void = budget.get("dataset_guarantee_void")
     tags = {"dpgnn.dataset_epsilon_spent": f"{budget['dataset_epsilon_spent']:.4g}"
-            + (f" at δ = {d:.3g}" if d else ""),
+            + (f" at δ = {d:.3g}" if d else "") + (f" ({void})" if void else ""),
             "dpgnn.dataset_epsilon_by_unit": ", ".join(f"{u}: {e:.4g}"
                                                        for u, e in by_unit.items())}
     if budget.get("dataset_budget"):
