@@ -55,6 +55,7 @@ from dpgnn_core.budget_report import (
     Summary,
     timeline,
 )
+from dpgnn_core.budget_resume import CarriedReservations
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.odometer import (
@@ -116,7 +117,7 @@ def owner() -> str:
 
 
 
-class BudgetStore:
+class BudgetStore(CarriedReservations):
     """The odometer of every dataset under a project home.
 
     Args:
