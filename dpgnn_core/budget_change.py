@@ -13,8 +13,8 @@ epoch (:meth:`dpgnn_core.budget.BudgetStore.reset` starts one):
 * **raising or replacing** it (a larger ε or δ, other units) ends the epoch's guarantee:
   refused unless the explicit, recorded override (``dpgnn budget set --replace --yes``),
   which starts a new epoch, as ``dpgnn budget reset`` does, under the new budget. The old
-  epoch's releases keep the old epoch's guarantee only; across the two epochs the
-  guarantees add up (basic composition of two adaptively chosen mechanisms).
+  epoch's releases keep the old epoch's guarantee only, and no guarantee is claimed for the
+  two epochs together (the new bound was chosen after seeing the old epoch's releases).
 
 Derivation: docs/privacy.md, "Changing a budget".
 """
