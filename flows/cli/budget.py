@@ -97,9 +97,11 @@ def _print(summary: Any) -> None:
                        f"{','.join(sorted(r.charge.units())) or '-':<14} "
                        f"{_fmt(r.epsilon):>8}  {(r.release_id or '-')[:12]}"
                        + (f"  ({r.note})" if r.note else ""))
-    for e in summary.log:
-        if e["action"] in ("reset", "replace", "lower"):
-            typer.echo(f"  {_ACTIONS[e['action']]} at {e['time']}: {e['detail']}")
+    ends = [i for i, e in enumerate(summary.log) if e["action"] in ("reset", "replace")]
+    for i, e in enumerate(summary.log):  # every epoch's end; this epoch's lowerings
+        if e["action"] in _ACTIONS and (e["action"] != "lower" or i > max(ends, default=-1)):
+            detail = e["detail"].split("; protected units")[0].split("; privacy filter")[0]
+            typer.echo(f"  {_ACTIONS[e['action']]} at {e['time']}: {detail}")
 
 
 #: How ``budget show`` names the log's budget changes.
