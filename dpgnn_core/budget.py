@@ -33,6 +33,7 @@ The records the store hands back and their reporting (:class:`Budget`, :class:`R
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -44,7 +45,17 @@ from typing import Any
 
 import numpy as np
 
-from dpgnn_core.budget_report import Budget, BudgetExceeded, Record, Summary
+from dpgnn_core.budget_change import admission_state as _state
+from dpgnn_core.budget_change import decide, describe
+from dpgnn_core.budget_report import (
+    Budget,
+    BudgetChangeRefused,
+    BudgetExceeded,
+    Record,
+    Summary,
+    timeline,
+)
+from dpgnn_core.budget_resume import CarriedReservations
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.odometer import (
@@ -79,13 +90,13 @@ CREATE TABLE IF NOT EXISTS datasets(
     first_seen TEXT);
 CREATE TABLE IF NOT EXISTS budgets(
     budget_id TEXT PRIMARY KEY, name TEXT, epsilon REAL, delta REAL,
-    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT);
+    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT, guarantee TEXT);
 CREATE TABLE IF NOT EXISTS releases(
     id INTEGER PRIMARY KEY AUTOINCREMENT, budget_id TEXT NOT NULL,
     dataset_sha256 TEXT NOT NULL, epoch INTEGER NOT NULL, created TEXT, updated TEXT,
     status TEXT NOT NULL, method TEXT, run_id TEXT, release_id TEXT, ledger TEXT,
     fixed TEXT, delta REAL, epsilon REAL, owner TEXT, note TEXT, plan_key TEXT,
-    covers TEXT);
+    covers TEXT, carrier TEXT);
 CREATE TABLE IF NOT EXISTS rdp_cache(
     event TEXT PRIMARY KEY, orders INTEGER NOT NULL, rdp TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log(
@@ -106,7 +117,7 @@ def owner() -> str:
 
 
 
-class BudgetStore:
+class BudgetStore(CarriedReservations):
     """The odometer of every dataset under a project home.
 
     Args:
@@ -123,10 +134,11 @@ class BudgetStore:
         try:  # executescript commits by itself: run it outside _tx
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
-            cols = {r[1] for r in db.execute("PRAGMA table_info(budgets)")}
-            if "filter" not in cols:  # a store from before the filter
-                db.execute("ALTER TABLE budgets ADD COLUMN filter TEXT")
-                db.commit()
+            for table, col in (("budgets", "filter"), ("budgets", "guarantee"),
+                               ("releases", "carrier")):  # a store from before them
+                if col not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {col} TEXT")
+                    db.commit()
         finally:
             db.close()
 
@@ -206,7 +218,9 @@ class BudgetStore:
         if r is None:
             raise PrivacyError(f"no dataset {budget_id[:12]} in the budget store {self.path}")
         flt = Filter.from_dict(json.loads(r["filter"])) if r["filter"] else None
-        return Budget(r["budget_id"], r["name"], r["epsilon"], r["delta"], r["epoch"], flt)
+        g = Filter.from_dict(json.loads(r["guarantee"])) if r["guarantee"] else None
+        return Budget(r["budget_id"], r["name"], r["epsilon"], r["delta"], r["epoch"], flt,
+                      g if g != flt else None)
 
     def budget_id(self, sha256: str) -> str | None:
         with self._tx(write=False) as db:
@@ -215,9 +229,13 @@ class BudgetStore:
             return str(r["budget_id"]) if r else None
 
     def set_budget(self, sha256: str, name: str, path: str | None, epsilon: float,
-                   delta: float, units: Sequence[str] | None = None) -> Budget:
+                   delta: float, units: Sequence[str] | None = None, *,
+                   replace: bool = False, reason: str = "") -> Budget:
         """Set (or change) a dataset's budget and register its privacy filter (the orders
-        and bounds that will admit runs are fixed now); recorded in its log.
+        and bounds that will admit runs are fixed now); recorded in its log. Once the
+        epoch has released something, the budget can only be lowered (to a bound its
+        releases still fit), unless ``replace`` ends the epoch's guarantee and starts a
+        new epoch under the new budget (:mod:`dpgnn_core.budget_change`).
 
         Args:
             sha256 (str), name (str), path (str, optional): the dataset.
@@ -225,20 +243,42 @@ class BudgetStore:
             delta (float): budget δ.
             units (sequence of str, optional): the protected units; every release must
                 bound each of them (default: the units of the epoch's first release).
+            replace (bool, optional): the user's override (``--replace --yes``).
+                (default: :obj:`False`)
+            reason (str, optional): why (recorded). (default: ``""``)
+
+        Raises:
+            BudgetChangeRefused: a raise or replacement without ``replace``, or a lowered
+                bound the epoch's releases exceed (nothing is changed).
         """
         flt = Filter.register(epsilon, delta, units)
         with self._tx() as db:
             bid = self._register(db, sha256, name, path)
             old = self._budget(db, bid)
-            db.execute("UPDATE budgets SET epsilon=?, delta=?, filter=?, updated=? WHERE "
-                       "budget_id=?", (epsilon, delta, json.dumps(flt.to_dict()), _now(),
-                                       bid))
-            was = (f" (was ε = {old.epsilon}, δ = {old.delta})" if old.epsilon is not None
-                   else "")
-            self._log(db, bid, "set", f"ε = {epsilon}, δ = {delta}{was}; "
-                      + (f"protected units {', '.join(flt.units)}; " if flt.units else "")
-                      + flt.describe())
+            self._load_rdp(db)
+            counted = [r.charge for r in self._counted(db, bid, old.epoch)]
+            started = bool(counted) or self._void_since(db, bid, old.epoch) is not None
+            change = decide(old, self._filter(db, old) if old.epsilon is not None else None,
+                            flt, counted, started, replace)
+            epoch = old.epoch + (change.kind == "replace")
+            db.execute("UPDATE budgets SET epsilon=?, delta=?, filter=?, guarantee=?, "
+                       "epoch=?, updated=? WHERE budget_id=?",
+                       (epsilon, delta, json.dumps(change.admit.to_dict()),
+                        json.dumps(change.guarantee.to_dict()), epoch, _now(), bid))
+            units_note = (f"protected units {', '.join(change.admit.units)}; "
+                          if change.admit.units else "")
+            self._log(db, bid, change.kind, describe(change, old, reason) + "; "
+                      + units_note + change.admit.describe())
+            self._save_rdp(db)
             return self._budget(db, bid)
+
+    @staticmethod
+    def _void_since(db: sqlite3.Connection, budget_id: str, epoch: int) -> int | None:
+        """The epoch's first release made without privacy (no finite guarantee since)."""
+        r = db.execute("SELECT id FROM releases WHERE budget_id=? AND epoch=? AND "
+                       "status='non-private' ORDER BY id LIMIT 1",
+                       (budget_id, epoch)).fetchone()
+        return int(r["id"]) if r else None
 
     def _filter(self, db: sqlite3.Connection, b: Budget) -> Filter:
         """The budget's filter; a budget set before filters existed gets one now (logged)."""
@@ -258,9 +298,13 @@ class BudgetStore:
         only says the data owner accepted them)."""
         with self._tx() as db:
             b = self._budget(db, budget_id)
-            db.execute("UPDATE budgets SET epoch=?, updated=? WHERE budget_id=?",
-                       (b.epoch + 1, _now(), budget_id))
-            self._log(db, budget_id, "reset", f"epoch {b.epoch} -> {b.epoch + 1}"
+            g = b.stated  # a lowered bound ends too: the new epoch's budget is fixed anew
+            db.execute("UPDATE budgets SET epoch=?, guarantee=NULL, updated=? WHERE "
+                       "budget_id=?", (b.epoch + 1, _now(), budget_id))
+            ended = (f"; the guarantee of epoch {b.epoch} (ε = {g.epsilon:g} at δ = "
+                     f"{g.delta:g}) ended here and covers its releases only"
+                     if g is not None else "")
+            self._log(db, budget_id, "reset", f"epoch {b.epoch} -> {b.epoch + 1}{ended}"
                       + (f": {reason}" if reason else ""))
 
     # --- records
@@ -331,7 +375,7 @@ class BudgetStore:
         before = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
         after = [*before, charge]
         for unit in flt.protected(after):
-            state = flt.check(after, unit)
+            state = _state(b, flt, after, unit)
             if state.admits:
                 continue
             spent = compose(before, b.delta, [unit])[unit].epsilon if before else 0.0
@@ -518,32 +562,28 @@ class BudgetStore:
         states: dict[str, FilterState] = {}
         if b.epsilon is not None and b.delta is not None:
             flt = b.filter or Filter.register(b.epsilon, b.delta)  # shown, not stored
-            states = {u: flt.check(charges, u) for u in flt.protected(charges)}
+            states = {u: _state(b, flt, charges, u) for u in flt.protected(charges)}
+        void = next((r.id for r in records if r.status == "non-private"
+                     and r.epoch == b.epoch), None)
+        if void is not None:  # no finite guarantee since: every unit shown is ∞
+            spent = {u: UnitSpent(u, math.inf, delta or 0.0, s.relations,
+                                  f"no guarantee since release {void}",
+                                  (f"release {void} made without privacy",))
+                     for u, s in spent.items()}
         self._flush_rdp()
-        return Summary(b, versions, delta, spent, records, log, states)
+        return Summary(b, versions, delta, spent, records, log, states, void)
 
     def timeline(self, budget_id: str) -> dict[str, list[tuple[str, float]]]:
         """Cumulative ε per unit after each counted release of this epoch, in order (the
         odometer over time), at the summary's δ."""
-        s = self.summary(budget_id)
-        counted = [r for r in s.records if r.status in COUNTED]
-        out: dict[str, list[tuple[str, float]]] = {}
-        if not s.delta:
-            return out
-        units = list(s.spent)
-        for i, r in enumerate(counted):
-            now = compose([c.charge for c in counted[:i + 1]], s.delta, units)
-            for unit in r.charge.bears_on():
-                if unit in now:
-                    out.setdefault(unit, []).append((r.created, now[unit].epsilon))
-        return out
-
+        return timeline(self.summary(budget_id))
 
 def default_store_path(home: str | Path) -> Path:
     """``<home>/budget.sqlite``."""
     return Path(home) / "budget.sqlite"
 
 
-__all__ = ["COUNTED", "STATUSES", "UNITS", "UNIT_WORDS", "Budget", "BudgetExceeded",
+__all__ = ["COUNTED", "STATUSES", "UNITS", "UNIT_WORDS", "Budget", "BudgetChangeRefused",
+           "BudgetExceeded",
            "BudgetStore", "Charge", "Curve", "Filter", "FilterState", "Record", "Summary",
            "UnitSpent", "compose", "default_store_path", "owner"]

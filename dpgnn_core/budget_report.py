@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpgnn_core.errors import PrivacyError
-from dpgnn_core.privacy.odometer import UNIT_WORDS, Charge, Filter, FilterState, UnitSpent
+from dpgnn_core.privacy.odometer import (
+    UNIT_WORDS,
+    Charge,
+    Filter,
+    FilterState,
+    UnitSpent,
+    compose,
+)
 
 
 class BudgetExceeded(PrivacyError):
@@ -51,9 +58,21 @@ class BudgetExceeded(PrivacyError):
                              self.cumulative, self.budget, self.delta, self.reason))
 
 
+class BudgetChangeRefused(PrivacyError):
+    """A ``budget set`` that would raise or replace the budget of an epoch that already
+    released something, without the recorded override (``--replace --yes``), or that would
+    lower it below what is spent."""
+
+
 @dataclass(frozen=True)
 class Budget:
-    """A dataset's budget (``epsilon`` None: none set; the odometer still records)."""
+    """A dataset's budget (``epsilon`` None: none set; the odometer still records).
+
+    ``filter`` admits runs (registered at `budget set`); ``guarantee`` is the filter the
+    epoch's guarantee is stated by: the one fixed before the epoch's first release. They
+    differ only after a budget was lowered within the epoch (admission then needs both;
+    the lowered bound was chosen after seeing releases, so it is not a guarantee fixed in
+    advance: docs/privacy.md, "Changing a budget")."""
 
     budget_id: str
     name: str
@@ -61,6 +80,17 @@ class Budget:
     delta: float | None
     epoch: int
     filter: Filter | None = None  # registered at `budget set`
+    guarantee: Filter | None = None  # None: the same as ``filter``
+
+    @property
+    def stated(self) -> Filter | None:
+        """The filter the epoch's guarantee is stated by."""
+        return self.guarantee or self.filter
+
+    @property
+    def lowered(self) -> bool:
+        """The admission bound was lowered within the epoch (below its guarantee)."""
+        return self.guarantee is not None and self.guarantee != self.filter
 
 
 @dataclass(frozen=True)
@@ -103,6 +133,16 @@ class Summary:
     records: list[Record]
     log: list[dict[str, Any]] = field(default_factory=list)
     filter: dict[str, FilterState] = field(default_factory=dict)
+    #: The first release of this epoch made without privacy (``--allow-non-private-
+    #: release``): from it on, no finite guarantee holds for any unit (spent shows ∞).
+    void_since: int | None = None
+
+    def void_note(self) -> str:
+        """``no guarantee since release N ...`` (``""`` when none was made)."""
+        if self.void_since is None:
+            return ""
+        return (f"no guarantee since release {self.void_since} (released without privacy "
+                "by --allow-non-private-release)")
 
     def remaining(self, unit: str) -> float | None:
         """Budget ε minus the post hoc ε spent (what the filter admits can be less)."""
@@ -115,6 +155,12 @@ class Summary:
         return {"dataset": b.name, "budget_id": b.budget_id,
                 "budget": ({"epsilon": b.epsilon, "delta": b.delta}
                            if b.epsilon is not None else None),
+                "epoch": b.epoch,
+                "guarantee": (None if b.stated is None else {
+                    "epsilon": b.stated.epsilon, "delta": b.stated.delta,
+                    "lowered_to": ({"epsilon": b.epsilon, "delta": b.delta}
+                                   if b.lowered else None),
+                    "void_since_release": self.void_since}),
                 "delta": self.delta, "versions": self.datasets,
                 "spent": {u: {"epsilon": _finite(s.epsilon), "delta": s.delta,
                               "relations": list(s.relations), "composition": s.method,
@@ -130,9 +176,27 @@ class Summary:
                 "records": [r.to_dict() for r in self.records], "log": self.log}
 
 
+def timeline(s: Summary) -> dict[str, list[tuple[str, float]]]:
+    """Cumulative ε per unit after each counted release of the summary's epoch, in order
+    (the odometer over time), at the summary's δ."""
+    counted = [r for r in s.records if r.status in ("reserved", "spent")
+               and r.epoch == s.budget.epoch]
+    out: dict[str, list[tuple[str, float]]] = {}
+    if not s.delta:
+        return out
+    units = list(s.spent)
+    for i, r in enumerate(counted):
+        now = compose([c.charge for c in counted[:i + 1]], s.delta, units)
+        for unit in r.charge.bears_on():
+            if unit in now:
+                out.setdefault(unit, []).append((r.created, now[unit].epsilon))
+    return out
+
+
 def _finite(x: float | None) -> float | str | None:
     """JSON has no ∞: written as the string ``"inf"``."""
     return "inf" if x is not None and math.isinf(x) else x
 
 
-__all__ = ["Budget", "BudgetExceeded", "Record", "Summary"]
+__all__ = ["Budget", "BudgetChangeRefused", "BudgetExceeded", "Record", "Summary",
+           "timeline"]

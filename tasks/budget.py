@@ -17,12 +17,19 @@ separate tasks of one flow run and share the reservation of the whole plan; the 
 of a private selection are covered by the selection's one reservation of the tuning total.
 Any other task is its own release and is checked and charged, even with the plan of
 another task of the same flow run (a sweep listing a seed twice).
+
+A resumed run is the same release: a training's checkpoints carry its reservation (the
+record and a token, :mod:`dpgnn_core.budget_resume`), and a rerun that resumes from one
+adopts that reservation instead of reserving the plan again, while holding the checkpoint
+folder's lock (a run still training from it cannot be adopted from).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
+import os
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -122,6 +129,13 @@ def admit_non_private(dataset: Mapping[str, Any], method: str, *, allowed: bool,
                                          f"in the odometer (record {rid})"}
 
 
+def _checkpointer() -> Any:
+    """The enclosing training's checkpointer, if any (imported late: it needs torch)."""
+    from dpgnn_core.training import checkpoint
+
+    return checkpoint.current()
+
+
 def flow_run_id() -> str:
     """The Prefect flow run this code runs in ('' outside one)."""
     try:
@@ -163,17 +177,26 @@ class TaskGate:
         self.insecure = bool(getattr(spec, "insecure_reproducible_noise", False))
         self.record_id: int | None = None
         self.adopted = False  # the reservation belongs to an earlier stage or a selection
+        self.resumed = False  # the reservation a resumed checkpoint carried (own)
         self.was_released = False
         self.store = store()
+        self._plan: tuple[Ledger, dict[str, Any]] | None = None
+        self._lock: int | None = None
+        self._looked = False
 
     def before_release(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         if self.record_id is not None:
             return
+        self._plan = (ledger, dict(info))
         found = self.store.find_reservation(self.ds["content_sha256"], self.run_key,
                                             self.key, self.owner)
         if found is not None:  # GAP's earlier stage in this run, or a private selection
             self.record_id, self.adopted = found, True
-            return
+        elif not self._resume():  # a resumed checkpoint's reservation: charged once
+            self._reserve(ledger, info)
+        self._carry()
+
+    def _reserve(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         charge, eps, note = Charge(ledger), info.get("epsilon"), ""
         if self.insecure:  # noise recomputable from the stored seed: no bound holds
             ((unit, rel),) = {(e.level, e.relation) for e in ledger.events}
@@ -185,9 +208,88 @@ class TaskGate:
             method=self.method, run_id=self.run_key, delta=info.get("delta"),
             epsilon=eps, plan_key=self.key, note=note)
 
+    def _hold(self, folder: Any) -> bool:
+        """Hold the checkpoint folder's lock for the task (False: another live training
+        holds it; its reservation is neither carried nor adopted here)."""
+        if self._lock is not None:
+            return True
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(folder / ".reservation.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock = fd
+        return True
+
+    def _carry(self) -> None:
+        """Have the training's checkpoints carry this reservation, so that a rerun resuming
+        from one continues this release (never a private selection's record)."""
+        ckpt = _checkpointer()
+        if ckpt is None or self.record_id is None or not self._hold(ckpt.folder):
+            return
+        token = self.store.carrier(self.record_id)
+        if token is not None:
+            ckpt.carry = {"record": self.record_id, "token": token}
+
+    def _resume(self) -> bool:
+        """Adopt the reservation of the checkpoint this training will resume from."""
+        ckpt = _checkpointer()
+        found = ckpt.carried() if ckpt is not None else None
+        if ckpt is None or found is None or not self._hold(ckpt.folder):
+            return False
+        carry, step = found
+        try:
+            rid, token = int(carry["record"]), str(carry["token"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        new = self.store.adopt_carried(
+            self.ds["content_sha256"], rid, token, self.key, self.run_key,
+            f"resumed from step {step} (run {self.run_key.split(':', 1)[0]}): the same "
+            "release, its plan charged once")
+        if new is None:
+            return False
+        self.record_id, self.resumed = rid, True
+        ckpt.carry, ckpt.carried_over = {"record": rid, "token": new}, True
+        log.info("resuming from step %d: the reservation %d its checkpoint carries "
+                 "covers this run (charged once)", step, rid)
+        return True
+
+    def close(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def _stage_record(self) -> None:
+        """A task that computes nothing private but trains on its run's release (GAP-EDP's
+        classifier): its checkpoints carry the run's reservation too, and a resumed one
+        adopts it, so the release it finishes is named on it (not recorded late)."""
+        self._looked = True
+        found = self.store.find_reservation(self.ds["content_sha256"], self.run_key,
+                                            self.key, self.owner)
+        if found is not None:
+            self.record_id, self.adopted = found, True
+        elif not self._resume():
+            return
+        self._carry()
+
     def released(self) -> None:
+        if self.record_id is None and not self._looked:
+            self._stage_record()
         if self.record_id is not None and not self.was_released:
             self.was_released = True
+            ckpt = _checkpointer()
+            if self.resumed and self._plan is not None and not (ckpt and ckpt.resumed_from):
+                # The checkpoint carried a reservation but the training started afresh
+                # (a checkpoint of another shape): a new release, checked and charged.
+                self.resumed = False
+                if ckpt is not None:
+                    ckpt.carried_over = False
+                self._reserve(*self._plan)
             if not self.adopted:
                 self.store.mark_spent(self.record_id)
 
@@ -226,7 +328,8 @@ class TaskGate:
                               epsilon=None if self.insecure else spent)
 
     def failed(self, error: BaseException) -> None:
-        if self.record_id is not None and not self.was_released and not self.adopted:
+        if self.record_id is not None and not self.was_released and not self.adopted \
+                and not self.resumed:
             self.store.release_unused(self.record_id, f"failed before any release: "
                                       f"{type(error).__name__}: {error}"[:500])
 
@@ -243,6 +346,8 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = No
         except BaseException as e:
             gate.failed(e)
             raise
+        finally:
+            gate.close()
 
 
 def account_after(dataset: Mapping[str, Any], report: PrivacyReport, method: str,
@@ -296,6 +401,9 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
         "dataset_epsilon_spent": by_unit.get(unit) if unit else
         max((e for u, e in by_unit.items() if u in stated), default=0.0),
         "dataset_epsilon_by_unit": by_unit, "dataset_epsilon_delta": summary.delta}
+    if summary.void_since is not None:  # a release without privacy: ∞ for every unit
+        out["dataset_epsilon_spent"] = math.inf
+        out["dataset_guarantee_void"] = summary.void_note()
     b = summary.budget
     if b.epsilon is not None:
         out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
@@ -310,8 +418,9 @@ def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
         return {}
     by_unit = budget.get("dataset_epsilon_by_unit", {})
     d = budget.get("dataset_epsilon_delta")
+    void = budget.get("dataset_guarantee_void")
     tags = {"dpgnn.dataset_epsilon_spent": f"{budget['dataset_epsilon_spent']:.4g}"
-            + (f" at δ = {d:.3g}" if d else ""),
+            + (f" at δ = {d:.3g}" if d else "") + (f" ({void})" if void else ""),
             "dpgnn.dataset_epsilon_by_unit": ", ".join(f"{u}: {e:.4g}"
                                                        for u, e in by_unit.items())}
     if budget.get("dataset_budget"):

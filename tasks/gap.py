@@ -112,7 +112,7 @@ def gap_encoder(dataset: DatasetRef, spec: GapSpec, z: float, owner: str | None 
                    target=out / "encoder.pt")
         write_json_atomic(tmp / "history.json", hist)
         m = finish_artifact(tmp, "gap_encoder", ["encoder.pt", "history.json"], spec, dataset,
-                    {"events": events.to_dict(), **resume_note(ckpt.resumed_from)})
+                    {"events": events.to_dict(), **resume_note(ckpt)})
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "events": events.to_dict()}
 
@@ -190,7 +190,7 @@ def gap_classifier(dataset: DatasetRef, aggregations: dict[str, Any], spec: GapS
     out = artifact_dir("gap_classifier", dataset["content_sha256"], aggregations["files"],
                        spec, z)
     if report.private:
-        report = report.with_release({**new_release(out), **resume_note(ckpt.resumed_from)})
+        report = report.with_release({**new_release(out), **resume_note(ckpt)})
     with atomic_dir(out, overwrite=True) as tmp:
         gap.save_gap(str(tmp / "model.pt"), clf, spec, data.num_features, data.num_classes)
         ledger.save(tmp / "ledger.json")

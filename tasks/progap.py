@@ -111,7 +111,7 @@ def progap_stage(dataset: DatasetRef, spec: ProgapSpec, z: float, stage: int,
         write_json_atomic(tmp / "history.json", hist)
         m = finish_artifact(tmp, "progap_stage", ["model.pt", "history.json"], spec, dataset,
                             {"stage": stage, "events": events.to_dict(),
-                             **resume_note(ckpt.resumed_from)})
+                             **resume_note(ckpt)})
     ckpt.clear()
     return {"path": str(out), "files": m["files"], "stage": stage,
             "events": events.to_dict()}

@@ -25,7 +25,20 @@ def release_status(report: PrivacyReport, state: str) -> str:
     if state == "Cached":
         return f"reused cached release {rid} (no new privacy cost)"
     replaced = release.get("replaces")
-    return f"new release {rid}" + (f", replacing {replaced} (both count)" if replaced else "")
+    return (f"new release {rid}" + resumed_status(report)
+            + (f", replacing {replaced} (both count)" if replaced else ""))
+
+
+def resumed_status(report: PrivacyReport) -> str:
+    """`` (resumed from step N ...)`` when the release's training resumed from the
+    checkpoint of a stopped or killed run (``""`` otherwise)."""
+    release = report.release or {}
+    steps = release.get("resumed_from_step") or []
+    if not steps:
+        return ""
+    return (f" (resumed from step {', '.join(str(s) for s in steps)} of a stopped run: the "
+            + ("same release, its plan charged once)" if release.get("charged_once") else
+               "reservation its checkpoint carried was not found: charged again)"))
 
 
 #: Report entries that are not run parameters: series, the ledger (logged per event),
@@ -184,6 +197,9 @@ def privacy_tags(report: PrivacyReport, state: str, *,
             "dpgnn.randomness": "NOT PRIVATE: noise reproducible from the stored seed"
             if insecure else "secret (OS entropy, never stored)",
             "dpgnn.release": release_status(report, state)}
+    if state != "Cached" and resumed_status(report):
+        tags["dpgnn.resumed_from_step"] = ", ".join(
+            str(x) for x in (report.release or {})["resumed_from_step"])
     if insecure:
         tags["dpgnn.private"] = "false"
         tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"

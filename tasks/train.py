@@ -16,7 +16,7 @@ from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.serialize import torch_save
-from dpgnn_core.training.checkpoint import checkpointing
+from dpgnn_core.training.checkpoint import Checkpointer, checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
 from tasks.config import RunContext, code_version, in_context, project_dir
@@ -132,7 +132,7 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
         fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
         if candidate:
             fitted.history = candidate_history(fitted.history)
-        ref = _artifacts(method, dataset, spec, data, fitted, resumed_from=ckpt.resumed_from)
+        ref = _artifacts(method, dataset, spec, data, fitted, ckpt=ckpt)
         gate.finish(report_of(ref), fitted.ledger)
     ckpt.clear()  # the result is stored: the next run of this spec starts afresh
     return ref
@@ -153,11 +153,14 @@ def checkpoint_seconds() -> float:
     return float(os.environ.get("DPGNN_CHECKPOINT_SECONDS", "60"))
 
 
-def resume_note(resumed_from: list[int]) -> dict[str, Any]:
-    """What a release says when its training resumed from a checkpoint."""
-    if not resumed_from:
+def resume_note(ckpt: Checkpointer | None) -> dict[str, Any]:
+    """What a release says when its training resumed from a checkpoint (``ckpt``), and
+    whether its reservation did (``charged_once``: the run adopted the reservation its
+    checkpoint carried; else it was charged its plan again)."""
+    if ckpt is None or not ckpt.resumed_from:
         return {}
-    return {"resumed_from_step": resumed_from,
+    return {"resumed_from_step": list(ckpt.resumed_from),
+            "charged_once": ckpt.carried_over,
             "resume_note": "training resumed from a checkpoint of a killed run (model, "
                            "optimizer and step count); the remaining steps drew fresh "
                            "secret noise and batches, and the ledger counts every step of "
@@ -165,14 +168,14 @@ def resume_note(resumed_from: list[int]) -> dict[str, Any]:
 
 
 def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
-               fitted: Any, resumed_from: list[int] | None = None) -> ModelRef:
+               fitted: Any, ckpt: Checkpointer | None = None) -> ModelRef:
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
     out = artifact_dir("train", dataset["content_sha256"], spec)
     report: PrivacyReport = fitted.report  # the core's typed report
     private = report.private
     if private:
-        report = report.with_release({**new_release(out), **resume_note(resumed_from or [])})
+        report = report.with_release({**new_release(out), **resume_note(ckpt)})
     history = fitted.history  # with ε spent, from the core
     reported = method.private_path  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported

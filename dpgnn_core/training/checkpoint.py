@@ -17,6 +17,10 @@ lost with it and their results never stored (docs/privacy.md, "Resuming a killed
 A checkpoint records the shape of the training it belongs to (steps, parameter names and
 shapes, optimizer); one that does not match is ignored, so a changed spec never resumes
 from another run's state.
+
+A checkpoint also carries the budget reservation of the release it continues
+(:attr:`Checkpointer.carry`: the odometer's record id and a token only that record and this
+checkpoint hold), so that a resumed run is charged once (:class:`tasks.budget.TaskGate`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ class Checkpointer:
     every_seconds: float = 60.0
     #: The step a run resumed from (``None``: it started from scratch), per training.
     resumed_from: list[int] = field(default_factory=list)
+    #: The budget reservation this training's release is charged to (``{"record": id,
+    #: "token": hex}``), saved with every checkpoint; None: nothing carried.
+    carry: dict[str, Any] | None = None
+    #: Whether the resumed run adopted the reservation its checkpoint carried (charged
+    #: once); False: it was charged as a release of its own.
+    carried_over: bool = False
     _last: float = field(default_factory=time.monotonic)
 
     @property
@@ -66,8 +76,8 @@ class Checkpointer:
         """Write ``state`` atomically (a reader never sees half a checkpoint)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_file(self.path) as tmp:
-            torch_save({"format": FORMAT, "signature": signature, **state}, tmp,
-                       target=self.path)
+            torch_save({"format": FORMAT, "signature": signature, **state,
+                        "reservation": self.carry}, tmp, target=self.path)
         self._last = time.monotonic()
 
     def load(self, signature: dict[str, Any]) -> dict[str, Any] | None:
@@ -82,6 +92,20 @@ class Checkpointer:
         if state.get("format") != FORMAT or state.get("signature") != signature:
             return None
         return state
+
+    def carried(self) -> tuple[dict[str, Any], int] | None:
+        """(the reservation, the step) a stored checkpoint carries, if any: what a rerun
+        resuming from it continues."""
+        if not self.path.is_file():
+            return None
+        try:
+            state = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception:  # a damaged checkpoint carries nothing (and is not resumed)
+            return None
+        carry = state.get("reservation") if isinstance(state, dict) else None
+        if state.get("format") != FORMAT or not isinstance(carry, dict):
+            return None
+        return carry, int(state.get("step", 0))
 
     def clear(self) -> None:
         """Remove the folder (the training finished and its result is stored)."""

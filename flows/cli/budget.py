@@ -68,8 +68,10 @@ def _print(summary: Any) -> None:
                                "none set (runs proceed; the odometer records them)"))
     if b.filter is not None:
         typer.echo(f"  admission: {b.filter.describe()}")
+    _print_guarantee(summary)
     if not summary.spent:
-        typer.echo("  spent: nothing yet")
+        typer.echo("  spent: " + ("∞ on every unit: " + summary.void_note()
+                                  if summary.void_since is not None else "nothing yet"))
     for unit, sp in summary.spent.items():
         rem = summary.remaining(unit)
         f = summary.filter.get(unit)
@@ -95,9 +97,34 @@ def _print(summary: Any) -> None:
                        f"{','.join(sorted(r.charge.units())) or '-':<14} "
                        f"{_fmt(r.epsilon):>8}  {(r.release_id or '-')[:12]}"
                        + (f"  ({r.note})" if r.note else ""))
-    resets = [e for e in summary.log if e["action"] == "reset"]
-    for e in resets:
-        typer.echo(f"  reset at {e['time']}: {e['detail']}")
+    ends = [i for i, e in enumerate(summary.log) if e["action"] in ("reset", "replace")]
+    for i, e in enumerate(summary.log):  # every epoch's end; this epoch's lowerings
+        if e["action"] in _ACTIONS and (e["action"] != "lower" or i > max(ends, default=-1)):
+            detail = e["detail"].split("; protected units")[0].split("; privacy filter")[0]
+            typer.echo(f"  {_ACTIONS[e['action']]} at {e['time']}: {detail}")
+
+
+#: How ``budget show`` names the log's budget changes.
+_ACTIONS = {"reset": "reset (epoch ended)", "replace": "replaced (epoch ended)",
+            "lower": "lowered"}
+
+
+def _print_guarantee(summary: Any) -> None:
+    """The epoch's guarantee: the filter fixed before its first release, what a lowering
+    or a release without privacy did to it."""
+    b = summary.budget
+    g = b.stated
+    if g is None:
+        return
+    line = (f"  guarantee of epoch {b.epoch}: ε = {g.epsilon:g} at δ = {g.delta:g} per "
+            "protected unit (the filter fixed before the epoch's first release)")
+    if b.lowered:
+        line += (f"; admission lowered within the epoch to ε = {b.epsilon:g} at δ = "
+                 f"{b.delta:g} (runs need both filters; a bound chosen after seeing "
+                 "releases is not a guarantee fixed in advance)")
+    if summary.void_since is not None:
+        line += f"; VOID: {summary.void_note()}"
+    typer.echo(line)
 
 
 @app.command("set", help="Set the budget of DATASET (a dataset folder, or a sha256 prefix or "
@@ -110,6 +137,13 @@ def set_(
         "--unit", help="A protected unit (repeat for several): edge, node, node_row, "
         "node_feature, graph, record. Every run must bound each (default: the unit of the "
         "first run).")] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Raise or replace a budget whose epoch has released something: "
+        "ends that epoch's guarantee here and starts a new epoch under the new budget "
+        "(recorded; asks unless --yes). Without it only a lower budget the releases still "
+        "fit is accepted.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     from dpgnn_core.errors import DpgnnError
@@ -117,7 +151,13 @@ def set_(
     try:
         sha, name, path = _dataset(dataset)
         store = _store()
-        store.set_budget(sha, name, path, epsilon, delta, unit or None)
+        if replace and not yes and not typer.confirm(
+                "replace the budget: the guarantee of its current epoch ends here and a new "
+                "epoch starts under the new budget?"):
+            error("not replaced")
+            raise typer.Exit(1)
+        store.set_budget(sha, name, path, epsilon, delta, unit or None, replace=replace,
+                         reason=reason)
         summary = store.summary(store.resolve(sha))
         over = [u for u, f in summary.filter.items() if not f.admits]
     except (DpgnnError, OSError, ValueError) as e:

@@ -291,7 +291,8 @@ def stopped(e: KeyboardInterrupt) -> None:
 
     if isinstance(e, Stopped) and e.path is not None:
         msg = (f"stopped after step {e.step} of {e.steps}; checkpoint kept at {e.path}: "
-               "the same command resumes from it (the steps done count against the budget)")
+               "the same command resumes from it and continues the same release (its budget "
+               "reservation stays with the checkpoint: the plan is charged once)")
     elif isinstance(e, Stopped):
         msg = f"stopped after step {e.step} of {e.steps}; nothing kept"
     else:

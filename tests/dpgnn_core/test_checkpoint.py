@@ -67,7 +67,8 @@ def test_checkpoint_holds_no_generator_state(tmp_path: Path) -> None:
                     generator=gen, on_step=_kill_at(3))
     saved = torch.load(tmp_path / "ck" / "checkpoint.pt", weights_only=True)
     assert set(saved) == {"format", "signature", "step", "history", "model", "optimizer",
-                          "best"}
+                          "best", "reservation"}  # the budget record it continues (None)
+    assert saved["reservation"] is None  # no gate outside a task
     state = gen.get_state()
 
     def contains(obj: object) -> bool:

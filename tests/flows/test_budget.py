@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -209,3 +210,100 @@ def test_run_json_survives_an_infinite_odometer(capsys: pytest.CaptureFixture[st
     print_summary({"method": "dp-mlp", **reading}, as_json=True)
     out = json.loads(capsys.readouterr().out)
     assert out["dataset_epsilon_spent"] == "inf" and out["dataset_epsilon_by_unit"]["node"] == "inf"
+
+
+def _spend(sha: str, z: float, run: str) -> None:
+    """One counted release of two Gaussian releases at noise ``z`` (edge unit)."""
+    from dpgnn_core.privacy import GaussianEvent
+    from tasks.budget import store
+
+    s = store()
+    s.mark_spent(s.reserve(sha, "ds", None, Charge(Ledger().add(
+        GaussianEvent(noise_multiplier=z, count=2, level="edge"))), method="gap-edp",
+        run_id=run, delta=1e-5, epsilon=None))
+
+
+def test_budget_set_again_cannot_raise_or_replace_a_spent_budget(tmp_path: Path) -> None:
+    """Issue 33 §1: `budget set` on a spent budget replaced it without a word (5 -> 0.1 ->
+    100, and a run refused before was admitted). Now, once the epoch has released: a lower
+    bound the releases still fit is accepted (the guarantee stays the one fixed in
+    advance), a lower one they exceed and any raise are refused, and `--replace --yes`
+    ends the epoch's guarantee (recorded, shown) and starts a new epoch."""
+    from dpgnn_core.budget import BudgetExceeded
+    from flows.cli import app
+    from tasks.budget import store
+
+    runner = CliRunner()
+    home = ["--home", str(tmp_path / "home")]
+    write_dataset(csbm(num_nodes=100, seed=64), tmp_path / "ds")
+    ds = str(tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+
+    def budget(*args: str, answer: str | None = None) -> Any:
+        return runner.invoke(app, [*home, "budget", *args], input=answer)
+
+    assert budget("set", ds, "--epsilon", "5", "--delta", "1e-5").exit_code == 0
+    assert budget("set", ds, "--epsilon", "6", "--delta", "1e-5").exit_code == 0  # unused
+    _spend(sha, 4.0, "a")
+    spent = store().summary(store().resolve(sha)).spent["edge"].epsilon
+    assert 0.1 < spent < 4.0
+    for eps, delta in (("0.1", "1e-5"), ("100", "1e-5"), ("6", "1e-4"), ("5", "1e-3")):
+        r = budget("set", ds, "--epsilon", eps, "--delta", delta)
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith("error: refused to ") and "--replace --yes" in r.output
+    b = store().summary(store().resolve(sha)).budget
+    assert (b.epsilon, b.delta, b.epoch) == (6.0, 1e-5, 0)  # nothing changed
+    with pytest.raises(BudgetExceeded):  # the run 100 would have admitted stays refused
+        _spend(sha, 0.5, "big")
+
+    r = budget("set", ds, "--epsilon", "5", "--delta", "1e-5")  # lower, still fits
+    assert r.exit_code == 0, r.output
+    assert "guarantee of epoch 0: ε = 6 at δ = 1e-05" in r.output
+    assert "admission lowered within the epoch to ε = 5" in r.output
+    b = store().summary(store().resolve(sha)).budget
+    assert b.lowered and b.stated is not None and b.stated.epsilon == 6.0
+
+    r = budget("set", ds, "--epsilon", "100", "--delta", "1e-5", "--replace", "--yes",
+               "--reason", "new consent")
+    assert r.exit_code == 0, r.output
+    s = store().summary(store().resolve(sha))
+    assert (s.budget.epsilon, s.budget.epoch, s.spent) == (100.0, 1, {})
+    assert not s.budget.lowered
+    r = budget("show", ds)
+    assert "guarantee of epoch 1: ε = 100" in r.output
+    (line,) = [ln for ln in r.output.splitlines() if "replaced (epoch ended)" in ln]
+    assert "the guarantee of epoch 0 ended here" in line and "new consent" in line
+    _spend(sha, 0.5, "big")  # admitted in the new epoch, under the new budget
+    r = budget("set", ds, "--epsilon", "200", "--delta", "1e-5", "--replace", answer="n\n")
+    assert r.exit_code == 1 and "not replaced" in r.output  # asked, refused
+    assert store().summary(store().resolve(sha)).budget.epoch == 1
+
+
+def test_a_release_without_privacy_voids_the_guarantee_shown(tmp_path: Path) -> None:
+    """Issue 33 §1: after `--allow-non-private-release`, `budget show` and the MLflow tag
+    still read a finite ε for the units that release bears on: both read ∞, "no guarantee
+    since release N"."""
+    from flows.cli import app
+    from tasks import budget as tb
+
+    runner = CliRunner()
+    write_dataset(csbm(num_nodes=100, seed=65), tmp_path / "ds")
+    ds = str(tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    r = runner.invoke(app, ["--home", str(tmp_path / "home"), "budget", "set", ds,
+                            "--epsilon", "20", "--delta", "1e-5"])
+    assert r.exit_code == 0, r.output
+    _spend(sha, 4.0, "a")
+    assert tb.odometer(sha, "edge")["dataset_epsilon_spent"] < 20
+    tb.admit_non_private({"content_sha256": sha, "name": "ds", "path": ds}, "gcn",
+                         allowed=True)
+    (rec,) = [r for r in tb.store().summary(tb.store().resolve(sha)).records
+              if r.status == "non-private"]
+    r = runner.invoke(app, ["budget", "show", ds])
+    (line,) = [ln for ln in r.output.splitlines() if "spent on edge" in ln]
+    assert "post hoc ε = inf" in line and f"no guarantee since release {rec.id}" in line
+    assert f"VOID: no guarantee since release {rec.id}" in r.output
+    reading = tb.odometer(sha, "edge")
+    assert reading["dataset_epsilon_spent"] == float("inf")
+    tag = tb.budget_tags(reading)["dpgnn.dataset_epsilon_spent"]
+    assert tag.startswith("inf at δ") and f"no guarantee since release {rec.id}" in tag

@@ -300,6 +300,17 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
     assert report["release"]["resumed_from_step"] == [int(m.group(1))]
     assert not Path(m.group(3)).exists()  # the result is stored: the checkpoint cleared
+    # Issue 33 §4: the resumed run continues the same release: its plan is charged once
+    # (the reservation stayed with the checkpoint), and the summary and MLflow say so.
+    assert "charged once" in stopped[0]
+    assert summary["dataset_epsilon_spent"] == pytest.approx(summary["epsilon"], rel=1e-6)
+    assert f"resumed from step {m.group(1)} of a stopped run" in summary["release"]
+    assert "charged once" in summary["release"]
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(summary["mlflow_tracking_uri"]).get_run(
+        summary["mlflow_run_id"]).data.tags
+    assert tags["dpgnn.resumed_from_step"] == m.group(1)
 
 
 @pytest.mark.slow

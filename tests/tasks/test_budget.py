@@ -128,3 +128,109 @@ def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
         method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
     assert steps == []
+
+
+def _stopped_at_two(ref: dict[str, Any], folder: Path) -> None:
+    """A dp-mlp run stopped (as by Ctrl-C) after step 2 of 6, its checkpoint kept."""
+    from dpgnn_core.training.checkpoint import Stopped, checkpointing, request_stop
+
+    data, _ = _dataset(int(ref["content_sha256"], 16))
+    method, spec = get("dp-mlp"), _spec()
+
+    def stop_at_two(t: int, rec: dict[str, float]) -> None:
+        if t == 2:
+            request_stop()
+
+    with pytest.raises(Stopped), gate_for(ref, method.name, spec) as gate, \
+            checkpointing(folder, 3600.0):  # type: ignore[arg-type]
+        method.fit(data, spec, on_step=gate.on_step(stop_at_two))
+
+
+def _resume(ref: dict[str, Any], folder: Path, release: str) -> Any:
+    from dpgnn_core.training.checkpoint import checkpointing
+
+    data, _ = _dataset(int(ref["content_sha256"], 16))
+    method, spec = get("dp-mlp"), _spec()
+    with gate_for(ref, method.name, spec) as gate, \
+            checkpointing(folder, 3600.0) as ckpt:  # type: ignore[arg-type]
+        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        gate.finish(fitted.report.with_release({"id": release}), fitted.ledger)
+    return ckpt
+
+
+@pytest.mark.slow
+def test_a_run_resumed_from_its_checkpoint_is_charged_its_plan_once(tmp_path: Path) -> None:
+    """Issue 33 §4: a run stopped after step 2 and resumed from its checkpoint was charged
+    its whole plan again. The checkpoint carries the reservation (already spent when it
+    stopped): the resumed run adopts it, charges nothing new and names its release on it;
+    a copy of that checkpoint cannot be adopted again (its token was replaced, its release
+    written), so a later resumption from it is charged as a release of its own."""
+    import shutil
+
+    _, ref = _dataset(107)
+    folder = tmp_path / "ckpt"
+    _stopped_at_two(ref, folder)
+    (rec,) = _records(ref)
+    assert rec.status == "spent" and rec.release_id is None  # step 1 was a release
+    shutil.copytree(folder, tmp_path / "copy")
+    ckpt = _resume(ref, folder, "r1")
+    assert ckpt.resumed_from == [2] and ckpt.carried_over
+    (after,) = _records(ref)
+    assert (after.id, after.status, after.release_id) == (rec.id, "spent", "r1")
+    assert "resumed from step 2" in after.note
+    assert after.charge.ledger == rec.charge.ledger  # the plan, once
+
+    again = _resume(ref, tmp_path / "copy", "r2")  # the same checkpoint, resumed twice
+    assert again.resumed_from == [2] and not again.carried_over
+    assert [(r.status, r.release_id) for r in _records(ref)] == [("spent", "r1"),
+                                                                 ("spent", "r2")]
+
+
+def test_a_carried_reservation_is_adopted_only_by_its_own_plan_and_token() -> None:
+    """Another plan, a wrong token, a later epoch or a release already written: no
+    adoption (each resumption of those is charged as its own release)."""
+    from dpgnn_core.privacy import GaussianEvent
+    from dpgnn_core.privacy.events import Ledger
+
+    _, ref = _dataset(108)
+    s = store()
+    sha = ref["content_sha256"]
+    rid = s.reserve(sha, ref["name"], ref["path"], Charge(Ledger().add(
+        GaussianEvent(noise_multiplier=2.0, count=1, level="node"))), method="m",
+        run_id="f:k:o", delta=1e-5, epsilon=None, plan_key="plan")
+    token = s.carrier(rid)
+    assert token is not None and s.carrier(rid) == token  # stable until adopted
+    assert s.adopt_carried(sha, rid, token, "other-plan", "g:k:o", "x") is None
+    assert s.adopt_carried(sha, rid, "f" * 32, "plan", "g:k:o", "x") is None
+    new = s.adopt_carried(sha, rid, token, "plan", "g:k:o", "resumed")
+    assert new is not None and new != token
+    assert s.adopt_carried(sha, rid, token, "plan", "h:k:o", "x") is None  # used up
+    s.attach_release(rid, "done")
+    assert s.adopt_carried(sha, rid, new, "plan", "h:k:o", "x") is None  # released
+    rid2 = s.reserve(sha, ref["name"], ref["path"], Charge(Ledger().add(
+        GaussianEvent(noise_multiplier=2.0, count=1, level="node"))), method="m",
+        run_id="f:k:p", delta=1e-5, epsilon=None, plan_key="plan")
+    token2 = s.carrier(rid2)
+    assert token2 is not None
+    s.reset(s.resolve(sha), "test")
+    assert s.adopt_carried(sha, rid2, token2, "plan", "g:k:p", "x") is None  # old epoch
+
+
+@pytest.mark.slow
+def test_a_checkpoint_another_live_run_trains_from_is_not_adopted(tmp_path: Path) -> None:
+    """While a run holds its checkpoint folder (its lock), another run of the same plan
+    resuming from that folder adopts nothing: it is a release of its own, charged."""
+    import fcntl
+    import os
+
+    _, ref = _dataset(109)
+    folder = tmp_path / "ckpt"
+    _stopped_at_two(ref, folder)
+    fd = os.open(folder / ".reservation.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the live run's hold
+        ckpt = _resume(ref, folder, "r1")
+    finally:
+        os.close(fd)
+    assert ckpt.resumed_from == [2] and not ckpt.carried_over
+    assert [r.release_id for r in _records(ref)] == [None, "r1"]
