@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from dpgnn_core import __version__
 from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.manifest import manifest_digest
 from dpgnn_core.data.validate import validate_graph_data
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
@@ -51,17 +52,6 @@ _SPLIT_TYPE = pa.dictionary(pa.int8(), pa.string())
 _BULK: dict[str, Any] = {"compression": "none", "use_dictionary": False,
                          "write_statistics": False, "data_page_size": 64 << 20,
                          "row_group_size": 8 << 20}
-
-
-#: Keys never part of ``manifest_sha256``: the hash itself, and the folder's ``path`` that
-#: readers add to the manifest they pass on (never written to ``manifest.json``).
-_UNHASHED = ("manifest_sha256", "path")
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    """The sha256 of every key of ``manifest`` but ``manifest_sha256`` (and a reader's
-    ``path``): what ``manifest_sha256`` records, so that an edit of any key is seen."""
-    return sha256_json({k: v for k, v in manifest.items() if k not in _UNHASHED})
 
 
 def _fixed_list(mat: np.ndarray) -> pa.FixedSizeListArray:
