@@ -43,8 +43,8 @@ def _check_format(fmt: str, path: Path) -> None:
 def _tabular_paths(source: Path, options: dict[str, Any],
                    fmt: str = "csv") -> tuple[Path, Path]:
     """``source`` is the edge file (``nodes`` option: the node table) or a folder holding
-    ``edges.*`` and ``nodes.*`` (those of format ``fmt`` first); both must be of format
-    ``fmt`` by their names."""
+    ``edges.*`` and ``nodes.*`` (those of format ``fmt`` first); the edge file must be of
+    format ``fmt`` by its name (the node table may be of either kind, read by its name)."""
     if source.is_dir():
         found = {}
         for stem in ("edges", "nodes"):
@@ -61,8 +61,7 @@ def _tabular_paths(source: Path, options: dict[str, Any],
                             "give a folder holding edges.* and nodes.*)", path=source,
                             field="nodes")
         edges, nodes = source, Path(given)
-    for path in (edges, nodes):
-        _check_format(fmt, path)
+    _check_format(fmt, edges)  # the node table is read by its own name (either kind)
     return edges, nodes
 
 
