@@ -559,8 +559,9 @@ def status(message: str, *, mode: str | None = None, console: Any = None,
         what = message.rstrip("….").rstrip()
         try:
             yield
-        except BaseException:
-            emit(f"{what}: failed after {format_duration(clock() - start)}", stream)
+        except BaseException as e:
+            word = "stopped" if isinstance(e, KeyboardInterrupt) else "failed"  # Ctrl-C
+            emit(f"{what}: {word} after {format_duration(clock() - start)}", stream)
             raise
         emit(f"{what}: done in {format_duration(clock() - start)}", stream)
         return

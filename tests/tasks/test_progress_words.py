@@ -12,7 +12,7 @@ from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.dpdgc import train_dpdgc
 from dpgnn_core.specs import DpdgcSpec
 from dpgnn_core.training.checkpoint import Stopped
-from tasks.progress import Progress, format_target
+from tasks.progress import Progress, format_target, status
 
 
 class FakeClock:
@@ -37,12 +37,13 @@ def test_a_tiny_target_reads_like_epsilon_spent() -> None:
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), Stopped(249, 400, None)])
 def test_ctrl_c_is_stopped_not_failed(interrupt: KeyboardInterrupt) -> None:
     out, clock = io.StringIO(), FakeClock()
-    with pytest.raises(KeyboardInterrupt), Progress("dp-mlp", 400, stream=out, clock=clock,
-                                                    mode="plain") as p:
+    with pytest.raises(KeyboardInterrupt), \
+            status("running dp-mlp on ds…", stream=out, clock=clock, mode="plain"), \
+            Progress("dp-mlp", 400, stream=out, clock=clock, mode="plain") as p:
         p.update(249)
         raise interrupt
-    last = out.getvalue().splitlines()[-1]
-    assert last == "dp-mlp: stopped at step 249/400 after 0s", last
+    assert out.getvalue().splitlines()[-2:] == ["dp-mlp: stopped at step 249/400 after 0s",
+                                                "running dp-mlp on ds: stopped after 0s"]
 
 
 def test_an_error_still_says_failed() -> None:
