@@ -16,6 +16,7 @@ from dpgnn_core.data.loaders import (
     load_tabular,
     load_tu,
 )
+from dpgnn_core.data.manifest import manifest_digest
 from dpgnn_core.data.options import validate_options
 from dpgnn_core.data.splits import make_disjoint
 from dpgnn_core.data.synthetic import csbm, er_graphs
@@ -202,7 +203,8 @@ def ingest_status(folder: str | Path, spec: IngestSpec) -> tuple[str, str]:
         tuple: ``(status, reason)``, ``status`` one of ``"missing"`` (no dataset folder
         there), ``"current"`` (its manifest records this spec and the source's files are
         unchanged) and ``"stale"`` (the source's files or the spec differ from the record,
-        or the manifest has no record: written before manifests kept one, or by hand);
+        or the manifest has no record: written before manifests kept one, or by hand; or
+        its ``manifest_sha256`` is missing or not that of its keys: a run would refuse it);
         ``reason`` says which, in words.
 
     Raises:
@@ -219,6 +221,9 @@ def ingest_status(folder: str | Path, spec: IngestSpec) -> tuple[str, str]:
     if not isinstance(record, dict) or "spec" not in record:
         return "stale", ("its manifest does not record the source it was ingested from "
                          "(ingested before manifests kept it)")
+    if manifest.get("manifest_sha256") != manifest_digest(manifest):
+        return "stale", ("its manifest has no manifest_sha256 (written by an older dpgnn) "
+                         "or was edited after ingest")
     if _comparable(record["spec"]) != _comparable(spec.model_dump(mode="json")):
         return "stale", "it was ingested with another spec (format, name or options)"
     now = source_sha256(spec)
