@@ -37,6 +37,13 @@ def _save(plt: Any, fig: Any, path: str | Path) -> Path:
     return path
 
 
+def _legend(ax: Any, **kw: Any) -> None:
+    """A legend when some artist has a label (matplotlib warns "No artists with labels"
+    otherwise: a sweep whose every point was refused plots nothing)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
                     title: str = "") -> Path:
     """Test accuracy vs ε (log axis): per private method the configuration with the best
@@ -72,7 +79,7 @@ def privacy_utility(rows: Sequence[Mapping[str, Any]], path: str | Path,
     ax.set_ylabel("test accuracy (mean ± std over seeds)")
     ax.set_title(title or "privacy-utility: configuration chosen on validation")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax, fontsize=8, loc="best")
     return _save(plt, fig, path)
 
 
@@ -141,7 +148,7 @@ def hyperparameters(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path
         ax.set_xlabel(key)
         ax.set_ylabel("val accuracy (best config)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     return _save(plt, fig, path)
@@ -181,7 +188,7 @@ def budget_over_time(series: Mapping[str, Sequence[tuple[str, float]]],
     ax.set_ylabel("cumulative ε (composition of every release)")
     ax.set_title(title or "privacy budget spent per dataset and protected unit")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax, fontsize=8, loc="best")
     fig.autofmt_xdate()
     return _save(plt, fig, path)
 
@@ -216,5 +223,5 @@ def audit_scores(scores: Any, included: Any, guesses: Any, path: str | Path,
     ax.set_ylabel("canaries" if s.size > 1 else "runs")
     ax.set_title(title or "audit: canary scores")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax, fontsize=8, loc="best")
     return _save(plt, fig, path)

@@ -4,6 +4,9 @@ A user sees one ``error: ...`` line per failure; the full story (Prefect's task 
 logs with their tracebacks, or the traceback of an unexpected error) goes to a log file
 under the project home, ``$DPGNN_HOME/logs/<time>-<pid>.log``, whose path the error line
 names. ``--verbose`` (or ``DPGNN_VERBOSE=1``) shows everything on the terminal as well.
+A Python warning (GAP's "encoder_dim exceeds the input features", a library's) is one
+``warning: ...`` line, its source in the file; one that says nothing a user can act on
+(Dask's dashboard port taken) only goes to the file.
 
 Imports nothing heavy: the handlers attach to the standard :mod:`logging` tree, into which
 Prefect's own loggers propagate.
@@ -15,9 +18,11 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -150,11 +155,47 @@ def dask_setup(worker: object = None) -> None:
     os.close(fd)
 
 
+#: Warnings a user can do nothing about: the log file has them, the terminal does not.
+QUIET_WARNINGS = (
+    "is already in use",  # Dask: "Port 8787 is already in use ... Hosting the HTTP server
+                          # on port N instead" (the dashboard of a second cluster)
+)
+
+
+@contextlib.contextmanager
+def warnings_to(handler: logging.Handler) -> Iterator[None]:
+    """Within the block, a Python warning is written whole (category, source file and
+    line) to ``handler`` and shown as one ``warning: <its first line>`` on standard error,
+    or not at all if it is one of :data:`QUIET_WARNINGS`; with ``--verbose`` Python's own
+    display is kept."""
+    if verbose():
+        yield
+        return
+    saved = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        text = str(message).strip()
+        handler.handle(logging.makeLogRecord({
+            "name": "py.warnings", "levelno": logging.WARNING, "levelname": "WARNING",
+            "msg": f"{filename}:{lineno}: {category.__name__}: {text}"}))
+        if not any(q in text for q in QUIET_WARNINGS):
+            first = text.splitlines()[0] if text else category.__name__
+            print(f"warning: {first}", file=sys.stderr, flush=True)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
+
+
 @contextlib.contextmanager
 def captured(home: Path) -> Iterator[Path]:
     """Send every log record (Prefect's included) to a new log file under ``home`` for the
-    duration; unless verbose, hide Prefect's error records from the terminal. Yields the
-    log file's path (created on the first record)."""
+    duration; unless verbose, hide Prefect's error records from the terminal and show
+    Python warnings in one line (:func:`warnings_to`). Yields the log file's path (created
+    on the first record)."""
     path = log_path(home)
     handler = logging.FileHandler(path, delay=True, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
@@ -169,7 +210,8 @@ def captured(home: Path) -> Iterator[Path]:
         for h in consoles:
             h.addFilter(hide)
     try:
-        yield path
+        with warnings_to(handler):
+            yield path
     finally:
         for h in consoles:
             h.removeFilter(hide)

@@ -38,9 +38,13 @@ def ensure_ingested(spec: IngestSpec) -> Path:
     ``ingest`` task's default), ingested now unless a complete one is there already. The
     key hashes the spec and the source files' fingerprint, so changed raw files or options
     give a new folder. Runs without Prefect (the sweep command calls it before its flow, so
-    the points' pre-checks can read the manifest); written atomically."""
+    the points' pre-checks can read the manifest); written atomically. A folder whose
+    manifest does not read back (written by an older dpgnn, without ``manifest_sha256``,
+    or edited) is ingested again: it is the project's, made from the same source."""
     folder = _default_out(spec)
-    if not (folder / "manifest.json").is_file():
+    try:
+        read_manifest(folder)
+    except DataError:
         write_dataset(load_from_spec(spec), folder, overwrite=folder.exists())
     return folder
 

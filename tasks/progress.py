@@ -95,6 +95,16 @@ def format_epsilon(eps: float) -> str:
     return f"{mantissa:.2f}e{exp:+03d}"
 
 
+def format_target(eps: float) -> str:
+    """A target ε in the form :func:`format_epsilon` gives ε spent, so that the two read
+    alike (``1.00e-04/1.00e-04``, not ``1.00e-04/0.0001``): below 0.001 as ε spent is
+    (scientific, rounded up the same way, so ε spent ≤ target reads so), else as given
+    (``4``, ``0.5``)."""
+    if math.isfinite(eps) and 0 < eps < 1e-3:
+        return format_epsilon(eps)
+    return f"{eps:g}"
+
+
 def _percent(done: int, total: int) -> int:
     return int(100 * done / total) if total else 100
 
@@ -344,17 +354,20 @@ class Progress:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self.close(failed=exc is not None)
+        # Ctrl-C (a KeyboardInterrupt, the training's Stopped) stopped it; it did not fail
+        self.close(failed=exc is not None and not isinstance(exc, KeyboardInterrupt),
+                   interrupted=isinstance(exc, KeyboardInterrupt))
 
-    def close(self, failed: bool = False) -> None:
+    def close(self, failed: bool = False, interrupted: bool = False) -> None:
         """End the reporter: finished rows stay on screen; a run that stopped before its
-        total says where it stopped."""
+        total (or was ``interrupted``: Ctrl-C) says where it stopped, "failed" only when it
+        ``failed``."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            stopped = self.total is not None and self._first is not None \
-                and self.done < self.total
+            stopped = (interrupted or (self.total is not None and self.done < self.total)) \
+                and self._first is not None
             if self.mode == "plain" and (failed or stopped) and self._first is not None:
                 emit(f"{self.label}: {'failed' if failed else 'stopped'} at {self.unit} "
                      f"{self.done}/{self.total if self.total is not None else '?'} after "
@@ -492,7 +505,8 @@ class Progress:
 
     def _eps_text(self) -> str:
         assert self.epsilon is not None
-        target = (f"/{self.target_epsilon:g}" if self.target_epsilon is not None else "")
+        target = (f"/{format_target(self.target_epsilon)}"
+                  if self.target_epsilon is not None else "")
         return format_epsilon(self.epsilon) + target
 
     def _info(self) -> str:
@@ -545,8 +559,9 @@ def status(message: str, *, mode: str | None = None, console: Any = None,
         what = message.rstrip("….").rstrip()
         try:
             yield
-        except BaseException:
-            emit(f"{what}: failed after {format_duration(clock() - start)}", stream)
+        except BaseException as e:
+            word = "stopped" if isinstance(e, KeyboardInterrupt) else "failed"  # Ctrl-C
+            emit(f"{what}: {word} after {format_duration(clock() - start)}", stream)
             raise
         emit(f"{what}: done in {format_duration(clock() - start)}", stream)
         return

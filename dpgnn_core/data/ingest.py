@@ -16,6 +16,7 @@ from dpgnn_core.data.loaders import (
     load_tabular,
     load_tu,
 )
+from dpgnn_core.data.manifest import manifest_digest
 from dpgnn_core.data.options import validate_options
 from dpgnn_core.data.splits import make_disjoint
 from dpgnn_core.data.synthetic import csbm, er_graphs
@@ -23,23 +24,46 @@ from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_file, sha256_json
 from dpgnn_core.specs import IngestSpec
 
+#: The file names each tabular format reads.
+_SUFFIXES = {"csv": (".csv", ".csv.gz", ".tsv"), "parquet": (".parquet",)}
 
-def _tabular_paths(source: Path, options: dict[str, Any]) -> tuple[Path, Path]:
+
+def _check_format(fmt: str, path: Path) -> None:
+    """Refuse a table whose name says another format than ``--format`` (a CSV file given
+    ``--format parquet`` would otherwise be read as CSV without a word)."""
+    if fmt not in _SUFFIXES or path.name.endswith(_SUFFIXES[fmt]):
+        return
+    other = next((f for f, ends in _SUFFIXES.items() if path.name.endswith(ends)), None)
+    hint = (f"pass --format {other}" if other else
+            f"name it {' or '.join(_SUFFIXES[fmt])}, or pass the format it is in")
+    raise DataError(f"--format {fmt}, but this file is "
+                    f"{'a ' + other.upper() + ' file' if other else 'not ' + fmt.upper()} "
+                    f"by its name; {hint}", path=path, field="format", value=fmt)
+
+
+def _tabular_paths(source: Path, options: dict[str, Any],
+                   fmt: str = "csv") -> tuple[Path, Path]:
     """``source`` is the edge file (``nodes`` option: the node table) or a folder holding
-    ``edges.*`` and ``nodes.*``."""
+    ``edges.*`` and ``nodes.*`` (those of format ``fmt`` first); the edge file must be of
+    format ``fmt`` by its name (the node table may be of either kind, read by its name)."""
     if source.is_dir():
         found = {}
         for stem in ("edges", "nodes"):
             hits = [p for p in sorted(source.iterdir()) if p.name.split(".")[0] == stem]
             if not hits:
                 raise DataError(f"folder has no {stem}.csv / {stem}.parquet", path=source)
-            found[stem] = hits[0]
-        return found["edges"], found["nodes"]
-    nodes = options.pop("nodes", None)
-    if not nodes:
-        raise DataError("csv/parquet ingest needs the node table: pass --nodes FILE (or give "
-                        "a folder holding edges.* and nodes.*)", path=source, field="nodes")
-    return source, Path(nodes)
+            ours = [p for p in hits if p.name.endswith(_SUFFIXES.get(fmt, ()))]
+            found[stem] = (ours or hits)[0]
+        edges, nodes = found["edges"], found["nodes"]
+    else:
+        given = options.pop("nodes", None)
+        if not given:
+            raise DataError("csv/parquet ingest needs the node table: pass --nodes FILE (or "
+                            "give a folder holding edges.* and nodes.*)", path=source,
+                            field="nodes")
+        edges, nodes = source, Path(given)
+    _check_format(fmt, edges)  # the node table is read by its own name (either kind)
+    return edges, nodes
 
 
 # Loaders taking (source, name, **options); csv/parquet and synthetic are handled apart.
@@ -81,7 +105,7 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
         elif spec.format in _LOADERS:
             data = _LOADERS[spec.format](src, spec.name, **opts)
         else:
-            edge_file, nodes = _tabular_paths(src, opts)
+            edge_file, nodes = _tabular_paths(src, opts, spec.format)
             data = load_tabular(edge_file, nodes, name=spec.name, **opts)
     except TypeError as e:
         raise DataError(f"bad option for format {spec.format!r}: {e}", field="options",
@@ -179,7 +203,8 @@ def ingest_status(folder: str | Path, spec: IngestSpec) -> tuple[str, str]:
         tuple: ``(status, reason)``, ``status`` one of ``"missing"`` (no dataset folder
         there), ``"current"`` (its manifest records this spec and the source's files are
         unchanged) and ``"stale"`` (the source's files or the spec differ from the record,
-        or the manifest has no record: written before manifests kept one, or by hand);
+        or the manifest has no record: written before manifests kept one, or by hand; or
+        its ``manifest_sha256`` is missing or not that of its keys: a run would refuse it);
         ``reason`` says which, in words.
 
     Raises:
@@ -196,6 +221,9 @@ def ingest_status(folder: str | Path, spec: IngestSpec) -> tuple[str, str]:
     if not isinstance(record, dict) or "spec" not in record:
         return "stale", ("its manifest does not record the source it was ingested from "
                          "(ingested before manifests kept it)")
+    if manifest.get("manifest_sha256") != manifest_digest(manifest):
+        return "stale", ("its manifest has no manifest_sha256 (written by an older dpgnn) "
+                         "or was edited after ingest")
     if _comparable(record["spec"]) != _comparable(spec.model_dump(mode="json")):
         return "stale", "it was ingested with another spec (format, name or options)"
     now = source_sha256(spec)

@@ -12,11 +12,17 @@ One folder per dataset version::
     manifest.json     schema version, task, counts, dims, split scheme, provenance,
                       sha256 of every file, and ``content_sha256`` (the dataset's id);
                       ``ingest``: the ingest spec and the sha256 of its raw files, when
-                      written from one (not part of ``content_sha256``)
+                      written from one (not part of ``content_sha256``);
+                      ``manifest_sha256``: the sha256 of every other key (its claims:
+                      ``directed``, ``num_classes``, the name, provenance, ...)
 
 The folder is written atomically (temp folder, then rename). The reader checks the
-manifest against the files (checksums, counts, id ranges, dtypes) and raises
-:class:`~dpgnn_core.errors.DataError` naming the file, column and offending value.
+manifest against the files (checksums, counts, id ranges, dtypes), re-derives what the
+files state (counts, widths, label kind, split counts, the least number of classes) and
+checks ``manifest_sha256``, so an edit of any key is refused; it raises
+:class:`~dpgnn_core.errors.DataError` naming the file, column and offending value. What a
+hash kept in the same file cannot stop (an editor who recomputes it) is in
+``docs/privacy.md`` ("What the dataset's manifest claims").
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import pyarrow.parquet as pq
 
 from dpgnn_core import __version__
 from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
+from dpgnn_core.data.manifest import manifest_digest
 from dpgnn_core.data.validate import validate_graph_data
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
@@ -192,12 +199,45 @@ def write_dataset(
         }
         if data.meta.get("ingest"):  # the spec and raw files' sha256 (load_from_spec)
             manifest["ingest"] = data.meta["ingest"]
+        # hashed as it will read back (numpy scalars and tuples as JSON writes them)
+        manifest = json.loads(json.dumps(manifest, default=str))
+        manifest["manifest_sha256"] = manifest_digest(manifest)
         write_json_atomic(tmp / MANIFEST, manifest)
     return manifest
 
 
-def read_manifest(folder: str | Path) -> dict[str, Any]:
-    """Read and sanity-check ``manifest.json`` of a dataset folder."""
+def check_manifest_digest(folder: str | Path, manifest: dict[str, Any]) -> None:
+    """Raise unless ``manifest``'s ``manifest_sha256`` is that of its other keys: an edit
+    of any key (``directed``, ``num_classes``, the name, ...) after ingest is refused, as a
+    tampered Parquet file is. A manifest without one was written by a dpgnn older than the
+    check and is refused with what to do: ingest it again (in place, it keeps its budget).
+
+    Raises:
+        DataError: naming ``manifest.json``, the field ``manifest_sha256`` and its value.
+    """
+    where = Path(folder) / MANIFEST
+    stated = manifest.get("manifest_sha256")
+    if stated is None:
+        raise DataError("manifest has no manifest_sha256 (written by dpgnn "
+                        f"{manifest.get('dpgnn_version', '< 0.1.0')}, before every key was "
+                        "hashed); ingest it again in place (`dpgnn ingest ... --out "
+                        f"{Path(folder)} --overwrite`: a new version of a folder keeps its "
+                        "budget)", path=where, field="manifest_sha256")
+    digest = manifest_digest(manifest)
+    if stated != digest:
+        raise DataError("manifest was edited after ingest: its keys do not give its "
+                        f"manifest_sha256 (they give {digest[:12]}…)", path=where,
+                        field="manifest_sha256", value=stated)
+
+
+def read_manifest(folder: str | Path, *, check: bool = True) -> dict[str, Any]:
+    """Read and sanity-check ``manifest.json`` of a dataset folder.
+
+    Args:
+        folder (str or Path): the dataset folder.
+        check (bool, optional): refuse a manifest edited after ingest
+            (:func:`check_manifest_digest`). (default: :obj:`True`)
+    """
     folder = Path(folder)
     path = folder / MANIFEST
     if not folder.is_dir():
@@ -216,6 +256,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     if manifest["schema_version"] != SCHEMA_VERSION:
         raise DataError(f"unsupported schema version (this dpgnn reads {SCHEMA_VERSION})",
                         path=path, field="schema_version", value=manifest["schema_version"])
+    if check:
+        check_manifest_digest(folder, manifest)
     return manifest
 
 
@@ -232,12 +274,78 @@ def verify_checksums(folder: str | Path, manifest: dict[str, Any]) -> None:
                             field="sha256", value=digest)
 
 
-def verify_folder(folder: str | Path, manifest: dict[str, Any]) -> None:
-    """What a run checks of a dataset folder before it starts (cheap: hashes and Parquet
-    footers, no table read): every file the manifest lists is there with its sha256
-    (:func:`verify_checksums`); the manifest's ``content_sha256`` is that of those sha256,
-    so a listed hash was not edited; and the row counts and widths the manifest states are
-    those of the files' footers, so its counts were not edited either.
+def _edited(where: Path, field: str, value: Any, holds: str) -> DataError:
+    return DataError(f"manifest was edited after ingest: it says {field} = {value}, {holds}",
+                     path=where, field=field, value=value)
+
+
+def _check_footers(folder: Path, manifest: dict[str, Any]) -> None:
+    """The row counts and widths the manifest states are those of the files' footers and
+    schemas: ``num_nodes``, ``num_edges``, ``num_graphs``, ``feature_dim``,
+    ``edge_feature_dim`` and the label kind (``multi_label``; its width ``num_classes``)."""
+    where, files = folder / MANIFEST, manifest["files"]
+    expect = {"nodes.parquet": "num_nodes", "features.parquet": "num_nodes",
+              "edges.parquet": "num_edges"}
+    if manifest.get("task") == "graph":
+        expect["graphs.parquet"] = "num_graphs"
+    for name, field in expect.items():
+        if name not in files:
+            if name == "graphs.parquet":  # a node dataset's manifest edited to say graph
+                raise _edited(where, "task", manifest.get("task"), "there is no graphs.parquet")
+            raise DataError("manifest does not list this file", path=folder / name)
+        rows, value = pq.read_metadata(folder / name).num_rows, manifest.get(field)
+        if rows != value:
+            raise _edited(where, field, value, f"{name} holds {rows} rows")
+    width = pq.read_schema(folder / "features.parquet").field("x").type
+    if pa.types.is_fixed_size_list(width) and width.list_size != manifest.get("feature_dim"):
+        raise _edited(where, "feature_dim", manifest.get("feature_dim"),
+                      f"features.parquet holds {width.list_size}")
+    edges = pq.read_schema(folder / "edges.parquet")
+    k = (edges.field("edge_attr").type.list_size if "edge_attr" in edges.names
+         and pa.types.is_fixed_size_list(edges.field("edge_attr").type) else 0)
+    if "edge_feature_dim" in manifest and manifest["edge_feature_dim"] != k:
+        raise _edited(where, "edge_feature_dim", manifest["edge_feature_dim"],
+                      f"edges.parquet holds {k}")
+    label = pq.read_schema(folder / "nodes.parquet").field("label").type
+    multi = pa.types.is_fixed_size_list(label)
+    if "multi_label" in manifest and manifest["multi_label"] != multi:
+        raise _edited(where, "multi_label", manifest["multi_label"],
+                      f"nodes.parquet holds {'lists of' if multi else 'single'} labels")
+    if multi and label.list_size != manifest.get("num_classes"):
+        raise _edited(where, "num_classes", manifest.get("num_classes"),
+                      f"nodes.parquet holds {label.list_size} labels per node")
+
+
+def _check_records(folder: Path, manifest: dict[str, Any], labels: np.ndarray,
+                   split: np.ndarray) -> None:
+    """The split counts the manifest states are those of the records, and its
+    ``num_classes`` is above every label."""
+    where = folder / MANIFEST
+    counts = np.bincount(split.astype(np.int64), minlength=len(SPLIT_NAMES))
+    held = {n: int(c) for n, c in zip(SPLIT_NAMES, counts, strict=True)}
+    stated = manifest.get("split_counts")
+    if isinstance(stated, dict) and stated != held:
+        raise DataError(f"manifest was edited after ingest: split_counts {stated}, the files "
+                        f"hold {held}", path=where, field="split_counts", value=stated)
+    top = int(labels.max()) if labels.ndim == 1 and labels.size else -1
+    if top >= int(manifest.get("num_classes", 0)):
+        raise _edited(where, "num_classes", manifest.get("num_classes"),
+                      f"the labels reach {top}")
+
+
+def verify_folder(folder: str | Path,
+                  manifest: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """What a run checks of a dataset folder before it starts (cheap: hashes, Parquet
+    footers and the records' label and split columns): every file the manifest lists is
+    there with its sha256 (:func:`verify_checksums`); the manifest's ``content_sha256`` is
+    that of those sha256, so a listed hash was not edited; what the files state (row
+    counts, widths, label kind, split counts, the largest label) is what the manifest says;
+    and ``manifest_sha256`` is that of its keys (:func:`check_manifest_digest`), so no other
+    key (``directed``, ``num_classes``, the name, ...) was edited either.
+
+    Returns:
+        tuple: the records' labels and split codes (:func:`record_labels`), read for the
+        checks.
 
     Raises:
         DataError: naming the file (or ``manifest.json``), the field and the value.
@@ -254,23 +362,11 @@ def verify_folder(folder: str | Path, manifest: dict[str, Any]) -> None:
         raise DataError("manifest was edited after ingest: its files' sha256 do not give its "
                         f"content_sha256 (they give {content[:12]}…)", path=where,
                         field="content_sha256", value=manifest.get("content_sha256"))
-    expect = {"nodes.parquet": "num_nodes", "features.parquet": "num_nodes",
-              "edges.parquet": "num_edges"}
-    if manifest.get("task") == "graph":
-        expect["graphs.parquet"] = "num_graphs"
-    for name, field in expect.items():
-        if name not in files:
-            raise DataError("manifest does not list this file", path=folder / name)
-        rows, value = pq.read_metadata(folder / name).num_rows, manifest.get(field)
-        if rows != value:
-            raise DataError(f"manifest was edited after ingest: it says {field} = {value}, "
-                            f"{name} holds {rows} rows", path=where, field=field, value=value)
-    width = pq.read_schema(folder / "features.parquet").field("x").type
-    if pa.types.is_fixed_size_list(width) and width.list_size != manifest.get("feature_dim"):
-        raise DataError(f"manifest was edited after ingest: it says feature_dim = "
-                        f"{manifest.get('feature_dim')}, features.parquet holds "
-                        f"{width.list_size}", path=where, field="feature_dim",
-                        value=manifest.get("feature_dim"))
+    _check_footers(folder, manifest)
+    labels, split = record_labels(folder, str(manifest.get("task")))
+    _check_records(folder, manifest, labels, split)
+    check_manifest_digest(folder, manifest)
+    return labels, split
 
 
 def record_labels(folder: str | Path, task: str) -> tuple[np.ndarray, np.ndarray]:

@@ -60,6 +60,7 @@ from dpgnn_core.methods._private import (
     check_weak_budget,
     guarantee_scope,
     save_model,
+    with_epsilon,
 )
 from dpgnn_core.methods._staged import MAX_NOISE
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
@@ -470,6 +471,11 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         release_gate.released()
     # A rerun of the task redraws the aggregation's noise: resuming a classifier trained on
     # the earlier release would mix two releases the ledger counts once. No checkpoint.
+    if _private(spec):  # the progress line's ε: the classifier trains after the release
+        # of the aggregation, so ε after any of its steps is at most the plan's (an upper
+        # bound, as _epsilon_points says)
+        steps = spec.epochs if spec.level in ("edge", "none") else spec.steps
+        on_step = with_epsilon(on_step, [float(report["epsilon"])] * steps)
     with suspended():
         clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
     enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim)

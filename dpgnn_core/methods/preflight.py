@@ -9,8 +9,9 @@ The checks, in order:
 
 0. with the dataset folder known (a ``path`` key in the manifest): its files are those the
    manifest lists, by sha256, and the manifest was not edited
-   (:func:`~dpgnn_core.data.store.verify_folder`), so a tampered or missing file is refused
-   here, not inside the flow;
+   (:func:`~dpgnn_core.data.store.verify_folder`: every key is covered by the manifest's
+   ``manifest_sha256`` and what the files state is re-derived), so a tampered or missing
+   file or an edited manifest is refused here, not inside the flow;
 1. the dataset's task is the method's (node or graph classification);
 2. single labels, for every method but the non-private full-batch baselines;
 3. training records exist (nodes, or graphs for graph classification);
@@ -93,7 +94,7 @@ def _folder_records(manifest: Mapping[str, Any]) -> tuple[dict[str, int], Any]:
     """Verify the folder (check 0) and count its records' splits and training classes:
     ``({split: count}, training labels)``, cached per folder state."""
     from dpgnn_core.data.graph import SPLIT_NAMES, TRAIN
-    from dpgnn_core.data.store import record_labels, verify_folder
+    from dpgnn_core.data.store import verify_folder
 
     folder = Path(str(manifest["path"]))
     files = manifest.get("files") or {}
@@ -104,8 +105,7 @@ def _folder_records(manifest: Mapping[str, Any]) -> tuple[dict[str, int], Any]:
     key = (str(folder.resolve()), tuple(stats), json.dumps(dict(manifest), sort_keys=True,
                                                            default=str))
     if key not in _VERIFIED:
-        verify_folder(folder, dict(manifest))
-        labels, split = record_labels(folder, str(manifest.get("task")))
+        labels, split = verify_folder(folder, dict(manifest))
         import numpy as np
 
         counts = np.bincount(split.astype(np.int64), minlength=len(SPLIT_NAMES))

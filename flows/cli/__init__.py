@@ -123,33 +123,61 @@ def datasets(
         "puts them, and $DPGNN_HOME/datasets).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List ingested datasets with their counts."""
+    """List ingested datasets with their counts; a folder a run would refuse (its
+    manifest edited or from before manifest_sha256, a file missing or resized) is marked
+    and warned about."""
+    from dpgnn_core.data.manifest import quick_problem
     from dpgnn_core.home import project_dir
 
     roots = [root] if root is not None else [Path("data"), project_dir() / "datasets"]
     found = [d for r in roots for d in find_datasets(r)]
     root = root or Path(" and ".join(str(r) for r in roots))
+    problems = {p: quick_problem(p, m) for p, m in found}
+    for p, problem in problems.items():
+        if problem:
+            typer.secho(f"warning: {p}: {problem}; a run refuses it", fg=typer.colors.YELLOW,
+                        err=True)
     if as_json:
         for p, m in found:
             print(json.dumps({"path": str(p), **{k: m.get(k) for k in (
                 "name", "task", "num_nodes", "num_edges", "num_graphs", "feature_dim",
-                "num_classes", "split_counts", "content_sha256")}}))
+                "num_classes", "split_counts", "content_sha256")},
+                **({"problem": problems[p]} if problems[p] else {})}))
         return
     if not found:
         typer.echo(f"no datasets under {root}")
         return
+    _print_datasets(found, problems)
+
+
+def _print_datasets(found: list[tuple[Path, dict[str, Any]]],
+                    problems: dict[Path, str | None]) -> None:
+    """The datasets as a table sized to the terminal on a terminal; piped or redirected (no
+    width to fit: a box squeezed to 80 columns cuts names and paths), a Markdown table as
+    wide as its content."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("name", "task", "nodes", "edges", "graphs", "features", "classes",
-                  "train/val/test", "path")
+    from flows.cli.sweep import markdown_table
+
+    header = ["name", "task", "nodes", "edges", "graphs", "features", "classes",
+              "train/val/test", "path"]
+    rows = []
     for p, m in found:
         s = m.get("split_counts", {})
-        table.add_row(m.get("name", "?"), m.get("task", "?"), f"{m.get('num_nodes', 0):,}",
-                      f"{m.get('num_edges', 0):,}", str(m.get("num_graphs", 0)),
-                      str(m.get("feature_dim")), str(m.get("num_classes")),
-                      f"{s.get('train')}/{s.get('val')}/{s.get('test')}", str(p))
-    Console().print(table)
+        rows.append([str(m.get("name", "?")) + (" (refused)" if problems[p] else ""),
+                     str(m.get("task", "?")), f"{m.get('num_nodes', 0):,}",
+                     f"{m.get('num_edges', 0):,}", str(m.get("num_graphs", 0)),
+                     str(m.get("feature_dim")), str(m.get("num_classes")),
+                     f"{s.get('train')}/{s.get('val')}/{s.get('test')}", str(p)])
+    console = Console()
+    if not console.is_terminal:
+        typer.echo("\n".join(markdown_table(header, rows)))
+        return
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def _run_app() -> typer.Typer:

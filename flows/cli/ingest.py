@@ -188,7 +188,8 @@ def _parameters() -> list[inspect.Parameter]:
                 "dgl.save_graphs (needs the dgl extra); csv/parquet edge file (or a folder "
                 "with edges.* and nodes.*). Not used by synthetic.")]),
         inspect.Parameter("name", kw, default=None, annotation=Annotated[
-            str | None, typer.Option(help="Dataset name (inferred by default).")]),
+            str | None, typer.Option(help="Dataset name (default: for csv/parquet the "
+                                     "--out folder's name, else the source's).")]),
         inspect.Parameter("overwrite", kw, default=False, annotation=Annotated[
             bool, typer.Option(help="Replace an existing --out folder.")]),
     ]
@@ -223,7 +224,9 @@ def ingest(**kwargs: Any) -> None:
     if fmt != "synthetic" and source is None:
         error(f"--source is required for --format {fmt}")
         raise typer.Exit(2)
-    write(fmt, source, general["name"], opts, out, overwrite=general["overwrite"],
+    # A table's own name is no dataset's ("nodes"): name it after its folder, --out.
+    name = general["name"] or (out.resolve().name if fmt in ("csv", "parquet") else None)
+    write(fmt, source, name, opts, out, overwrite=general["overwrite"],
           as_json=general["as_json"])
 
 

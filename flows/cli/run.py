@@ -162,12 +162,27 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
 
 
 def _load_config(path: Path) -> dict[str, Any]:
-    """A spec file's mapping (TOML, YAML or JSON by suffix)."""
+    """A spec file's mapping (TOML, YAML or JSON by suffix).
+
+    Raises:
+        DataError: the file cannot be read or parsed, or holds no mapping: one line naming
+            the file and the parser's line and column.
+    """
+    from dpgnn_core.errors import DataError
     from dpgnn_core.io import parse_mapping
 
-    data = parse_mapping(path.read_text(), path.suffix)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DataError(f"--config: cannot read the spec file: {e.strerror or e}",
+                        path=path) from e
+    try:
+        data = parse_mapping(text, path.suffix)
+    except Exception as e:  # the parsers' own errors name line and column
+        reason = " ".join(str(e).split())  # PyYAML's message spans lines (a caret)
+        raise DataError(f"--config: cannot parse the spec file: {reason}", path=path) from e
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a spec file holds a mapping of options")
+        raise DataError("--config: a spec file holds a mapping of options", path=path)
     return data
 
 

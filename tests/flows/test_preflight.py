@@ -131,8 +131,14 @@ def test_gap_degree_and_dpgnn_level_checks(tmp_path: Path) -> None:
     assert str(deg) not in str(err.value)  # the observed maximum stays private
     with pytest.raises(PrivacyError, match="only sound on directed"):
         preflight.check(get("dp-gcn").spec(epsilon=4.0, level="node"), manifest)
+    data.directed = True  # the same graph ingested as directed is admitted
+    write_dataset(data, tmp_path / "directed")
     preflight.check(get("dp-gcn").spec(epsilon=4.0, level="node"),
-                    {**manifest, "directed": True})
+                    {**json.loads((tmp_path / "directed" / "manifest.json").read_text()),
+                     "path": str(tmp_path / "directed")})
+    with pytest.raises(DataError, match="manifest was edited"):  # not by an edit (issue 33)
+        preflight.check(get("dp-gcn").spec(epsilon=4.0, level="node"),
+                        {**manifest, "directed": True})
 
 
 def test_device_check() -> None:

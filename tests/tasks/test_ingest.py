@@ -35,3 +35,21 @@ def test_a_half_written_folder_is_ingested_again(monkeypatch: pytest.MonkeyPatch
     folder = ensure_ingested(spec)
     (folder / "manifest.json").unlink()  # as if a copy had stopped half-way
     assert read_manifest(ensure_ingested(spec))["num_nodes"] == 40
+
+
+def test_a_folder_from_before_manifest_sha256_is_ingested_again(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 33 §2: the project's own folder written by an older dpgnn (no
+    manifest_sha256), which every run would refuse, is ingested again from its source."""
+    import json
+
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    spec = IngestSpec(format="synthetic", options={"num_nodes": 40})
+    folder = ensure_ingested(spec)
+    path = folder / "manifest.json"
+    old = json.loads(path.read_text())
+    del old["manifest_sha256"]
+    path.write_text(json.dumps(old))
+    assert ensure_ingested(spec) == folder
+    again = read_manifest(folder)  # reads back: the hash is there and right
+    assert again["content_sha256"] == old["content_sha256"]  # same data, same id

@@ -31,4 +31,4 @@ def test_progress_line_of_a_tiny_budget() -> None:
     out = io.StringIO()
     with Progress("dp-mlp", 10, target_epsilon=1e-4, stream=out, mode="plain") as p:
         p.update(10, loss=1.0, epsilon=9.995e-05)
-    assert "eps 1.00e-04/0.0001" in out.getvalue()
+    assert "eps 1.00e-04/1.00e-04" in out.getvalue()  # one form (issue 33 §7)

@@ -280,6 +280,23 @@ def _ordered_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, src
     return src, dst, perm, node_name
 
 
+def _not_numeric(col: pa.ChunkedArray, name: str, path: Path) -> None:
+    """Refuse a ``--feature-cols`` column that is not numeric, naming its first text cell
+    (its line and value), as a default column is."""
+    values = col.to_pylist()
+    kind = col.type
+    numbers, _, text = (_text_kinds(values) if pa.types.is_string(kind)
+                        or pa.types.is_large_string(kind) else ([], [], []))
+    if text:
+        first = text[0]
+        raise DataError(f"feature column holds text ({len(text)} text cells, "
+                        f"{len(numbers)} numbers, the first text at "
+                        f"{_locate(path)(first)}); fix the cell, or leave the column out of "
+                        "--feature-cols", path=path, field=name, value=values[first])
+    raise DataError(f"feature column is not numeric (type {kind})", path=path, field=name,
+                    value=str(kind))
+
+
 def _features(nt: pa.Table, feature_cols: Sequence[str] | None, skip: set[str],
               perm: np.ndarray, node_name: Callable[[int], object], nodes: Path,
               notes: list[str], dropped: dict[str, str]
@@ -294,8 +311,7 @@ def _features(nt: pa.Table, feature_cols: Sequence[str] | None, skip: set[str],
     for c in feature_cols:
         col = _col(nt, c, nodes)
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-            raise DataError(f"feature column is not numeric (type {col.type})", path=nodes,
-                            field=c, value=str(col.type))
+            _not_numeric(col, c, nodes)
         cols.append(col.to_numpy().astype(np.float32))
     x = np.stack(cols, axis=1)[perm]
     finite = np.isfinite(x)

@@ -86,3 +86,20 @@ def test_status_without_a_record_or_a_source(tmp_path: Path) -> None:
     (tmp_path / "raw" / "nodes.csv").unlink()
     with pytest.raises(DataError, match="source not found"):
         ingest_status(folder, spec)
+
+
+def test_a_manifest_a_run_would_refuse_is_stale(tmp_path: Path) -> None:
+    """Issue 33 §2: no manifest_sha256 (an older dpgnn) or an edited key: re-ingested by a
+    scheduled retraining, not refused by it."""
+    spec = _source(tmp_path / "raw")
+    folder = tmp_path / "ds"
+    _ingest(spec, folder)
+    path = folder / "manifest.json"
+    original = json.loads(path.read_text())
+    for change in ({"manifest_sha256": None}, {"directed": True}):
+        path.write_text(json.dumps({k: v for k, v in {**original, **change}.items()
+                                    if v is not None}))
+        status, reason = ingest_status(folder, spec)
+        assert status == "stale" and "manifest_sha256" in reason, (change, reason)
+    _ingest(spec, folder)
+    assert ingest_status(folder, spec)[0] == "current"

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpgnn_core.data import GraphData, read_dataset, read_manifest, write_dataset
+from dpgnn_core.data.store import manifest_digest
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_file, sha256_json
@@ -32,6 +33,7 @@ def _rehash(folder: Path) -> None:
     for name in m["files"]:
         m["files"][name]["sha256"] = sha256_file(folder / name)
     m["content_sha256"] = sha256_json({f: h["sha256"] for f, h in m["files"].items()})
+    m["manifest_sha256"] = manifest_digest(m)
     (folder / "manifest.json").write_text(json.dumps(m))
 
 
