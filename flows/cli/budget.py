@@ -40,7 +40,14 @@ def _dataset(key: str) -> tuple[str, str, str | None]:
     sha256 (prefix), folder or name."""
     folder = Path(key)
     if (folder / "manifest.json").is_file():
+        from dpgnn_core.data.manifest import quick_problem
+        from dpgnn_core.errors import DataError
+
         m = json.loads((folder / "manifest.json").read_text())
+        problem = quick_problem(folder, m)  # light: the manifest's hash and file sizes
+        if problem is not None:
+            raise DataError(f"refused: {problem}", path=folder / "manifest.json",
+                            field="manifest_sha256", value=m.get("manifest_sha256"))
         return str(m["content_sha256"]), str(m.get("name") or folder.name), \
             str(folder.resolve())
     store = _store()

@@ -191,3 +191,18 @@ def test_a_manifest_without_its_hash_asks_for_a_reingest(dataset: Path,
     line = _one_error(_run(dataset))
     assert "has no manifest_sha256" in line and "--overwrite" in line, line
     assert not started
+
+
+def test_budget_commands_refuse_an_edited_manifest(dataset: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dpgnn budget set`` (which reads the folder's manifest for its sha256 and name)
+    refuses an edited manifest as ``dpgnn run`` does, and sets nothing."""
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    _edit(dataset, "name", "other")
+    r = runner.invoke(app, ["budget", "set", str(dataset), "--epsilon", "4",
+                                  "--delta", "1e-5"])
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code != 0 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert "manifest edited after ingest" in lines[0] and "manifest.json" in lines[0]
+    assert not (tmp_path / "home" / "budget.db").exists() or "other" not in runner.invoke(
+        app, ["budget", "show"]).output
