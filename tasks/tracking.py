@@ -35,8 +35,10 @@ DEFAULT_EXPERIMENT = "dpgnn"
 #: The experiment tag MLflow 3 uses to classify an experiment (its UI writes it when a user
 #: picks the experiment's type): experiments dpgnn creates, or logs to without the tag, are
 #: marked as model-training experiments, whose page is the runs table (not GenAI traces).
-#: MLflow 3.17's UI decides the page by its own "GenAI / Model training" switch (kept in
-#: the browser, GenAI at first); :func:`run_url` links with that switch set.
+#: MLflow 3.17's UI decides the page by its own "GenAI / Model training" switch (the URL's
+#: ``workflowType``, else the browser's local storage, GenAI at first), not by this tag
+#: (read only with its workflow-based navigation off); :func:`run_url` links with the
+#: switch set.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
