@@ -27,16 +27,27 @@ deployment is registered:
 * ``DPGNN_RETRAIN_CRON``: the schedule (default: ``0 4 * * *``, UTC).
 
 At most one run of it at a time: a run triggered while one is under way waits for it.
+
+Served runs log at Prefect's INFO level (``PREFECT_LOGGING_LEVEL``, unless you set it):
+each completed ``private-retrain`` run leaves its summary in its flow run's log, as under a
+worker. Ctrl-C (or SIGTERM) stops serving: Prefect pauses the served deployments' schedules
+and this process exits at once, without the seconds Python spends tearing down the
+modules it imported.
 """
 
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+# Before `tasks`, which defaults Prefect's level to WARNING for the command line: a served
+# run's log (in the terminal and in Prefect) shows its INFO records, as a worker's does.
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
 
 import tasks  # noqa: F401
 from prefect import serve
@@ -100,10 +111,27 @@ def retrain_deployment() -> Any:
     )
 
 
-if __name__ == "__main__":
-    wanted = set(sys.argv[1:])
+def main(names: list[str]) -> None:
+    """Serve the deployments ``names`` (all without names) until Ctrl-C or SIGTERM, then
+    exit at once: the exit handlers run (Prefect's included) and the output is flushed, but
+    not the interpreter's teardown of every imported module (about 7 s on 2 busy cores,
+    after Prefect has already stopped)."""
+    wanted = set(names)
     served = [d for d in deployments() if not wanted or d.name in wanted]
     unknown = wanted - {d.name for d in served}
     if unknown:
         sys.exit(f"no deployment named {', '.join(sorted(unknown))}")
-    serve(*served)
+    code = 0
+    try:
+        serve(*served)  # returns on Ctrl-C; SIGTERM raises SystemExit(0)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

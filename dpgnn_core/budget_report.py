@@ -41,7 +41,11 @@ class BudgetExceeded(PrivacyError):
         self.budget, self.delta, self.reason = budget, delta, reason
         head = (f"privacy budget of dataset {dataset} exceeded for unit {unit} "
                 f"({UNIT_WORDS.get(unit, unit)}): ")
-        if cumulative > budget or not reason:
+        if math.isinf(requested):  # no ε for this unit at all: not "requests ε = inf"
+            msg = (f"this run's release bounds nothing about the protected unit {unit} "
+                   f"(spent ε = {spent:.4g} of budget {budget:.4g} at δ = {delta:.3g})"
+                   + (f"; {reason}" if reason else ""))
+        elif cumulative > budget or not reason:
             msg = (f"spent ε = {spent:.4g}, this run requests ε = {requested:.4g} "
                    f"(cumulative {cumulative:.4g} > budget {budget:.4g} at δ = {delta:.3g})"
                    + (f"; remaining ε = {max(budget - spent, 0.0):.4g}"

@@ -14,11 +14,19 @@ Each run is a new private release, paid for from the dataset's privacy budget
 When the budget cannot pay for the calibrated plan, the train task refuses before any
 training (:class:`~dpgnn_core.budget.BudgetExceeded`): the flow run ends ``Failed`` with
 that refusal's one line as its state message, no model is written and nothing is charged.
+
+What a run leaves in its Prefect log (served or under a worker): a completed run, one
+paragraph (:func:`summary_line`: the release, its ε, the dataset's cumulative ε and budget
+after it, the MLflow run); a refused run, the refusal's one line. A refusal is an expected
+outcome, not an error of the code: Prefect's records of it (the task's and the pipeline's
+failure, each with a traceback, and the engine's re-raise of the Failed state) are dropped
+(:class:`QuietRefusals`).
 """
 
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +41,75 @@ from flows.pipeline import pipeline
 from tasks.tracking import DEFAULT_EXPERIMENT
 
 FLOW_NAME = "dpgnn-retrain"
+
+#: The loggers of Prefect's flow-run and task-run records (the API's and the terminal's).
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+
+class QuietRefusals(logging.Filter):
+    """Drops Prefect's records of a budget refusal, which the retrain flow logs as one line
+    itself: a record whose exception is a :class:`~dpgnn_core.budget.BudgetExceeded`, or
+    whose message names one (``Task run failed with exception: BudgetExceeded(...)``,
+    ``Finished in state Failed('... BudgetExceeded: ...')``) or quotes a refusal the flow
+    has seen (``Finished in state Failed('privacy budget of ...')``). The flow's own line
+    (marked ``extra={"dpgnn_refusal": True}``) passes, and so does everything else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "dpgnn_refusal", False):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, BudgetExceeded):
+            return False
+        msg = record.getMessage()
+        return BudgetExceeded.__name__ not in msg and not any(t in msg for t in self.seen)
+
+
+#: One per process, installed by the first retrain run (:func:`quiet_refusals`).
+_QUIET = QuietRefusals()
+
+
+def quiet_refusals() -> QuietRefusals:
+    """Install :data:`_QUIET` on Prefect's run loggers (once) and return it."""
+    for name in RUN_LOGGERS:
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
+    return _QUIET
+
+
+def summary_line(summary: dict[str, Any], update: dict[str, Any]) -> str:
+    """A completed run in one paragraph: the release and its (ε, δ), the dataset's
+    cumulative ε and budget after it, the MLflow run, and the folder's update.
+
+    Args:
+        summary (dict): the pipeline's run summary (as ``dpgnn run --json``).
+        update (dict): the folder's update (``action``, ``reason``).
+    """
+    from tasks.budget import budget_tags
+
+    eps, delta = summary.get("epsilon"), summary.get("delta")
+    parts = [f"{summary.get('release')}: {summary.get('method')} on {summary.get('dataset')}"
+             + (f", ε = {eps:.4g} at δ = {delta:.3g}" if eps is not None and delta else "")
+             + f", unit {summary.get('level')}"]
+    odo = budget_tags(summary)
+    if odo:
+        parts.append(f"dataset's cumulative ε {odo['dpgnn.dataset_epsilon_spent']}"
+                     + (f" (budget {odo['dpgnn.dataset_budget']})"
+                        if "dpgnn.dataset_budget" in odo else " (no budget set)"))
+    if summary.get("mlflow_run_id"):
+        parts.append(f"MLflow run {summary['mlflow_run_id']} "
+                     + (summary.get("mlflow_url")
+                        or f"in {summary.get('mlflow_tracking_uri')}"))
+    else:
+        parts.append(f"not logged to MLflow: {summary.get('mlflow_error')}")
+    parts.append(f"dataset {update['action']} ({update['reason']})")
+    parts.append(f"test accuracy {summary.get('test_accuracy'):.4g}"
+                 if summary.get("test_accuracy") is not None else "")
+    return "; ".join(p for p in parts if p)
 
 
 def is_private(spec: Any) -> bool:
@@ -75,6 +152,7 @@ def retrain(
         raise ValueError(f"{FLOW_NAME} retrains private models: spec {spec.method!r} is not "
                          "private (give a private method and its epsilon)")
     log = get_run_logger()
+    quiet = quiet_refusals()
     folder = str(Path(dataset).expanduser().resolve())
     update: dict[str, Any] = {"action": "given", "reason": "no ingest spec: the folder as it is",
                               "previous_sha256": None}
@@ -87,11 +165,13 @@ def retrain(
         summary = pipeline(spec=spec, dataset=folder, tracking_uri=tracking_uri,
                            experiment=experiment, refresh=True)
     except BudgetExceeded as e:  # refused before training: say so in the state itself
-        log.error("%s", e)
-        return Failed(message=str(e))
-    log.info("%s; dataset ε spent %s", summary.get("release"),
-             summary.get("dataset_epsilon_spent"))
+        quiet.seen.append(str(e)[:80])  # Prefect's "Finished in state Failed('...')"
+        log.error("refused: %s", e, extra={"dpgnn_refusal": True})
+        # data=e: the engine re-raises the refusal itself, which the filter knows
+        return Failed(message=str(e), data=e)
+    log.info("%s", summary_line(summary, update))
     return {**summary, "dataset_update": update}
 
 
-__all__ = ["FLOW_NAME", "is_private", "retrain"]
+__all__ = ["FLOW_NAME", "QuietRefusals", "is_private", "quiet_refusals", "retrain",
+           "summary_line"]

@@ -407,7 +407,9 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
     b = summary.budget
     if b.epsilon is not None:
         out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
-                                 "remaining": {u: summary.remaining(u) for u in by_unit}}
+                                 "remaining": {u: summary.remaining(u) for u in by_unit},
+                                 "protected": sorted(summary.filter),
+                                 "filter_used": {u: f.fits for u, f in summary.filter.items()}}
     return out
 
 
@@ -427,8 +429,22 @@ def budget_tags(budget: dict[str, Any]) -> dict[str, str]:
         b = budget["dataset_budget"]
         tags["dpgnn.dataset_budget"] = (f"ε = {b['epsilon']:.4g} at δ = {b['delta']:.3g}; "
                                         "remaining " + ", ".join(
-                                            f"{u}: {r:.4g}" for u, r in b["remaining"].items()))
+                                            _remaining(u, r, b) for u, r in
+                                            b["remaining"].items()))
     return tags
+
+
+def _remaining(unit: str, remaining: float, budget: dict[str, Any]) -> str:
+    """One unit of the budget tag: ``not protected`` for a unit the budget does not cover
+    (it is not used up: it is not bounded); for a protected unit, the post hoc figure and
+    the filter's reading, which is what admits runs."""
+    used = budget.get("filter_used", {})
+    if "protected" in budget and unit not in budget["protected"]:
+        return f"{unit}: not protected"
+    if unit not in used:
+        return f"{unit}: {remaining:.4g}"
+    return (f"{unit}: {remaining:.4g} post hoc (filter at {100 * used[unit]:.4g} % of its "
+            "bound; the filter, not the post hoc figure, decides admission)")
 
 
 __all__ = ["ALLOW_NON_PRIVATE_FLAG", "LostReleaseError", "NonPrivateRefused", "TaskGate",

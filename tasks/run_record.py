@@ -110,9 +110,16 @@ def _fmt_level(level: Any) -> str:
     return "+".join(map(str, level)) if isinstance(level, list) else str(level)
 
 
+#: Leading hex digits of a release id in a run's name (as ``dpgnn budget show`` lists it).
+RELEASE_ID_CHARS = 12
+
+
 def run_name(method: str, dataset: str, report: PrivacyReport, seed: int) -> str:
-    """``dp-gcn-cora-eps4-edge-s0``: the method, the dataset, the target ε and the protected
-    unit (private runs), the seed; ``-insecure`` when the noise is reproducible."""
+    """``dp-gcn-cora-eps4-edge-s0-3f2a9c01b7de``: the method, the dataset, the target ε and
+    the protected unit (private runs), the seed; ``-insecure`` when the noise is
+    reproducible; last, a private run's short release id, so that successive releases of
+    one spec (scheduled retraining) have distinct names and a run that reuses a cached
+    release has that release's name."""
     parts = [method, dataset]
     if report.private:
         eps = report.target_epsilon or report.epsilon
@@ -121,7 +128,9 @@ def run_name(method: str, dataset: str, report: PrivacyReport, seed: int) -> str
             parts.append(_fmt_level(report.level).replace("_", "-"))
         if report.insecure_reproducible_noise:
             parts.append("insecure")
-    return "-".join([*parts, f"s{seed}"])
+    parts.append(f"s{seed}")
+    rid = str((report.release or {}).get("id") or "") if report.private else ""
+    return "-".join([*parts, rid[:RELEASE_ID_CHARS]] if rid else parts)
 
 
 #: Each event kind's word for one repetition (GAP's aggregations are "releases").
@@ -157,13 +166,14 @@ def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     return text
 
 
-def with_odometer(tags: dict[str, str], budget: dict[str, Any]) -> dict[str, str]:
+def with_odometer(tags: dict[str, str], budget: dict[str, Any],
+                  after: str = "this run") -> dict[str, str]:
     """``tags`` whose run description says, after its (ε, δ) line, the dataset's odometer
-    after the run."""
+    after the run (``after``: ``"the sweep"`` for a sweep's point)."""
     if not budget or "mlflow.note.content" not in tags:
         return tags
     bt = budget_tags(budget)
-    line = f"**Dataset's cumulative ε after this run:** {bt['dpgnn.dataset_epsilon_spent']}"
+    line = f"**Dataset's cumulative ε after {after}:** {bt['dpgnn.dataset_epsilon_spent']}"
     if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
         line += (f" (post hoc per unit, each counting every release bearing on it: "
                  f"{bt['dpgnn.dataset_epsilon_by_unit']})")
@@ -171,6 +181,45 @@ def with_odometer(tags: dict[str, str], budget: dict[str, Any]) -> dict[str, str
         line += f"; **budget:** {bt['dpgnn.dataset_budget']}"
     head, *rest = tags["mlflow.note.content"].split("\n\n")  # second, visible unexpanded
     return {**tags, "mlflow.note.content": "\n\n".join([head, line, *rest])}
+
+
+def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | None = None
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A private sweep point's MLflow params and tags, as a single run's page has them
+    (issue 36 §4): ``privacy.*`` (:func:`privacy_params`, from the point's ``report.json``
+    and ``ledger.json``), the privacy tags and description (:func:`privacy_tags`) and the
+    dataset's odometer after the sweep for the point's own unit.
+
+    Args:
+        row (dict): the sweep's result row (``artifacts_dir``, ``config``, ``cache``).
+        sha256 (str): the dataset's content sha256.
+        readings (dict, optional): odometer readings already taken, by unit (level and
+            relation), filled here: one reading per unit for a whole sweep.
+    """
+    import json
+    from pathlib import Path
+
+    from tasks.budget import odometer
+
+    mdir = Path(row["artifacts_dir"])
+    if not (mdir / "report.json").is_file():  # the model folder is gone: what the row says
+        return ({"privacy": {"delta": row["delta"], "level": row["level"],
+                             "noise_multiplier": row.get("noise_multiplier")}},
+                {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}", "dpgnn.level": str(row["level"])})
+    report = PrivacyReport.from_dict(json.loads((mdir / "report.json").read_text()))
+    ledger = (json.loads((mdir / "ledger.json").read_text())
+              if (mdir / "ledger.json").is_file() else None)
+    privacy = privacy_params(report, ledger, dict(row.get("config") or {}))
+    key = (repr(report.level), repr(report.relation))
+    readings = {} if readings is None else readings
+    if key not in readings:
+        readings[key] = odometer(sha256, report.level, report.relation)
+    budget = readings[key]
+    tags = with_odometer(privacy_tags(report, str(row.get("cache", "")), privacy=privacy),
+                         budget, after="the sweep")
+    odo = {k: v + " (after the sweep)" if k == "dpgnn.dataset_epsilon_spent" else v
+           for k, v in budget_tags(budget).items()}
+    return {"privacy": privacy}, {**tags, **odo}
 
 
 #: What each protected unit leaves unprotected (the report's ``protects`` says it too).

@@ -35,8 +35,10 @@ DEFAULT_EXPERIMENT = "dpgnn"
 #: The experiment tag MLflow 3 uses to classify an experiment (its UI writes it when a user
 #: picks the experiment's type): experiments dpgnn creates, or logs to without the tag, are
 #: marked as model-training experiments, whose page is the runs table (not GenAI traces).
-#: MLflow 3.17's UI decides the page by its own "GenAI / Model training" switch (kept in
-#: the browser, GenAI at first); :func:`run_url` links with that switch set.
+#: MLflow 3.17's UI decides the page by its own "GenAI / Model training" switch (the URL's
+#: ``workflowType``, else the browser's local storage, GenAI at first), not by this tag
+#: (read only with its workflow-based navigation off); :func:`run_url` links with the
+#: switch set.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
@@ -353,6 +355,8 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    from tasks.run_record import point_privacy  # it imports this module
+
     uri = tracking_uri or default_tracking_uri()
     ds = result["dataset"]
     dataset = {"name": ds["name"], "path": ds["path"], "content_sha256": ds["content_sha256"]}
@@ -378,6 +382,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                                              for k, v in params.items()])
             client.log_inputs(parent, datasets=[_dataset_input(dataset)])
             selected = {(b["method"], b["config_id"], b["epsilon"]): b for b in result["best"]}
+            readings: dict[Any, Any] = {}  # the odometer per unit, read once
             for row in result["rows"]:
                 eps = row["epsilon"]
                 name = (f"{row['method']}-" + (f"eps{eps:g}" if eps is not None else "np")
@@ -386,14 +391,12 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                         "dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
                         "dpgnn.private": str(row["private"]).lower(),
                         "dpgnn.cache": str(row["cache"])}
+                p: dict[str, Any] = {}
                 if row.get("refused"):  # the budget refused it: nothing was trained
                     tags |= {"dpgnn.refused": str(row["refused"])[:5000]}
-                elif row["private"]:
-                    tags |= {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}",
-                             "dpgnn.level": str(row["level"]),
-                             **{k: v + " (after the sweep)" for k, v in
-                                budget_tags(result.get("budget") or {}).items()
-                                if k == "dpgnn.dataset_epsilon_spent"}}
+                elif row["private"]:  # what a single run's page says (run_record)
+                    p, privacy = point_privacy(row, ds["content_sha256"], readings)
+                    tags |= privacy
                 best = selected.get((row["method"], row["config_id"], eps))
                 if best is not None:
                     tags["dpgnn.selected"] = "true"
@@ -406,15 +409,13 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                 child = client.create_run(exp_id, run_name=name, tags=tags,
                                           start_time=now).info.run_id
                 row["mlflow_run_id"] = child
-                p = {"method": row["method"], "seed": row["seed"],
-                     "epsilon_target": eps, **{f"option.{k}": v
-                                                for k, v in row["config"].items()}}
-                if row["private"] and not row.get("refused"):
-                    p |= {"privacy.delta": row["delta"],
-                          "privacy.noise_multiplier": row.get("noise_multiplier"),
-                          "privacy.level": row["level"]}
-                client.log_batch(child, params=[Param(k, str(v)[:6000])
-                                                for k, v in p.items()])
+                p = {"method": row["method"], "seed": row["seed"], "epsilon_target": eps,
+                     **{f"option.{k}": v for k, v in row["config"].items()}, **_flat("", p)}
+                items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
+                                   if isinstance(v, (list, tuple)) else str(v))[:6000])
+                         for k, v in p.items()]
+                for i in range(0, len(items), 100):  # MLflow takes 100 params a batch
+                    client.log_batch(child, params=items[i:i + 100])
                 client.log_inputs(child, datasets=[_dataset_input(dataset)])
                 ms = [Metric(k, float(row[k]), now, 0)
                       for k in ("val_accuracy", "test_accuracy", "epsilon_spent")

@@ -83,3 +83,46 @@ def test_prefect_yaml_matches_flow() -> None:
     assert rt["concurrency_limit"] == 1
     assert rt["parameters"]["dataset"] == "{{ $DPGNN_RETRAIN_DATASET }}"
     assert parse_spec(rt["parameters"]["spec"]).epsilon  # type: ignore[attr-defined]
+    # Issue 36 §1: no hidden variable. The pull step starts each run in the folder that
+    # `prefect deploy` ran in (the repository root), recorded by a build step.
+    text = (ROOT / "deployments" / "prefect.yaml").read_text()
+    assert "DPGNN_REPO" not in text
+    (build,) = conf["build"]
+    step = build["prefect.deployments.steps.run_shell_script"]
+    assert step["script"] == "pwd"
+    assert conf["pull"] == [{"prefect.deployments.steps.set_working_directory": {
+        "directory": "{{ " + step["id"] + ".stdout }}"}}]
+
+
+def test_serve_exits_at_once_after_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 §3: Ctrl-C stopped Prefect's runner in a second, then Python spent ~7 s
+    tearing down its modules. ``main`` runs the exit handlers and leaves with os._exit
+    (code 0 after Ctrl-C, SIGTERM's code after SIGTERM); an unknown name is refused."""
+    mod = _serve_module()
+    served: list[list[str]] = []
+    exits: list[int] = []
+    ran: list[str] = []
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)
+        raise Exited
+
+    # Recorded, not run: this process's own exit handlers remove the test session's home.
+    monkeypatch.setattr(mod.atexit, "_run_exitfuncs", lambda: ran.append("exit handlers"))
+    monkeypatch.setattr(mod.os, "_exit", fake_exit)
+    for outcome in (None, SystemExit(0)):
+        def fake_serve(*deps: object, outcome: BaseException | None = outcome) -> None:
+            served.append([d.name for d in deps])  # type: ignore[attr-defined]
+            if outcome is not None:
+                raise outcome
+
+        monkeypatch.setattr(mod, "serve", fake_serve)
+        with pytest.raises(Exited):
+            mod.main(["private-retrain"])
+    assert served == [["private-retrain"]] * 2 and exits == [0, 0]
+    assert ran == ["exit handlers"] * 2
+    with pytest.raises(SystemExit, match="no deployment named nope"):
+        mod.main(["nope"])

@@ -155,6 +155,7 @@ def test_retrain_until_the_budget_is_spent(
             time.sleep(0.5)
         run1 = run()
         assert run1["state_type"] == "COMPLETED", run1["state"]
+        summary1 = _wait_for_log(url, run1["id"], "new release ")
         store = BudgetStore(home / "budget.sqlite")
         (record,) = store.summary(store.resolve(first["content_sha256"])).records
         _write_source(raw, shift=1.0)  # the source changes: the next run re-ingests it
@@ -172,9 +173,27 @@ def test_retrain_until_the_budget_is_spent(
         model = _models(home)[json.loads((ds / "manifest.json").read_text())["content_sha256"]]
         stamp = (model / "model.pt").stat().st_mtime_ns
         run3 = run()
+        _wait_for_runs_to_exit(serve.pid)  # run 3's process has sent all its logs
+        # Ctrl-C stops serving (the terminal sends SIGINT to the foreground group).
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=120) == 0, serve_log.read_text()[-3000:]
     finally:
-        os.killpg(serve.pid, signal.SIGTERM)  # our serve process's group only
-        serve.wait(timeout=60)
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)  # our serve process's group only
+            serve.wait(timeout=60)
+
+    # Each completed run leaves its summary in its flow run's log (read through the API).
+    record1 = _budget_records(home, first["content_sha256"])[0]
+    assert summary1.startswith(f"new release {record1.release_id}: dp-mlp on "), summary1
+    assert "dataset's cumulative ε" in summary1 and "MLflow run " in summary1
+    # A refusal is one log line, no traceback; Prefect's own records of it are dropped.
+    logs3 = _logs(url, run3["id"])
+    refusals = [r for r in logs3 if "privacy budget of dataset" in r["message"]]
+    assert [(r["level"], r["message"]) for r in refusals] == [
+        (40, f"refused: {run3['state']['message']}")], logs3
+    assert not [r for r in logs3 if "Traceback" in r["message"]
+                or "BudgetExceeded" in r["message"] or "Engine execution" in r["message"]]
+    assert b"Traceback" not in serve_log.read_bytes()
 
     # Run 3 does not fit: Failed, with the budget's line as the state's message.
     assert run3["state_type"] == "FAILED", run3["state"]
@@ -208,6 +227,39 @@ def test_retrain_until_the_budget_is_spent(
             for sha, m in models.items()} == {r["dataset_sha256"]: r["release_id"]
                                               for r in records}
     assert (models[second["content_sha256"]] / "model.pt").stat().st_mtime_ns == stamp
+
+
+def _budget_records(home: Path, sha256: str) -> list[Any]:
+    """The records of the dataset's budget in the project ``home``."""
+    from dpgnn_core.budget import BudgetStore
+
+    store = BudgetStore(home / "budget.sqlite")
+    return list(store.summary(store.resolve(sha256)).records)
+
+
+def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
+    """The flow run's log records, from the Prefect API."""
+    return list(_api(url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}},
+                                           "sort": "TIMESTAMP_ASC", "limit": 200}))
+
+
+def _wait_for_log(url: str, run_id: str, start: str, timeout: float = 60) -> str:
+    """The first log message of the flow run that starts with ``start`` (logs arrive in
+    batches, after the state)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = [r["message"] for r in _logs(url, run_id) if r["message"].startswith(start)]
+        if found:
+            return str(found[0])
+        time.sleep(0.5)
+    raise AssertionError(f"no log line starting {start!r}: {_logs(url, run_id)}")
+
+
+def _wait_for_runs_to_exit(pid: int) -> None:
+    """Wait until the flow-run processes the serve process ``pid`` started have exited."""
+    import psutil
+
+    psutil.wait_procs(psutil.Process(pid).children(recursive=True), timeout=120)
 
 
 def _epsilons(plan: Any) -> tuple[str, list[float]]:

@@ -454,7 +454,8 @@ def test_refusal_of_an_unbounded_release_names_no_remaining_epsilon(tmp_path: Pa
         s.reserve(SHA, "toy", None, Charge(fixed=(math.inf, 0.0, "node", "add_remove")),
                   method="m", run_id="b", delta=DELTA, epsilon=math.inf)
     msg = str(err.value)
-    assert "requests ε = inf" in msg and "insecure" in msg and "remaining ε" not in msg
+    assert "bounds nothing about the protected unit node" in msg and "insecure" in msg
+    assert "requests ε = inf" not in msg and "remaining ε" not in msg
 
 
 def test_k_neighbor_release_counts_as_an_edge_release(tmp_path: Path) -> None:
@@ -476,3 +477,26 @@ def test_k_neighbor_release_counts_as_an_edge_release(tmp_path: Path) -> None:
             s.mark_spent(s.reserve(SHA, "toy", None, Charge(kn), method="dpdgc-kndp",
                                    run_id=f"k{n}", delta=DELTA, epsilon=None))
     assert n >= 1
+
+
+def test_a_release_that_bounds_nothing_about_the_protected_unit_says_so(tmp_path: Path
+                                                                        ) -> None:
+    """Issue 36 §2: after a node-level release (the epoch's first: the protected unit is
+    node), a node_feature release bounds nothing about node. The refusal says so, not
+    "requests ε = inf"; a budget that names node_feature (which the node-level release
+    bounds too) admits both, as the user guide's retraining example does."""
+    s = _store(tmp_path)
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA)
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="dp-mlp",
+                           run_id="a", delta=DELTA, epsilon=None))
+    feature_level = Charge(dp_sgd(1.0, level="node_feature"))
+    with pytest.raises(BudgetExceeded) as err:
+        s.reserve(SHA, "toy", None, feature_level, method="dp-gcn", run_id="b",
+                  delta=DELTA, epsilon=None)
+    msg = str(err.value)
+    assert "this run's release bounds nothing about the protected unit node" in msg
+    assert "requests ε = inf" not in msg and "--unit" in msg
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA, units=["node_feature"])
+    s.mark_spent(s.reserve(SHA, "toy", None, feature_level, method="dp-gcn", run_id="b",
+                           delta=DELTA, epsilon=None))
+    assert [r.method for r in s.summary(s.resolve(SHA)).records] == ["dp-mlp", "dp-gcn"]

@@ -208,3 +208,58 @@ def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
     assert line.startswith("error: ") and needle in line
     assert "--allow-non-private-release" in line
     assert not (tmp_path / "home" / "artifacts").exists()  # nothing trained
+
+
+def test_a_sweep_point_page_says_what_a_single_run_page_says(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """Issue 36 §4: a private sweep point's child run had six params and no description.
+    It now has a single run's ``privacy.*`` params (accountant, spent ε, each event), its
+    privacy tags and description, and the odometer of its own unit after the sweep."""
+    from mlflow.tracking import MlflowClient
+
+    from dpgnn_core.methods.registry import get
+    from tasks.budget import gate_for, odometer, store
+    from tasks.run_record import privacy_params, privacy_tags
+    from tasks.tracking import _flat, log_sweep
+
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    data = csbm(num_nodes=120, seed=3)
+    ref = {"path": str(tmp_path), "name": "d", "content_sha256": "0" * 64}
+    method = get("dp-mlp")
+    spec = method.spec(epsilon=2.0, steps=4, batch_size=32, hidden=8, device="cpu")
+    store().set_budget(ref["content_sha256"], "d", None, epsilon=9.0, delta=1e-3)
+    with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
+        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        report = fitted.report.with_release({"id": "abc123"})
+        gate.finish(report, fitted.ledger)
+    ledger = fitted.ledger.to_dict()
+    (tmp_path / "report.json").write_text(json.dumps(report.to_dict()))
+    (tmp_path / "ledger.json").write_text(json.dumps(ledger))
+    result = _sweep_result(tmp_path)
+    result["rows"][0] |= {"epsilon": 2.0, "epsilon_spent": report.epsilon,
+                          "config": {"steps": 4}}
+    result["best"] = []
+    logged = log_sweep(result=result, paths={}, spec={"name": "s", "selection": "flagged"},
+                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(logged["mlflow_tracking_uri"])
+    (child,) = [r for r in client.search_runs([logged["mlflow_experiment_id"]])
+                if r.data.tags.get("mlflow.parentRunId")]
+    single = _flat("privacy.", privacy_params(report, ledger, {"steps": 4}))
+    params = child.data.params
+    assert {k: params.get(k) for k in single} == {
+        k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in single.items()}
+    assert {"privacy.accountant", "privacy.epsilon", "privacy.event1.description"} <= set(
+        params)
+    tags = child.data.tags
+    for k, v in privacy_tags(report, "Completed", privacy=privacy_params(
+            report, ledger, {"steps": 4})).items():
+        if k != "mlflow.note.content":
+            assert tags[k] == v, k
+    # The odometer of the point's unit (node), at the budget's δ: finite, not the ∞ of a
+    # unit a release bounds nothing about.
+    spent = f"{odometer('0' * 64, 'node', 'add_remove')['dataset_epsilon_spent']:.4g}"
+    assert tags["dpgnn.dataset_epsilon_spent"] == f"{spent} at δ = 0.001 (after the sweep)"
+    note = tags["mlflow.note.content"]
+    assert note.startswith("**(ε = ")
+    assert f"**Dataset's cumulative ε after the sweep:** {spent} at δ = 0.001" in note

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from dpgnn_core.budget import BudgetExceeded
 from dpgnn_core.specs import DpMlpSpec, TrainSpec
-from flows.retrain import is_private, retrain
+from flows.retrain import QuietRefusals, is_private, quiet_refusals, retrain, summary_line
 
 
 def test_private_specs_only(tmp_path: Path) -> None:
@@ -16,3 +18,56 @@ def test_private_specs_only(tmp_path: Path) -> None:
     assert not is_private(TrainSpec(method="gcn"))
     with pytest.raises(ValueError, match="retrains private models: spec 'gcn' is not private"):
         retrain.fn(spec=TrainSpec(method="gcn"), dataset=str(tmp_path))
+
+
+def _record(msg: str, *args: object, exc: BaseException | None = None,
+            **extra: object) -> logging.LogRecord:
+    rec = logging.LogRecord("prefect.flow_runs", logging.ERROR, __file__, 1, msg, args,
+                            (type(exc), exc, None) if exc else None)
+    rec.__dict__.update(extra)
+    return rec
+
+
+def test_quiet_refusals_drops_prefects_records_of_a_refusal_only() -> None:
+    """A refusal leaves one line: the filter drops the task's and the pipeline's failure
+    records (with their tracebacks) and the engine's re-raise, keeps the flow's own line and
+    every other record (another exception's traceback included)."""
+    refusal = BudgetExceeded("csbm (abc)", "node", 2.0, 2.0, 4.0, 3.0, 1e-3)
+    quiet = QuietRefusals()
+    quiet.seen.append(str(refusal)[:80])
+    dropped = [
+        _record("Task run failed with exception: %r", refusal, exc=refusal),
+        _record("Finished in state Failed('Task run encountered an exception "
+                "BudgetExceeded: privacy budget ...')"),
+        _record("Encountered exception during execution: %r", refusal),
+        _record("Engine execution exited with unexpected exception", exc=refusal),
+        _record(f"Finished in state Failed({str(refusal)!r})"),
+    ]
+    kept = [_record("refused: %s", refusal, dpgnn_refusal=True),
+            _record("Engine execution exited with unexpected exception", exc=ValueError("bug")),
+            _record("Finished in state Completed()")]
+    assert [quiet.filter(r) for r in dropped] == [False] * len(dropped)
+    assert [quiet.filter(r) for r in kept] == [True] * len(kept)
+    assert quiet_refusals() is quiet_refusals()  # installed once on both run loggers
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        assert logging.getLogger(name).filters.count(quiet_refusals()) == 1
+
+
+def test_summary_line_names_release_epsilon_odometer_and_mlflow_run() -> None:
+    summary = {"release": "new release 0123456789abcdef", "method": "dp-mlp",
+               "dataset": "csbm-n200-s0", "epsilon": 1.9999, "delta": 1e-3, "level": "node",
+               "dataset_epsilon_spent": 3.5, "dataset_epsilon_delta": 1e-3,
+               "dataset_epsilon_by_unit": {"node": 3.5},
+               "dataset_budget": {"epsilon": 8.0, "delta": 1e-3, "remaining": {"node": 4.5},
+                                  "protected": ["node"]},
+               "mlflow_run_id": "r1", "mlflow_tracking_uri": "sqlite:///x/mlflow.db",
+               "test_accuracy": 0.5}
+    line = summary_line(summary, {"action": "reused", "reason": "unchanged source"})
+    assert line.startswith("new release 0123456789abcdef: dp-mlp on csbm-n200-s0, ε = 2 at "
+                           "δ = 0.001, unit node; dataset's cumulative ε 3.5 at δ = 0.001 "
+                           "(budget ε = 8 at δ = 0.001; remaining node: 4.5")
+    assert "MLflow run r1 in sqlite:///x/mlflow.db" in line
+    assert "dataset reused (unchanged source)" in line and "\n" not in line
+    failed = summary_line({**summary, "mlflow_run_id": None, "mlflow_error": "MLflow down"},
+                          {"action": "given", "reason": "no ingest spec"})
+    assert "not logged to MLflow: MLflow down" in failed

@@ -71,6 +71,10 @@ def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
     assert train["delta"] == 2.5e-4 and train["noise_multiplier"] == z
     assert "delta" in train["resolved"] and "batch_size" not in train["resolved"]  # set
     assert run_name("gap-ndp", "cora", report, 0) == "gap-ndp-cora-eps4-node-s0"
+    # Each release has its own name (issue 36 §4): its short release id last.
+    for rid in ("0123456789abcdef0123", "fedcba9876543210fedc"):
+        assert run_name("gap-ndp", "cora", report.with_release({"id": rid}), 0) == (
+            f"gap-ndp-cora-eps4-node-s0-{rid[:12]}")
     # Edge-level GAP clips no gradients: no clipping norm is claimed.
     edp = GapSpec(level="edge", epsilon=4.0, steps=20, device="cpu")
     edp_ledger = ledger_for(edp, 400)(z).to_dict()
@@ -170,7 +174,8 @@ def test_private_run_logs_what_was_used(dataset: str, spec: Any, tmp_path: Path,
     assert float(p["privacy.sampling_rate"]) == pytest.approx(
         int(p["privacy.batch_size"]) / n_train)
     # name and tags
-    assert run.info.run_name == f"dp-mlp-{out['dataset']}-eps2-node-s0"
+    rid = out["release"].split()[-1]  # "new release <id>"
+    assert run.info.run_name == f"dp-mlp-{out['dataset']}-eps2-node-s0-{rid[:12]}"
     assert run.data.tags["dpgnn.epsilon"] and run.data.tags["dpgnn.level"] == "node"
     note = run.data.tags["mlflow.note.content"]
     assert "noise multiplier" in note and "δ = " in note and "**Assumed public:**" in note

@@ -124,7 +124,7 @@ def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
     data, ref = _dataset(106)  # a budgeted dataset refuses it outright
     s.set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=100.0, delta=1e-4)
     steps: list[int] = []
-    with pytest.raises(BudgetExceeded, match="requests ε = inf"), \
+    with pytest.raises(BudgetExceeded, match="bounds nothing about the protected unit node"), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
         method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
     assert steps == []
@@ -234,3 +234,30 @@ def test_a_checkpoint_another_live_run_trains_from_is_not_adopted(tmp_path: Path
         os.close(fd)
     assert ckpt.resumed_from == [2] and not ckpt.carried_over
     assert [r.release_id for r in _records(ref)] == [None, "r1"]
+
+
+def test_budget_tag_says_not_protected_and_that_the_filter_decides() -> None:
+    """Issue 36 §4: the dataset-budget tag read "remaining edge: 0, node: 3.215" for units
+    the budget does not cover (not used up: not bounded). It says "not protected" for them,
+    and for a protected unit names the filter's reading, which decides admission, beside
+    the post hoc figure (a filter past its bound while the post hoc figure fits)."""
+    from tasks.budget import budget_tags, odometer
+
+    data, ref = _dataset(107)
+    method = get("dp-mlp")
+    s = store()
+    s.set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=6.0, delta=1e-3)
+    for _ in range(2):
+        with gate_for(ref, method.name, _spec()) as gate:
+            fitted = method.fit(data, _spec(), on_step=gate.on_step(None))
+            gate.finish(fitted.report.with_release({"id": f"r{_}"}), fitted.ledger)
+    reading = odometer(ref["content_sha256"], "node", "add_remove")
+    tag = budget_tags(reading)["dpgnn.dataset_budget"]
+    used = s.summary(s.resolve(ref["content_sha256"])).filter["node"].fits
+    remaining = reading["dataset_budget"]["remaining"]
+    assert tag.startswith("ε = 6 at δ = 0.001; remaining ")
+    assert (f"node: {remaining['node']:.4g} post hoc (filter at {100 * used:.4g} % of its "
+            "bound; the filter, not the post hoc figure, decides admission)") in tag
+    others = [u for u in remaining if u != "node"]
+    assert others and all(f"{u}: not protected" in tag for u in others)
+    assert ": 0," not in tag and not tag.endswith(": 0")

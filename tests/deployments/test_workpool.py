@@ -1,0 +1,123 @@
+"""Integration: the work-pool route of docs/user-guide.md ("Scheduled private retraining")
+as written, against a real Prefect server: ``prefect work-pool create dpgnn --type
+process``, ``prefect deploy --prefect-file deployments/prefect.yaml --name private-retrain``
+from the repository root with only ``DPGNN_RETRAIN_DATASET`` set, ``prefect worker start
+--pool dpgnn`` started in another folder, and a triggered run that completes, spends budget
+and leaves its summary in its flow run's log.
+
+The server is the test process's own (``prefect_api_url``); the worker runs in its own
+session, and it and everything it started are stopped at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deployments.test_retrain import _api, _clean_env
+from tests.flows.test_servers import _ingest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
+#: The smallest private run that still makes a release: dp-mlp, a few steps.
+SPEC = {"method": "dp-mlp", "epsilon": 2.0, "steps": 10, "hidden": 8}
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
+@contextlib.contextmanager
+def _worker(env: dict[str, str], cwd: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``prefect worker start --pool dpgnn`` in its own session; at the end, the worker's
+    process group and every process it started (a flow run's process runs in a session of
+    its own) are stopped."""
+    import psutil
+
+    with log.open("wb") as out:
+        proc = subprocess.Popen([BIN / "prefect", "worker", "start", "--pool", "dpgnn"],
+                                cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(proc.pid).children(recursive=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)  # our worker's group only
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.terminate()
+        _, alive = psutil.wait_procs([psutil.Process(proc.pid), *children]
+                                     if proc.poll() is None else children, timeout=30)
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        proc.wait(timeout=30)
+
+
+def _prefect(args: list[str], env: dict[str, str]) -> str:
+    r = subprocess.run([BIN / "prefect", *args], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    return r.stdout
+
+
+def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
+    return list(_api(url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}},
+                                           "sort": "TIMESTAMP_ASC", "limit": 200}))
+
+
+def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
+                                       prefect_api_url: str) -> None:
+    from dpgnn_core.budget import BudgetStore
+
+    url, ds = prefect_api_url, tmp_path / "ds"
+    _ingest(ds, {})
+    env = {**_clean_env(fresh_home), "PREFECT_API_URL": url}
+    _prefect(["work-pool", "create", "dpgnn", "--type", "process"], env)
+    out = _prefect(["deploy", "--prefect-file", "deployments/prefect.yaml",
+                    "--name", "private-retrain"], {**env, "DPGNN_RETRAIN_DATASET": str(ds)})
+    assert "dpgnn-retrain/private-retrain" in out
+    (dep,) = _api(url, "/deployments/filter", {"deployments": {"name": {
+        "any_": ["private-retrain"]}}})
+    # The run starts in the folder `prefect deploy` ran in: this checkout, no variable.
+    assert dep["pull_steps"] == [{"prefect.deployments.steps.set_working_directory": {
+        "directory": str(ROOT)}}]
+    assert dep["parameters"]["dataset"] == str(ds)
+
+    elsewhere = tmp_path / "elsewhere"  # the worker's own folder is not the checkout
+    elsewhere.mkdir()
+    with _worker(env, elsewhere, tmp_path / "worker.log") as worker:
+        run = _api(url, f"/deployments/{dep['id']}/create_flow_run",
+                   {"parameters": {"spec": SPEC}})
+        deadline = time.time() + 420
+        while (got := _api(url, f"/flow_runs/{run['id']}"))["state_type"] not in FINAL:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.time() < deadline, got["state_name"]
+            time.sleep(1)
+        assert got["state_type"] == "COMPLETED", (
+            got["state"], (tmp_path / "worker.log").read_text()[-4000:])
+        summary = ""
+        while not summary and time.time() < deadline:  # the process flushes its logs
+            summary = next((r["message"] for r in _logs(url, run["id"])
+                            if "new release" in r["message"]), "")
+            time.sleep(0.5)
+
+    # The release was charged to the dataset's budget in the worker's project home.
+    store = BudgetStore(fresh_home / "budget.sqlite")
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    (record,) = store.summary(store.resolve(sha)).records
+    assert (record.status, record.method) == ("spent", "dp-mlp")
+    # Its summary, in the flow run's log: the release, its ε, the odometer, the MLflow run.
+    assert summary.startswith(f"new release {record.release_id}: dp-mlp on "), summary
+    assert "ε = 2 at δ = " in summary and "dataset's cumulative ε 2" in summary
+    assert "MLflow run " in summary
