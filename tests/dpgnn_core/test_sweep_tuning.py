@@ -154,13 +154,13 @@ def test_selection_is_admitted_under_a_large_budget(plan: st.TuningPlan, tmp_pat
     from flows.sweep_tuning import tuning_charge
 
     charge = tuning_charge(plan)
-    assert charge.curve is not None and charge.curve.tv == 0.0
     s = BudgetStore(tmp_path / "budget.sqlite")
     s.set_budget("ab" * 32, "ds", None, epsilon=32.0, delta=1e-4)
     s.reserve("ab" * 32, "ds", None, charge, method="dp-mlp (private selection)",
               run_id="t", delta=plan.delta, epsilon=plan.epsilon)
     (rec,) = s.summary(s.resolve("ab" * 32)).records
     assert rec.status == "reserved"
+    assert charge.curve is not None and charge.curve.tv == 0.0
 
 
 def test_an_unreachable_number_of_candidates_is_refused_naming_it(plan: st.TuningPlan

@@ -182,4 +182,3 @@ def _every_published_time_is_the_release_moment(result: dict[str, Any], record: 
     assert child.info.start_time == child.info.end_time == ms
     for key in child.data.metrics:
         assert {m.timestamp for m in client.get_metric_history(child.info.run_id, key)} == {ms}
-    assert result["released_at"] == at
