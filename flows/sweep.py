@@ -286,7 +286,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         rows += selected["rows"]
         best += selected["best"]
         out["withheld"] = selected["withheld"]  # the curator's: never written or logged
-        started_ms = int(selected["released_at"].timestamp() * 1000)
+        out["release_time_ms"] = int(selected["released_at"].timestamp() * 1000)
     out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
     result = {"rows": rows, "best": best, "dataset": dict(ds),
               "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,
@@ -299,7 +299,8 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
             date_files(result["paths"].values(), selected["released_at"])
         result["mlflow"] = log_sweep(result=result, spec=sweep_spec.model_dump(mode="json"),
                                      paths=result["paths"], tracking_uri=tracking_uri,
-                                     experiment=experiment, start_time_ms=started_ms)
+                                     experiment=experiment, start_time_ms=started_ms,
+                                     release_time_ms=result.get("release_time_ms"))
     return result
 
 
