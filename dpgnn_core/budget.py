@@ -434,13 +434,18 @@ class BudgetStore(CarriedReservations):
                        "release_id IS NULL AND covers IS NULL",
                        (release_id, _now(), record_id))
 
-    def attach_selected(self, record_id: int, release_id: str) -> None:
-        """Name the candidate a private selection released on its record. ``updated`` is
-        left as it was (when the selection was reserved): the time the selection took
-        depends on its secret number of candidates."""
+    def attach_selected(self, record_id: int, release_id: str | None,
+                        at: str | None = None) -> None:
+        """Name the candidate a private selection released on its record (None: nothing
+        was released, Poisson's K = 0) and date the record at ``at`` (default now), the
+        selection's release moment, ``created`` and ``updated`` alike: the reservation's
+        time, taken before the candidates trained, and the release's would together
+        span the selection, whose duration grows with its secret number of candidates."""
+        when = at or _now()
         with self._tx() as db:
-            db.execute("UPDATE releases SET release_id=? WHERE id=? AND release_id IS NULL "
-                       "AND covers IS NOT NULL", (release_id, record_id))
+            db.execute("UPDATE releases SET release_id=COALESCE(release_id, ?), created=?, "
+                       "updated=? WHERE id=? AND covers IS NOT NULL",
+                       (release_id, when, when, record_id))
 
     def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
         """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""

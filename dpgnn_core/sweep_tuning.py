@@ -13,11 +13,12 @@ For each private method search and each target ε of a sweep:
 2. **Draw** (:func:`draw`, with :func:`secret_generator`: numpy seeded from
    ``secrets.randbits(128)``, never from a spec seed, never stored): K from the
    distribution, then K configurations uniformly with replacement and K initialisation
-   seeds uniformly from [0, 2^62). A fresh seed per candidate makes every candidate its own
-   training run (two draws of one configuration are two independent trainings, as the
-   theorem requires, not one cached artifact); a draw in which two candidates coincide in
-   configuration *and* seed is redrawn, whose effect on δ is accounted
-   (:func:`conversion_delta`).
+   seeds uniformly from [0, 2^62), all independent: K i.i.d. draws of Q, as the theorem
+   requires. Two candidates may coincide in configuration *and* seed; they are still two
+   independent trainings (the noise and batches are secret and fresh, never from the seed)
+   and are kept apart by their index in the draw (their artifacts, cache keys and
+   checkpoints carry it: :func:`tasks.train.train`'s ``candidate``), so nothing is redrawn
+   and no total-variation term enters the charge.
 3. **Train** each candidate for its configured steps with ``epsilon`` = c's own RDP ε at
    z_c (:func:`candidate_spec`): the method's calibration (RDP, feasible side) gives
    z'_c >= z_c, computed in the plan the same way; the tuning ε is that of the z'_c
@@ -47,153 +48,25 @@ import numpy as np
 
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.calibrate import calibrate_noise
-from dpgnn_core.privacy.events import GaussianEvent, Ledger, PrivacyError
-from dpgnn_core.privacy.randomness import Randomness
+from dpgnn_core.privacy.events import Ledger, PrivacyError
 from dpgnn_core.privacy.tuning import TuningDistribution, TuningRdpAccountant
+from dpgnn_core.selection_score import (  # re-exported: the selection's score
+    SCORE_EVENT,
+    SCORE_NOTE,
+    ScorePlan,
+    correct_count,
+    noisy_count,
+    score_plan,
+)
 
 #: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS) (GAP adds small offsets
 #: to its seed and torch takes seeds below 2^64).
 SEED_BITS = 62
 
-#: What the selection reads without noise, for a method with no score sensitivity bound.
-SCORE_NOTE = ("private selection score: each candidate's validation accuracy is computed "
-              "without noise and is in no candidate's ledger: this method predicts on the "
-              "full private graph, where one node's features reach the validation "
-              "predictions of every node within r hops, so no sensitivity of the score is "
-              "claimed; the tuning bound assumes the score is part of each candidate's "
-              "private output (docs/privacy.md, \"The selection score's sensitivity\")")
-
 #: What the tuning bound assumes of every candidate, selected or not.
 CANDIDATES_NOTE = ("the tuning bound covers what the candidates' ledgers cover: an "
                    "unaccounted use of data by any candidate (as listed above for the "
                    "selected one) is outside it")
-
-
-def expected_pairs(distribution: TuningDistribution) -> float:
-    """E[K(K-1)] (twice the expected number of pairs of candidates).
-
-    Truncated negative binomial, from the generating function of
-    :math:`\\Gamma(k+\\eta)/(\\Gamma(\\eta)k!)` (it is :math:`(1-x)^{-\\eta}`):
-
-    .. math::
-        \\mathbb{E}[K(K-1)] = \\frac{\\eta(\\eta+1)(1-\\gamma)^2\\gamma^{-\\eta-2}}
-        {\\gamma^{-\\eta}-1}, \\quad \\eta = 0: \\frac{(1-\\gamma)^2}{\\gamma^2\\log(1/\\gamma)};
-        \\qquad \\text{Poisson: } \\mu^2.
-    """
-    if distribution.kind == "poisson":
-        mu = distribution.mean()
-        return mu * mu
-    eta, gamma = float(cast(float, distribution.eta)), float(cast(float, distribution.gamma))
-    log_l = math.log(1.0 / gamma)
-    norm = 1.0 / log_l if eta == 0 else eta / math.expm1(eta * log_l)
-    return float(norm * (eta + 1.0) * (1.0 - gamma) ** 2 * gamma ** (-eta - 2.0))
-
-
-def collision_probability(distribution: TuningDistribution) -> float:
-    """An upper bound on the probability that two of the K candidates get the same seed
-    (hence, at worst, the same spec): E[K(K-1)]/2 pairs, each equal with probability
-    2^-SEED_BITS."""
-    return 0.5 * expected_pairs(distribution) * 2.0 ** -SEED_BITS
-
-
-def conversion_delta(delta: float, target_epsilon: float,
-                     distribution: TuningDistribution) -> float:
-    """The δ' at which the tuning curve is converted so that the released selection is
-    (ε, δ)-DP although colliding draws are redrawn.
-
-    Redrawing until no two candidates coincide releases M conditioned on the
-    data-independent event ¬E, P[E] = p. If M is (ε, δ')-DP, for every set S:
-    P[M(D)∈S, ¬E] ≤ e^ε (P[M(D')∈S, ¬E] + p) + δ', and dividing by 1 - p gives
-    (ε, (δ' + e^ε p)/(1 - p)). So δ' = δ(1 - p) - e^ε p (ε the target, which bounds the
-    tuning ε); refused when it is not positive.
-    """
-    p = collision_probability(distribution)
-    out = delta * (1.0 - p) - math.exp(min(target_epsilon, 700.0)) * p
-    if not out > 0:
-        raise PrivacyError(f"target epsilon {target_epsilon:g} with E[K] = "
-                           f"{distribution.mean():.4g} leaves no delta after the seed "
-                           "collision bound; lower the target or the expected candidates")
-    return out
-
-
-#: The score event's description (it is in every candidate's ledger).
-SCORE_EVENT = "private selection score: noisy count of correct validation predictions"
-
-
-@dataclass(frozen=True)
-class ScorePlan:
-    """The noisy validation score each candidate releases: the number of validation
-    records its model predicts correctly plus Gaussian noise of std ``noise_multiplier`` ·
-    ``sensitivity``, one Gaussian event at the training ledger's unit and relation.
-
-    Attributes:
-        sensitivity (float): Δ, the score's L2 sensitivity for a fixed model
-            (:attr:`~dpgnn_core.methods.registry.Method.score_sensitivity`).
-        noise_multiplier (float): z_s = σ / Δ.
-        level (str): the unit (the training ledger's).
-        relation (str): the relation (the training ledger's).
-        share (float): the part of the target ε the score alone would spend (RDP, at δ);
-            it fixed z_s.
-    """
-
-    sensitivity: float
-    noise_multiplier: float
-    level: str
-    relation: str
-    share: float
-
-    def event(self) -> GaussianEvent:
-        return GaussianEvent(noise_multiplier=self.noise_multiplier, count=1,
-                             level=self.level, relation=self.relation,  # type: ignore[arg-type]
-                             description=SCORE_EVENT)
-
-    def ledger(self) -> Ledger:
-        return Ledger().add(self.event())
-
-    @property
-    def noise_std(self) -> float:
-        return self.noise_multiplier * self.sensitivity
-
-
-def noisy_count(correct: int, score: ScorePlan, generator: Any | None = None
-                ) -> tuple[float, GaussianEvent]:
-    """Release ``correct`` (the number of validation records predicted correctly) with
-    Gaussian noise of std z_s·Δ: the Gaussian mechanism, whose event is returned with it.
-
-    .. math::
-        \\tilde{c} = c + \\mathcal{N}(0, (z_s \\Delta)^2)
-
-    Args:
-        correct (int): the exact count (private).
-        score (ScorePlan): Δ and z_s.
-        generator (torch.Generator, optional): the noise source; default a fresh secret
-            one (:class:`~dpgnn_core.privacy.randomness.Randomness`, OS entropy, never
-            stored). Pass one only in tests.
-    """
-    import torch
-
-    if int(correct) != correct or correct < 0:
-        raise PrivacyError(f"a count of correct predictions must be a non-negative integer, "
-                           f"got {correct!r}")
-    gen = generator if generator is not None else Randomness.secret().torch_generator(
-        "score")
-    noise = torch.normal(0.0, score.noise_std, size=(1,), generator=gen,
-                         dtype=torch.float64)
-    return float(correct) + float(noise.item()), score.event()
-
-
-def correct_count(accuracy: float, n: int) -> int:
-    """The number of correct predictions behind an accuracy over ``n`` records (exact:
-    accuracy is that count divided by n).
-
-    Raises:
-        PrivacyError: ``accuracy · n`` is not an integer (not an accuracy over n records).
-    """
-    c = round(accuracy * n)
-    if not (0 <= c <= n and abs(accuracy * n - c) < 1e-6):
-        raise PrivacyError(f"validation accuracy {accuracy!r} is not a count over {n} "
-                           "validation records")
-    return int(c)
 
 
 @dataclass(frozen=True)
@@ -230,13 +103,11 @@ class TuningPlan:
         method (str): the method.
         target_epsilon (float): the sweep's ε.
         delta (float): δ of the release (the candidates' δ; 1/(10 N_train) by default).
-        delta_conversion (float): δ' the tuning curve is converted at
-            (:func:`conversion_delta`).
         distribution (TuningDistribution): the distribution of K.
         candidates (tuple of CandidatePlan): the search space, in the sweep's order (a
             configuration listed twice is drawn twice as often).
-        epsilon (float): the tuning ε at ``delta`` (converted at ``delta_conversion``):
-            what the released candidate reports; ≤ the target.
+        epsilon (float): the tuning ε at ``delta``: what the released candidate reports;
+            ≤ the target.
         n_train (int): N_train used for the plan.
         noise_factor (float): u.
         score (ScorePlan, optional): the noisy score every candidate releases; None when
@@ -247,7 +118,6 @@ class TuningPlan:
     method: str
     target_epsilon: float
     delta: float
-    delta_conversion: float
     distribution: TuningDistribution
     candidates: tuple[CandidatePlan, ...]
     epsilon: float
@@ -266,8 +136,7 @@ class TuningPlan:
                 "distribution": {"kind": d.kind, "eta": d.eta, "gamma": d.gamma, "mu": d.mu,
                                  "expected_candidates": d.mean()},
                 "target_epsilon": self.target_epsilon, "epsilon": self.epsilon,
-                "delta": self.delta, "delta_conversion": self.delta_conversion,
-                "seed_collision_bound": collision_probability(d), "accountant": "rdp",
+                "delta": self.delta, "accountant": "rdp",
                 "configurations": len(self.candidates), "n_train": self.n_train,
                 "noise_multipliers": {c.config_id: c.noise_multiplier
                                       for c in self.candidates},
@@ -369,18 +238,15 @@ def plan_selection(method_name: str, target_epsilon: float,
     method = get(method_name)
     if not method.private:
         raise PrivacyError(f"{method_name} is not a private method")
-    deltas = {c[2].delta for c in configurations}
-    if len(deltas) > 1:
-        raise PrivacyError(f"{method_name}: private selection needs one delta for every "
-                           f"configuration, got {sorted(map(str, deltas))}")
-    given = deltas.pop()
-    delta = float(given) if given is not None else 1.0 / (10.0 * n_train)
-    delta_conv = conversion_delta(delta, target_epsilon, distribution)
+    delta = selection_delta(method_name, configurations, n_train)
+    check_distribution(method_name, distribution)
     rdp = RdpAccountant()
     makes = []
     for config, _cid, spec in configurations:
         check_candidate_options(method_name, config)
         makes.append(_rdp_ledger(method, spec, n_train))
+    score = score_plan(method, makes[0](1.0), target_epsilon, delta, score_share)
+    floor = check_reachable(method_name, target_epsilon, delta, distribution, score)
     # r_c: configuration c alone spends the target (balances configurations of different
     # cost); one calibration per distinct configuration.
     ratios: dict[str, float] = {}
@@ -389,7 +255,6 @@ def plan_selection(method_name: str, target_epsilon: float,
             ratios[cid] = calibrate_noise(make, target_epsilon, delta, rdp,
                                           rtol=1e-2).noise_multiplier  # a balance only
     r = [ratios[cid] for _c, cid, _s in configurations]
-    score = score_plan(method, makes[0](1.0), target_epsilon, delta, score_share)
     extra = score.ledger() if score is not None else Ledger()
 
     def bundle(u: float) -> list[Ledger]:
@@ -397,8 +262,12 @@ def plan_selection(method_name: str, target_epsilon: float,
 
     tuning = TuningRdpAccountant(distribution)
     # TuningRdpAccountant takes a sequence of candidate ledgers (their pointwise maximum)
-    cal = calibrate_noise(cast(Any, bundle), target_epsilon, delta_conv, tuning, rtol=rtol)
-    u = cal.noise_multiplier
+    try:
+        u = calibrate_noise(cast(Any, bundle), target_epsilon, delta, tuning,
+                            rtol=rtol).noise_multiplier
+    except PrivacyError as e:  # near the floor: name the cause
+        raise PrivacyError(f"{method_name}: {e}; with {_k_words(distribution)} the tuning "
+                           f"epsilon is at least {floor:.4g} at any noise") from e
     # The noise each candidate will train with: its spec carries epsilon = its own RDP ε
     # at z_c = u r_c, and the method calibrates to it exactly as here (calibrated_plan:
     # calibrate_noise, RDP, default tolerance), giving z'_c >= z_c (the feasible side).
@@ -415,7 +284,7 @@ def plan_selection(method_name: str, target_epsilon: float,
     ledgers = [make(trained[cid][1]) + extra
                for (_c, cid, _s), make in zip(configurations, makes, strict=True)]
     # The final check: exactly the ledgers (noise, steps) the candidates will train with.
-    eps = tuning.epsilon(ledgers, delta_conv)
+    eps = tuning.epsilon(ledgers, delta)
     if not eps <= target_epsilon:
         raise PrivacyError(f"{method_name}: calibrated tuning epsilon {eps} exceeds the "
                            f"target {target_epsilon}")
@@ -425,38 +294,90 @@ def plan_selection(method_name: str, target_epsilon: float,
                       ledger=ledger)
         for (config, cid, spec), ledger in zip(configurations, ledgers, strict=True))
     return TuningPlan(method=method_name, target_epsilon=float(target_epsilon), delta=delta,
-                      delta_conversion=delta_conv, distribution=distribution,
+                      distribution=distribution,
                       candidates=cands, epsilon=eps, n_train=int(n_train), noise_factor=u,
                       score=score)
 
 
-def score_plan(method: Any, training: Ledger, target_epsilon: float, delta: float,
-               share: float) -> ScorePlan | None:
-    """The score's noise: z_s with the score alone at ``share`` · target (RDP, at δ), at
-    the unit and relation of the training ledger ``training``; None when ``method`` claims
-    no score sensitivity.
+def selection_delta(method_name: str,
+                    configurations: Sequence[tuple[dict[str, Any], str, Any]],
+                    n_train: int) -> float:
+    """δ of a selection: the configurations' one δ, or 1/(10 N_train) when none is given.
 
     Raises:
-        PrivacyError: ``share`` outside (0, 1), or a training ledger mixing units or
-            relations.
+        PrivacyError: the configurations give different δ.
     """
-    sens = getattr(method, "score_sensitivity", None)
-    if sens is None:
-        return None
-    if not 0.0 < share < 1.0:
-        raise PrivacyError(f"score_share must lie in (0, 1), got {share!r}")
-    units = {(e.level, e.relation) for e in training.events}
-    if len(units) != 1:
-        raise PrivacyError(f"{method.name}: a training ledger at one unit and relation is "
-                           f"needed for the score, got {sorted(units)}")
-    ((level, relation),) = units
+    deltas = {c[2].delta for c in configurations}
+    if len(deltas) > 1:
+        raise PrivacyError(f"{method_name}: private selection needs one delta for every "
+                           f"configuration, got {sorted(map(str, deltas))}")
+    given = deltas.pop()
+    return float(given) if given is not None else 1.0 / (10.0 * n_train)
 
-    def gaussian(z: float) -> Ledger:
-        return ScorePlan(float(sens), z, level, relation, share).ledger()
 
-    z = calibrate_noise(gaussian, share * target_epsilon, delta, RdpAccountant()
-                        ).noise_multiplier
-    return ScorePlan(float(sens), z, level, relation, share)
+#: The largest E[K] a private selection accepts: it trains about that many candidates (one
+#: training task each); above it a spec is almost surely mistyped, and is refused before
+#: anything starts rather than submitting millions of tasks.
+MAX_EXPECTED_CANDIDATES = 10_000
+
+
+def _k_words(distribution: TuningDistribution) -> str:
+    d = distribution
+    what = (f"Poisson(mu={d.mean():.4g})" if d.kind == "poisson" else
+            f"truncated negative binomial(eta={d.eta:g}, gamma={d.gamma:.4g})")
+    return f"K ~ {what}, E[K] = {d.mean():.4g} (the sweep's tuning)"
+
+
+def check_distribution(method_name: str, distribution: TuningDistribution) -> None:
+    """Refuse an expected number of candidates above :data:`MAX_EXPECTED_CANDIDATES`.
+
+    Raises:
+        PrivacyError: naming E[K] and the spec's fields that set it.
+    """
+    mean = distribution.mean()
+    if not mean <= MAX_EXPECTED_CANDIDATES:
+        raise PrivacyError(
+            f"{method_name}: {_k_words(distribution)}: private selection trains K "
+            f"candidates, about {mean:.3g} trainings, and accepts E[K] <= "
+            f"{MAX_EXPECTED_CANDIDATES}; lower tuning.expected_candidates (or raise gamma, "
+            "lower mu)")
+
+
+def tuning_floor(distribution: TuningDistribution, delta: float,
+                 score: ScorePlan | None = None) -> float:
+    """The smallest tuning ε at ``delta`` that any training noise reaches: Q's curve with
+    its training part at 0 (infinite noise), that is the score's alone (0 without one).
+    Theorem 2's (1+η) log(1/γ)/λ̂ and log(E[K])/(λ-1) terms (Theorem 6's log(μ)/(λ-1))
+    stay: they grow with E[K]."""
+    from dpgnn_core.privacy import rdp as R
+    from dpgnn_core.privacy.tuning import tuning_rdp
+
+    acc = RdpAccountant()
+    orders = np.asarray(acc.orders, dtype=np.float64)
+    curve = (np.asarray(acc.rdp(score.ledger()), dtype=np.float64) if score is not None
+             else np.zeros_like(orders))
+    return float(R.epsilon_from_rdp(*tuning_rdp((orders, curve), distribution), delta)[0])
+
+
+def check_reachable(method_name: str, target_epsilon: float, delta: float,
+                    distribution: TuningDistribution, score: ScorePlan | None) -> float:
+    """Refuse a target below :func:`tuning_floor` (no noise reaches it: the number of
+    candidates alone costs more); returns the floor.
+
+    Raises:
+        PrivacyError: naming E[K], the floor and the target.
+    """
+    floor = tuning_floor(distribution, delta, score)
+    if not floor < target_epsilon:
+        what, fix = (("the number of candidates alone costs", "") if score is None else
+                     (f"the number of candidates with the noisy score (tuning.score_share = "
+                      f"{score.share:g}) costs", ", lower tuning.score_share"))
+        raise PrivacyError(
+            f"{method_name}: {_k_words(distribution)}: {what} a tuning epsilon of at least "
+            f"{floor:.4g} at delta = {delta:.3g} even with infinite training noise, above "
+            f"the target epsilon {target_epsilon:g}; lower tuning.expected_candidates (or "
+            f"raise gamma, lower mu){fix} or raise the target")
+    return floor
 
 
 def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
@@ -464,9 +385,21 @@ def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
     """One :class:`TuningPlan` per (private method search, target ε) of ``sweep``, from its
     points (the first seed's point of each configuration: the seed is replaced by a secret
     one per candidate)."""
+    tuning = _tuning(sweep)
+    return [plan_selection(m, eps, confs, n_train, tuning.distribution(len(confs)),
+                           score_share=tuning.score_share)
+            for (m, eps), confs in _groups(sweep, pts).items()]
+
+
+def _tuning(sweep: Any) -> Any:
     from dpgnn_core.sweeps import TuningSpec
 
-    tuning = sweep.tuning or TuningSpec()
+    return sweep.tuning or TuningSpec()
+
+
+def _groups(sweep: Any, pts: Sequence[Any]
+            ) -> dict[tuple[str, float], list[tuple[dict[str, Any], str, Any]]]:
+    """The configurations of each (private method, target ε): the first seed's points."""
     first = sweep.seeds[0]
     groups: dict[tuple[str, float], list[tuple[dict[str, Any], str, Any]]] = {}
     for p in pts:
@@ -474,9 +407,37 @@ def plan_private_selection(sweep: Any, pts: Sequence[Any], n_train: int
             continue
         groups.setdefault((p.method, float(p.epsilon)), []).append(
             (dict(p.config), p.config_id, p.spec))
-    return [plan_selection(m, eps, confs, n_train, tuning.distribution(len(confs)),
-                           score_share=tuning.score_share)
-            for (m, eps), confs in groups.items()]
+    return groups
+
+
+def preflight_private_selection(sweep: Any, pts: Sequence[Any], n_train: int) -> None:
+    """What :func:`plan_private_selection` refuses without calibrating the training noise
+    (seconds, before Prefect and Dask start): the options, δ, E[K] above
+    :data:`MAX_EXPECTED_CANDIDATES` and a target below :func:`tuning_floor` (the number of
+    candidates alone costs more), each naming its cause. Nothing to check unless
+    ``sweep.selection`` is ``"private"``.
+
+    Raises:
+        PrivacyError: the first refusal.
+    """
+    from dpgnn_core.methods.registry import get
+
+    if sweep.selection != "private":
+        return
+    if n_train < 1:
+        raise PrivacyError(f"private selection needs training records (split_counts.train "
+                           f"= {n_train})")
+    tuning = _tuning(sweep)
+    for (name, eps), confs in _groups(sweep, pts).items():
+        method = get(name)
+        for config, _cid, _spec in confs:
+            check_candidate_options(name, config)
+        delta = selection_delta(name, confs, n_train)
+        distribution = tuning.distribution(len(confs))
+        check_distribution(name, distribution)
+        training = _rdp_ledger(method, confs[0][2], n_train)(1.0)
+        score = score_plan(method, training, eps, delta, tuning.score_share)
+        check_reachable(name, eps, delta, distribution, score)
 
 
 # --- the secret draw -----------------------------------------------------------------------
@@ -498,18 +459,15 @@ class Draw:
 
 def draw(plan: TuningPlan, rng: np.random.Generator) -> list[Draw]:
     """K ~ the plan's distribution, then K (configuration, seed) pairs, independently and
-    uniformly; redrawn as a whole while two coincide (accounted in
-    :attr:`TuningPlan.delta_conversion`). Poisson may give K = 0 (nothing is released)."""
+    uniformly: K i.i.d. draws, never redrawn. Two draws may coincide; the candidates stay
+    distinct by their position in the returned list (their index), which their training
+    tasks carry (:func:`tasks.train.train`'s ``candidate``). Poisson may give K = 0
+    (nothing is released)."""
     m = len(plan.candidates)
-    for _ in range(1000):
-        k = plan.distribution.sample(rng)
-        idx = rng.integers(0, m, size=k)
-        seeds = rng.integers(0, 2**SEED_BITS, size=k, dtype=np.int64)
-        out = [Draw(int(i), int(s)) for i, s in zip(idx, seeds, strict=True)]
-        keys = {(plan.candidates[d.index].config_id, d.seed) for d in out}
-        if len(keys) == len(out):
-            return out
-    raise PrivacyError("could not draw distinct candidates")  # probability ~ 0
+    k = plan.distribution.sample(rng)
+    idx = rng.integers(0, m, size=k)
+    seeds = rng.integers(0, 2**SEED_BITS, size=k, dtype=np.int64)
+    return [Draw(int(i), int(s)) for i, s in zip(idx, seeds, strict=True)]
 
 
 def candidate_spec(plan: TuningPlan, d: Draw) -> Any:
@@ -569,3 +527,11 @@ def select(scores: Sequence[float]) -> int:
         if s > scores[best]:
             best = i
     return best
+
+
+__all__ = ["CANDIDATES_NOTE", "MAX_EXPECTED_CANDIDATES", "SCORE_EVENT", "SCORE_NOTE",
+           "SEED_BITS", "CandidatePlan", "Draw", "ScorePlan", "TuningPlan", "candidate_spec",
+           "check_candidate_options", "check_distribution", "check_reachable",
+           "correct_count", "draw", "noisy_count", "plan_private_selection",
+           "plan_selection", "preflight_private_selection", "score_plan", "secret_generator",
+           "select", "selection_delta", "tuning_floor", "verify_candidate"]

@@ -218,7 +218,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
     from tasks.tracking import log_sweep
 
     started_ms = int(time.time() * 1000)  # the parent run spans the sweep (not with a
-    # private selection, whose wall time would reveal K: log_sweep logs it at release time)
+    # private selection, whose wall time would reveal K: it is logged at its release moment)
     from tasks.cached import intact as _intact
     from tasks.cached import lost_release, private_release
 
@@ -286,15 +286,21 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         rows += selected["rows"]
         best += selected["best"]
         out["withheld"] = selected["withheld"]  # the curator's: never written or logged
+        out["release_time_ms"] = int(selected["released_at"].timestamp() * 1000)
     out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
     result = {"rows": rows, "best": best, "dataset": dict(ds),
               "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,
               "mlflow_tags": allowed, **out}
     if write:
         result["paths"] = write_results(result, sweep_spec)
+        if tuning is not None:  # the files a selection publishes: its release moment
+            from flows.sweep_tuning import date_files
+
+            date_files(result["paths"].values(), selected["released_at"])
         result["mlflow"] = log_sweep(result=result, spec=sweep_spec.model_dump(mode="json"),
                                      paths=result["paths"], tracking_uri=tracking_uri,
-                                     experiment=experiment, start_time_ms=started_ms)
+                                     experiment=experiment, start_time_ms=started_ms,
+                                     release_time_ms=result.get("release_time_ms"))
     return result
 
 

@@ -15,14 +15,28 @@ Prefect's database (its task runs, with their times) and the budget store's reco
 plans the selection covers do hold every candidate (it is how they train); they are the
 curator's storage and publishing them voids the bound (:data:`CURATOR_NOTE`, printed with
 the sweep's results). Candidates train without progress output, their histories keep no
-validation or test metric (:func:`tasks.train.candidate_history`), and the odometer's
-record of the selection names the released candidate, whichever finished first.
+validation or test metric nor selection score (:func:`tasks.train.candidate_history`), and
+the odometer's record of the selection names the released candidate, whichever finished
+first.
+
+Every time a selection publishes is its release moment (:func:`release_moment`, taken once
+all candidates have finished): the released candidate's ``report.json``
+``release.created`` and its files' modification times (:func:`tasks.train.stamp_release`),
+the odometer's record (``BudgetStore.attach_selected``), the sweep's results files
+(:func:`date_files`) and the MLflow runs' start, end and metric times
+(:func:`tasks.tracking.log_sweep`). No published time is taken before the candidates
+finished (the reservation's, a candidate's own), so no two published times span the
+selection, whose duration grows with K.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from dpgnn_core.data.store import read_manifest
@@ -55,8 +69,10 @@ CURATOR_NOTE = ("private selection: the candidates' number K is secret; their ar
                 "(the cache under $DPGNN_HOME/artifacts), Prefect's task runs and logs, and "
                 "the budget store's record of the plans the selection covers are the "
                 "curator's only: publishing them reveals K and voids the tuning bound. "
-                "Candidates train without progress output; the MLflow parent run is "
-                "logged at release time, without the sweep's wall time")
+                "Candidates train without progress output; every time the selection publishes "
+                "(report.json, the odometer's record, the results files, MLflow) is its "
+                "release moment, but the sweep's wall time, seen by whoever watches it run, "
+                "grows with K")
 
 
 @dataclass
@@ -93,6 +109,7 @@ class PrivateSelection:
         self = cls(plans, n_val)
         fresh = train_task.with_options(refresh_cache=True)
         for plan in plans:
+            owner = new_owner()  # the candidates' token: only they adopt the record
             rng = secret_generator()  # per selection; never stored, K never logged
             draws = draw(plan, rng)
             del rng
@@ -106,13 +123,12 @@ class PrivateSelection:
                 points_.append((d, Point(method=plan.method, config=c.config,
                                          config_id=c.config_id, epsilon=plan.target_epsilon,
                                          seed=d.seed, spec=spec)))
-            owner = new_owner()  # the candidates' token: only they adopt the record
             self.records.append(reserve_tuning(ds, plan, [p.spec for _d, p in points_],
                                                owner))
             cands = []
-            for d, point in points_:
+            for i, (d, point) in enumerate(points_):  # distinct by index, never redrawn
                 tf = fresh.submit(dataset=ds, spec=point.spec, context=context, owner=owner,
-                                  candidate=True)
+                                  candidate=f"{owner}:{i}")
                 ef = evaluate_task.submit(dataset=ds, model=tf, context=context)
                 cands.append((d, point, tf, ef))
             self.submitted.append((plan, cands))
@@ -120,43 +136,27 @@ class PrivateSelection:
 
     def finish(self) -> dict[str, Any]:
         """Wait for every candidate, check each trained as planned, and release the best
-        per (method, ε).
+        per (method, ε), all at one release moment (:func:`release_moment`).
 
         Returns:
-            dict: ``rows`` (the released candidates' rows), ``best`` (their entries) and
-            ``withheld`` (every other candidate's row, ``released: False``; curator only).
+            dict: ``rows`` (the released candidates' rows), ``best`` (their entries),
+            ``withheld`` (every other candidate's row, ``released: False``; curator only)
+            and ``released_at`` (the release moment, a UTC datetime).
         """
+        from prefect.futures import wait
 
-        from flows.sweep import _row
-        from tasks.cached import intact as _intact
+        from tasks.train import stamp_release
 
+        wait([f for _plan, cands in self.submitted for c in cands for f in c[2:]])
+        at = release_moment()  # every candidate has finished: nothing later depends on K
+        when = at.isoformat(timespec="seconds")
         rows: list[dict[str, Any]] = []
         best: list[dict[str, Any]] = []
         withheld: list[dict[str, Any]] = []
         for (plan, cands), record in zip(self.submitted, self.records, strict=True):
-            done = []
-            for d, point, tf, ef in cands:
-                model: Any = tf.result()
-                ev: Any = ef.result()
-                if not (_intact(model) and _intact(ev)):
-                    raise SelectionError(f"{point.config_id}: a candidate's artifacts "
-                                         "changed before selection; nothing is released")
-                report = report_of(model)
-                ledger = Ledger.from_dict(model["ledger"])  # the train task's reference
-                try:
-                    verify_candidate(plan, d, report, ledger)
-                except PrivacyError as e:
-                    raise SelectionError(str(e)) from e
-                row = _row(point, model, ev, str(tf.state.name))
-                score = float(row["val_accuracy"])
-                if plan.score is not None:  # the score is a private release of Q
-                    exact = correct_count(score, self.n_val)
-                    score, event = noisy_count(exact, plan.score)
-                    ledger = ledger.add(event)
-                    row = {**row, "val_accuracy": score / self.n_val}
-                release = str((report.release or {}).get("id") or "")
-                done.append((point, row, ledger, score, release))
+            done = [self._candidate(plan, *c) for c in cands]
             if not done:  # Poisson K = 0: the mechanism releases nothing
+                store().attach_selected(record, None, at=when)
                 best.append(_nothing(plan))
                 continue
             try:
@@ -166,25 +166,72 @@ class PrivateSelection:
             for j, (_p, r, led, _s, _r) in enumerate(done):
                 if j != i:  # the curator's only: with each candidate's ledger
                     withheld.append({**r, "released": False, "ledger": led.to_dict()})
-            point, row, ledger, score, release = done[i]
-            if release:  # the odometer names the released candidate
-                store().attach_selected(record, release)
+            _point, row, ledger, score, release = done[i]
+            # the odometer names the released candidate; the record and the artifact are
+            # dated at the release moment
+            store().attach_selected(record, release or None, at=when)
+            stamp_release(row["artifacts_dir"], at)
             row = {**row, "epsilon_spent": plan.epsilon, "delta": plan.delta}
             rows.append(row)
             best.append(_released(plan, row, ledger, score, self.n_val))
-        return {"rows": rows, "best": best, "withheld": withheld}
+        return {"rows": rows, "best": best, "withheld": withheld, "released_at": at}
+
+    def _candidate(self, plan: TuningPlan, d: Draw, point: Point, tf: Any, ef: Any
+                   ) -> tuple[Point, dict[str, Any], Ledger, float, str]:
+        """One finished candidate, checked: its point, row, ledger (with the score's
+        event when the score is private), score and release id."""
+        from flows.sweep import _row
+        from tasks.cached import intact as _intact
+
+        model: Any = tf.result()
+        ev: Any = ef.result()
+        if not (_intact(model) and _intact(ev)):
+            raise SelectionError(f"{point.config_id}: a candidate's artifacts changed before "
+                                 "selection; nothing is released")
+        report = report_of(model)
+        ledger = Ledger.from_dict(model["ledger"])  # the train task's reference
+        try:
+            verify_candidate(plan, d, report, ledger)
+        except PrivacyError as e:
+            raise SelectionError(str(e)) from e
+        row = _row(point, model, ev, str(tf.state.name))
+        score = float(row["val_accuracy"])
+        if plan.score is not None:  # the score is a private release of Q
+            exact = correct_count(score, self.n_val)
+            score, event = noisy_count(exact, plan.score)
+            ledger = ledger.add(event)
+            row = {**row, "val_accuracy": score / self.n_val}
+        return point, row, ledger, score, str((report.release or {}).get("id") or "")
+
+
+def release_moment() -> datetime:
+    """Now, in UTC, to the second (the resolution of every published time): the one time
+    every record of a private selection carries."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def date_files(paths: Iterable[str | Path], at: datetime) -> None:
+    """Set the modification time of ``paths`` (files written after a private selection
+    released, such as the sweep's table and plots) and of their folders to ``at``."""
+    ts = at.timestamp()
+    folders = set()
+    for p in map(Path, paths):
+        os.utime(p, (ts, ts))
+        folders.add(p.parent)
+    for f in folders:
+        os.utime(f, (ts, ts))
 
 
 def tuning_charge(plan: TuningPlan) -> Any:
     """The odometer's charge of one private selection: the tuning mechanism's RDP curve
     (Papernot & Steinke, from the pointwise maximum of the configurations' planned curves,
     as the plan is calibrated), at the candidates' unit and relation, so it composes with
-    every other release like a ledger; ``tv`` is the seed-collision bound (redrawn draws
-    move the output by at most that much in total variation)."""
+    every other release like a ledger. Its total-variation term is 0: the candidates are
+    i.i.d. draws, none redrawn (:func:`dpgnn_core.sweep_tuning.draw`), so what runs is the
+    mechanism the curve is for."""
     from dpgnn_core.budget import Charge, Curve
     from dpgnn_core.privacy.odometer import ORDERS
     from dpgnn_core.privacy.tuning import TuningRdpAccountant
-    from dpgnn_core.sweep_tuning import collision_probability
 
     events = [e for led in plan.ledgers() for e in led.events]
     units = sorted({e.level for e in events})
@@ -194,9 +241,8 @@ def tuning_charge(plan: TuningPlan) -> Any:
                              f"relations {relations}")
     rdp = TuningRdpAccountant(plan.distribution, ORDERS).rdp(plan.ledgers())
     return Charge(curve=Curve(units[0], relations[0], tuple(float(o) for o in ORDERS),
-                              tuple(float(v) for v in rdp),
-                              collision_probability(plan.distribution),
-                              plan.epsilon, plan.delta))
+                              tuple(float(v) for v in rdp), 0.0, plan.epsilon,
+                              plan.delta))
 
 
 def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any], owner: str) -> int:
@@ -204,8 +250,8 @@ def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any], owner: str) -> i
     :func:`tuning_charge`), covering every candidate's training, before any trains;
     refused (``BudgetExceeded``) when it does not fit. The charge is the same whatever K
     was drawn (even K = 0): the odometer must not reveal K. Only tasks given ``owner``
-    (the candidates) adopt the record; its release is named after the selection
-    (:meth:`~dpgnn_core.budget.BudgetStore.attach_selected`)."""
+    (the candidates) adopt the record; its release is named, and the record dated, at the
+    selection's release moment (:meth:`~dpgnn_core.budget.BudgetStore.attach_selected`)."""
     from tasks.budget import flow_run_id, plan_key, store
 
     s = store()

@@ -335,7 +335,8 @@ def tag_run(tracking_uri: str, run_id: str, tags: dict[str, str]) -> None:
 
 def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, str],
               tracking_uri: str | None = None, experiment: str = "dpgnn-sweeps",
-              start_time_ms: int | None = None) -> dict[str, Any]:
+              start_time_ms: int | None = None, release_time_ms: int | None = None
+              ) -> dict[str, Any]:
     """One MLflow parent run for a sweep (its spec as params, the results table, the best
     configurations and the plots as artifacts) and a nested child run per point (options,
     ε, seed, metrics, privacy tags); the configuration chosen on validation for each
@@ -344,9 +345,11 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     Never raises: a logging failure is returned as ``mlflow_error`` (the sweep's results
     are on disk; rerunning the sweep reuses every point and logs again).
 
-    With ``selection = "private"`` the parent run starts and ends at release time (now;
-    ``start_time_ms`` is ignored): the sweep's wall time grows with the secret number of
-    candidates K, so it must not be logged (docs/privacy.md, "One release, one charge").
+    With ``selection = "private"`` every time logged is ``release_time_ms``, the
+    selection's release moment (now when not given; ``start_time_ms`` is ignored): the
+    parent and child runs start and end at it and their metrics carry it. The sweep's wall
+    time grows with the secret number of candidates K, so it must not be logged
+    (docs/privacy.md, "One release, one charge").
 
     Returns:
         dict: ``mlflow_parent_run_id``, ``mlflow_tracking_uri``, ``mlflow_experiment_id``
@@ -368,7 +371,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
             now = int(time.time() * 1000)
             private_selection = spec.get("selection") == "private"
             if private_selection:  # no sweep wall time: it would reveal K
-                start_time_ms = now
+                now = start_time_ms = release_time_ms or now
             parent = client.create_run(exp_id, run_name=spec["name"],
                                        start_time=start_time_ms, tags={
                 "mlflow.runName": spec["name"], "dpgnn.sweep": "true",

@@ -76,11 +76,42 @@ def new_release(out: Path) -> dict[str, Any]:
     return release
 
 
+def stamp_release(path: str | Path, at: datetime) -> None:
+    """Date the released artifact at ``path`` at ``at``: its report's ``release.created``
+    (the manifest's hash of ``report.json`` follows) and the modification time of every
+    file and of the folder, rewritten atomically (:func:`~dpgnn_core.io.atomic_dir`).
+
+    A private selection calls it on the candidate it releases, at the moment it releases
+    it: the candidate's own time (when it finished training) would date the selection, whose
+    duration grows with its secret number of candidates (docs/privacy.md, "One release, one
+    charge")."""
+    import os
+    import shutil
+
+    folder = Path(path)
+    when = at.astimezone(UTC).isoformat(timespec="seconds")
+    ts = at.timestamp()
+    with atomic_dir(folder, overwrite=True) as tmp:
+        shutil.copytree(folder, tmp, dirs_exist_ok=True)
+        if (tmp / "report.json").is_file():
+            report = json.loads((tmp / "report.json").read_text())
+            report["release"] = {**(report.get("release") or {}), "created": when,
+                                 "created_note": "the private selection's release moment"}
+            write_json_atomic(tmp / "report.json", report)
+            manifest = json.loads((tmp / "manifest.json").read_text())
+            manifest["files"].update(files_manifest(tmp, ["report.json"]))
+            write_json_atomic(tmp / "manifest.json", manifest)
+        for root, dirs, files in os.walk(tmp):
+            for name in [*files, *dirs]:
+                os.utime(Path(root) / name, (ts, ts))
+    os.utime(folder, (ts, ts))
+
+
 @task(name="train", cache_key_fn=inputs_and_code("train"), persist_result=True,
       result_serializer="json")
 def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
           budget_dataset: DatasetRef | None = None, owner: str | None = None,
-          candidate: bool = False) -> ModelRef:
+          candidate: str | None = None) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
@@ -94,9 +125,13 @@ def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
 
     ``owner`` (a private selection's token, :func:`tasks.budget.new_owner`): the run is a
     candidate the selection's one reservation covers. ``candidate``: a private selection's
-    candidate, whose number and scores are secret: it trains without progress output, and
-    its history keeps no validation or test metric (the selection releases its validation
-    score only with noise; :data:`CANDIDATE_HISTORY_DROPS`).
+    candidate, named by its selection's token and its index in the draw
+    (``<token>:<index>``), whose number and scores are secret: it trains without progress
+    output, its history keeps no validation or test metric nor selection score (the
+    selection releases its validation score only with noise;
+    :data:`CANDIDATE_HISTORY_DROPS`), and its name is part of its cache key, artifact folder
+    and checkpoints, so two candidates drawn with the same configuration and seed are two
+    trainings, never one (docs/privacy.md, "Private selection in sweeps").
     """
     with in_context(context):
         return _train(dataset, spec, budget_dataset, owner, candidate)
@@ -104,8 +139,9 @@ def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
 
 #: What a private selection's candidate leaves out of its ``history.json``: every metric
 #: measured on the validation or test split (only graph classification logs them while it
-#: trains). The selected candidate's folder is the one ``best.json`` names.
-CANDIDATE_HISTORY_DROPS = ("val_", "test_")
+#: trains) and the noise-free ``selection_score`` of ``select_on_validation`` (a
+#: validation accuracy). The selected candidate's folder is the one ``best.json`` names.
+CANDIDATE_HISTORY_DROPS = ("val_", "test_", "selection_score")
 
 
 def candidate_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,14 +151,15 @@ def candidate_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None,
-           owner: str | None = None, candidate: bool = False) -> ModelRef:
+           owner: str | None = None, candidate: str | None = None) -> ModelRef:
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)
     data = load_keyed_dataset(dataset)
     unit = method.progress_unit
     total = getattr(spec, f"{unit}s")
-    folder = checkpoint_dir("train", dataset["content_sha256"], spec)
+    parts = (dataset["content_sha256"], spec, *_candidate_part(candidate))
+    folder = checkpoint_dir("train", *parts)
     # The budget gate: the core reserves its calibrated plan against the dataset's budget
     # before any private computation (or refuses); the first step makes it spent.
     shown = Progress(method.name, total, unit=unit, mode="off") if candidate else \
@@ -132,10 +169,15 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
         fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
         if candidate:
             fitted.history = candidate_history(fitted.history)
-        ref = _artifacts(method, dataset, spec, data, fitted, ckpt=ckpt)
+        ref = _artifacts(method, dataset, spec, data, fitted, ckpt=ckpt, candidate=candidate)
         gate.finish(report_of(ref), fitted.ledger)
     ckpt.clear()  # the result is stored: the next run of this spec starts afresh
     return ref
+
+
+def _candidate_part(candidate: str | None) -> tuple[dict[str, str], ...]:
+    """What a private selection's candidate adds to its artifact's and checkpoints' key."""
+    return ({"candidate": candidate},) if candidate else ()
 
 
 def checkpoint_dir(kind: str, *parts: Any) -> Path:
@@ -168,10 +210,11 @@ def resume_note(ckpt: Checkpointer | None) -> dict[str, Any]:
 
 
 def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
-               fitted: Any, ckpt: Checkpointer | None = None) -> ModelRef:
+               fitted: Any, ckpt: Checkpointer | None = None,
+               candidate: str | None = None) -> ModelRef:
     """Write the model, its history and, for a private run, its ledger and privacy report,
     atomically; return the small manifest the flow passes on."""
-    out = artifact_dir("train", dataset["content_sha256"], spec)
+    out = artifact_dir("train", dataset["content_sha256"], spec, *_candidate_part(candidate))
     report: PrivacyReport = fitted.report  # the core's typed report
     private = report.private
     if private:

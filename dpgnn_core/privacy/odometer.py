@@ -120,9 +120,10 @@ class Curve:
         level (str), relation (str): the candidates' unit and relation.
         orders (tuple of float), rdp (tuple of float): the curve.
         tv (float): a bound on the total-variation distance between what runs and the
-            mechanism the curve is for (private selection redraws colliding seeds:
-            conditioning on a data-independent event of probability ≤ p moves the output
-            by ≤ p in total variation). (default: :obj:`0.0`)
+            mechanism the curve is for (conditioning on a data-independent event of
+            probability ≤ p moves the output by ≤ p in total variation; private selection
+            redrew colliding seeds before issue 33 and records p in its older records; it
+            records 0 now). (default: :obj:`0.0`)
         epsilon (float), delta (float): the mechanism's own (ε, δ), for display.
     """
 

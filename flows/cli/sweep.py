@@ -73,6 +73,10 @@ def sweep_command(
         manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
         notes = list(dict.fromkeys(n for p in pts
                                    for n in entry(p.spec.method).preflight(p.spec, manifest)))
+        from dpgnn_core.sweep_tuning import preflight_private_selection
+
+        preflight_private_selection(spec, pts, int(  # E[K] and its floor, before Prefect
+            manifest.get("split_counts", {}).get("train", 0)))
     except (DpgnnError, OSError, ValueError) as e:
         error(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e

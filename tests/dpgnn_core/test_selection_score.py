@@ -169,7 +169,7 @@ def test_every_candidate_ledger_holds_the_score_and_the_target_holds() -> None:
     # the score alone spends its share of the target (feasible side)
     alone = rdp.epsilon(plan.score.ledger(), plan.delta)
     assert 0.2 * 2.0 * (1 - 1e-3) < alone <= 0.2 * 2.0
-    d, dc = plan.distribution, plan.delta_conversion
+    d, dc = plan.distribution, plan.delta
     # the tuning ε of the candidates' ledgers (training + score) meets the target ...
     assert plan.epsilon == tuning_epsilon(plan.ledgers(), d, dc) <= 2.0
     # ... and would be understated without the score's event

@@ -55,6 +55,19 @@ def test_private_selection_parent_run_has_no_sweep_wall_time(tmp_path: Path,
         return
     assert info.start_time >= before and info.end_time == info.start_time
     assert child.info.end_time == child.info.start_time == info.start_time
+    # the flow passes its release moment: every time logged is that one (issue 33 §3)
+    at = before - 5_000
+    logged = log_sweep(result=_sweep_result(tmp_path), paths={},
+                       spec={"name": "s2", "selection": selection},
+                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+                       start_time_ms=hour_ago, release_time_ms=at)
+    info = client.get_run(logged["mlflow_parent_run_id"]).info
+    (child,) = [r for r in client.search_runs([logged["mlflow_experiment_id"]])
+                if r.data.tags.get("mlflow.parentRunId") == info.run_id]
+    assert info.start_time == info.end_time == child.info.start_time == \
+        child.info.end_time == at
+    assert {m.timestamp for m in client.get_metric_history(child.info.run_id,
+                                                           "val_accuracy")} == {at}
 
 
 class _State:

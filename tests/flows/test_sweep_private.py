@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import secrets
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -50,6 +51,18 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
         return value if bits == 128 else real(bits)
 
     monkeypatch.setattr(secrets, "randbits", fake)
+    from flows.sweep_tuning import PrivateSelection
+
+    finish = PrivateSelection.finish
+
+    def late_finish(self: PrivateSelection) -> dict[str, Any]:
+        from prefect.futures import wait
+
+        wait([f for _plan, cands in self.submitted for c in cands for f in c[2:]])
+        time.sleep(1.1)  # the reservation and the candidates' own times: a second earlier
+        return finish(self)
+
+    monkeypatch.setattr(PrivateSelection, "finish", late_finish)
     spec = SweepSpec(name="priv", dataset=str(tmp_path / "ds"), epsilons=[4.0],
                      selection="private", methods=[
                          {"method": "dp-mlp", "grid": {"steps": [3, 8]},
@@ -81,11 +94,11 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     # drawn): the reported ε is the tuning ε of their pointwise maximum, training + score.
     assert {r["config_id"] for r in [row, *withheld]} == set(tuning["noise_multipliers"])
     dist = TuningSpec().distribution(2)
-    eps = tuning_epsilon(ledgers, dist, tuning["delta_conversion"])
+    eps = tuning_epsilon(ledgers, dist, tuning["delta"])
     assert row["epsilon_spent"] == pytest.approx(eps, rel=1e-12)
     assert best["epsilon_spent"] == row["epsilon_spent"] <= 4.0
     # each candidate alone is cheaper than the selection
-    assert all(tuning_epsilon(x, dist, tuning["delta_conversion"]) < eps for x in ledgers)
+    assert all(tuning_epsilon(x, dist, tuning["delta"]) < eps for x in ledgers)
     assert "Papernot & Steinke 2022" in best["report"]
     assert SCORE_NOTE not in best["unaccounted"]  # dp-mlp's score is a private release
     assert not any("validation accuracy" in u for u in best["unaccounted"])
@@ -121,11 +134,51 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(counted) == 1 and counted[0].charge.curve is not None
     assert counted[0].charge.curve.epsilon == pytest.approx(eps)
     assert counted[0].charge.curve.delta == pytest.approx(tuning["delta"])
-    # ... naming the released candidate (not the first to finish); nothing dates the end
+    # ... naming the released candidate (not the first to finish)
     released = json.loads((Path(row["artifacts_dir"]) / "report.json").read_text())
     assert counted[0].release_id == released["release"]["id"]
-    parent = next(r for r in runs if not r.data.tags.get("mlflow.parentRunId"))
-    assert parent.info.end_time == parent.info.start_time  # no sweep wall time (K)
     from flows.sweep_tuning import CURATOR_NOTE
 
     assert CURATOR_NOTE in result["notes"]
+    _every_published_time_is_the_release_moment(result, counted[0], children[0], client)
+
+
+def _every_published_time_is_the_release_moment(result: dict[str, Any], record: Any,
+                                                child: Any, client: Any) -> None:
+    """Issue 33 §3: the tuning record's time (the reservation, before the candidates
+    trained), report.json's release.created (when the chosen candidate finished) and the
+    MLflow parent run (the release) together spanned the selection, whose duration grows
+    with K. Every time the selection publishes is now one moment T, taken after every
+    candidate finished (the test delays the release by 1.1 s, so any earlier time shows)."""
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from tasks.budget import store
+    from tasks.evaluate import artifact_intact
+
+    parent = client.get_run(child.data.tags["mlflow.parentRunId"])
+    ms = parent.info.start_time  # T as MLflow shows it
+    at = datetime.fromtimestamp(ms / 1000, UTC)
+    when = at.isoformat(timespec="seconds")
+    folder = Path(result["rows"][0]["artifacts_dir"])
+    report = json.loads((folder / "report.json").read_text())
+    assert report["release"]["created"] == when  # restamped ...
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert artifact_intact(folder, manifest["files"])  # ... with its manifest
+    for w in result["withheld"]:  # T follows every candidate (the curator's only)
+        own = json.loads((Path(w["artifacts_dir"]) / "report.json").read_text())
+        assert own["release"]["created"] < when
+    # the odometer's record (`budget show`), created and updated alike
+    assert record.created == when
+    with sqlite3.connect(store().path) as db:
+        assert db.execute("SELECT created, updated FROM releases WHERE id=?",
+                          (record.id,)).fetchone() == (when, when)
+    # the files the user sees: the released artifact and the sweep's results
+    files = [folder, *folder.iterdir(), *map(Path, result["paths"].values())]
+    assert {p.stat().st_mtime for p in files} == {at.timestamp()}
+    # MLflow: the parent and the released candidate's run start and end at T, and the
+    # metrics carry it
+    assert parent.info.start_time == parent.info.end_time == ms
+    assert child.info.start_time == child.info.end_time == ms
+    for key in child.data.metrics:
+        assert {m.timestamp for m in client.get_metric_history(child.info.run_id, key)} == {ms}

@@ -129,10 +129,14 @@ def test_selection_record_is_adopted_by_its_candidates_and_names_the_released_on
     assert not outsider.adopted  # a covered plan without the token: its own release
     (rec, _own) = _counted(ref)
     assert rec.id == rid and rec.release_id is None  # no candidate names it
-    s.attach_selected(rid, "selected")
+    s.attach_selected(rid, "selected", at="2030-01-02T03:04:05+00:00")
     (rec, _own) = _counted(ref)
     assert rec.release_id == "selected"
-    assert rec.created == updated.created  # nothing dates the end of the selection
+    # dated at the release moment, not at the reservation (issue 33 §3: the two together
+    # span the selection, whose duration grows with K)
+    assert updated.created != rec.created == "2030-01-02T03:04:05+00:00"
+    s.attach_selected(rid, "another", at="2031-01-01T00:00:00+00:00")
+    assert _counted(ref)[0].release_id == "selected"  # named once
 
 
 def test_non_private_release_on_a_budgeted_dataset_is_refused_unless_allowed() -> None:
@@ -187,7 +191,7 @@ def test_a_selection_candidate_keeps_no_validation_or_test_metric(
     lines: list[str] = []
     monkeypatch.setenv("DPGNN_PROGRESS", "plain")
     monkeypatch.setattr(tasks.progress, "emit", lambda line, stream=None: lines.append(line))
-    cand = _train(ref, spec, candidate=True)  # type: ignore[arg-type]
+    cand = _train(ref, spec, candidate="tok:0")  # type: ignore[arg-type]
     quiet = list(lines)
     plain = _train(ref, spec.model_copy(update={"seed": 1}))  # type: ignore[arg-type]
     loud = lines[len(quiet):]
@@ -197,3 +201,41 @@ def test_a_selection_candidate_keeps_no_validation_or_test_metric(
     assert hist and not any(k.startswith(("val_", "test_")) for r in hist for k in r)
     assert "epsilon_spent" in hist[-1] and "train_loss" not in hist[-1]  # private: no raw loss
     assert quiet == [] and any("step 4/4" in x for x in loud)
+
+
+@pytest.mark.slow
+def test_candidates_drawn_alike_are_two_trainings(tmp_path: Path) -> None:
+    """Issue 33 §3: two candidates drawn with the same configuration and seed were
+    redrawn (a total-variation term in the charge); now they are two trainings kept apart
+    by their index in the draw (artifact folder, cache key, checkpoints)."""
+    from dpgnn_core.data.store import read_manifest, write_dataset
+    from tasks._cache import inputs_and_code
+    from tasks.train import _train, checkpoint_dir
+
+    write_dataset(csbm(num_nodes=120, seed=4), tmp_path / "d")
+    m = read_manifest(tmp_path / "d")
+    ref = {"path": str(tmp_path / "d"), "name": "d", "content_sha256": m["content_sha256"]}
+    spec = _spec()
+    a = _train(ref, spec, candidate="tok:0")  # type: ignore[arg-type]
+    b = _train(ref, spec, candidate="tok:1")  # type: ignore[arg-type]
+    plain = _train(ref, spec)  # type: ignore[arg-type]
+    assert len({a["path"], b["path"], plain["path"]}) == 3
+    assert a["report"]["release"]["id"] != b["report"]["release"]["id"]
+    assert all(Path(r["path"], "model.pt").is_file() for r in (a, b))
+    assert checkpoint_dir("train", ref["content_sha256"], spec, {"candidate": "tok:0"}) != \
+        checkpoint_dir("train", ref["content_sha256"], spec, {"candidate": "tok:1"})
+    key = inputs_and_code("train")
+    assert key(None, {"dataset": ref, "spec": spec, "candidate": "tok:0"}) != key(
+        None, {"dataset": ref, "spec": spec, "candidate": "tok:1"})
+
+
+def test_a_candidate_history_keeps_no_selection_score() -> None:
+    """Issue 33 §3: ``select_on_validation`` writes ``selection_score`` (a noise-free
+    validation accuracy, dpgnn_core.training.dp_sgd) into the history; a candidate's
+    history drops it as it drops val_/test_ metrics."""
+    from tasks.train import candidate_history
+
+    history = [{"step": 2, "epsilon_spent": 0.5, "selection_score": 0.75},
+               {"step": 4, "epsilon_spent": 0.9, "selection_score": 0.8, "val_acc": 0.8}]
+    assert candidate_history(history) == [{"step": 2, "epsilon_spent": 0.5},
+                                          {"step": 4, "epsilon_spent": 0.9}]
