@@ -496,7 +496,11 @@ def test_a_release_that_bounds_nothing_about_the_protected_unit_says_so(tmp_path
     msg = str(err.value)
     assert "this run's release bounds nothing about the protected unit node" in msg
     assert "requests ε = inf" not in msg and "--unit" in msg
-    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA, units=["node_feature"])
+    # Naming the unit after a release replaces the budget: a new epoch (issue 33 §1).
+    s.set_budget(SHA, "toy", None, epsilon=30.0, delta=DELTA, units=["node_feature"],
+                 replace=True, reason="protect node features")
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="dp-mlp",
+                           run_id="c", delta=DELTA, epsilon=None))
     s.mark_spent(s.reserve(SHA, "toy", None, feature_level, method="dp-gcn", run_id="b",
                            delta=DELTA, epsilon=None))
-    assert [r.method for r in s.summary(s.resolve(SHA)).records] == ["dp-mlp", "dp-gcn"]
+    assert [r.method for r in s.summary(s.resolve(SHA)).records][-2:] == ["dp-mlp", "dp-gcn"]
