@@ -350,37 +350,26 @@ class BudgetStore:
                                  b.epsilon, b.delta, reason)
 
     def check(self, sha256: str, charge: Charge) -> None:
-        """Whether the dataset's budget would admit ``charge`` now, recording nothing: what
-        a staged run asks before a stage that releases nothing private (GAP-EDP's encoder)
-        trains, so a plan the budget refuses is refused before any work. The reservation
-        is still made, in one transaction with its check, before the first private
-        computation (:meth:`reserve`).
-
-        Raises:
-            BudgetExceeded: as :meth:`reserve` would.
-        """
+        """Raise :class:`BudgetExceeded` as :meth:`reserve` would, recording nothing (a
+        staged run's plan, before a stage that releases nothing private trains)."""
         bid = self.budget_id(sha256)
-        if bid is None:
-            return
         with self._tx(write=False) as db:
-            b = self._budget(db, bid)
-            if b.epsilon is not None and b.delta is not None and charge.units():
+            b = self._budget(db, bid) if bid is not None else None
+            if b is not None and b.epsilon is not None and b.delta is not None \
+                    and charge.units():
                 self._load_rdp(db)
                 self._admit(db, b, charge)
         self._flush_rdp()
 
     def protected(self, sha256: str) -> tuple[Budget, tuple[str, ...]] | None:
-        """The dataset's budget and the units it protects now (those it names, else those of
-        the epoch's first counted release; none before it), or None without a finite
-        budget. Reads no curve: cheap enough for a pre-flight check."""
+        """The dataset's finite budget and the units it protects now (none before its
+        epoch's first release unless named), or None; reads no curve (a pre-flight)."""
         bid = self.budget_id(sha256)
-        if bid is None:
-            return None
         with self._tx(write=False) as db:
-            b = self._budget(db, bid)
-            if b.epsilon is None or b.delta is None:
+            b = self._budget(db, bid) if bid is not None else None
+            if b is None or b.epsilon is None or b.delta is None:
                 return None
-            charges = [r.charge for r in self._counted(db, bid, b.epoch)]
+            charges = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
         return b, protected_units(charges, b.filter.units if b.filter else None)
 
     def find_reservation(self, sha256: str, run_id: str, plan_key: str,
