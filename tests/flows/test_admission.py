@@ -24,9 +24,10 @@ def _dataset(tmp_path: Path, seed: int, nodes: int = 200) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("args", [
-    ["gap-edp", "--epochs", "1"],
-    ["dpdgc-kndp", "--k", "1", "--steps", "2"],
-    ["dpdgc-edp", "--epochs", "1"],
+    ["run", "gap-edp", "--epochs", "1"],
+    ["run", "dpdgc-kndp", "--k", "1", "--steps", "2"],
+    ["run", "dpdgc-edp", "--epochs", "1"],
+    ["audit", "progap-edp", "--epochs", "1", "--canaries", "20"],
 ])
 def test_cli_refuses_a_release_that_bounds_nothing_about_the_protected_unit(
         tmp_path: Path, args: list[str]) -> None:
@@ -41,12 +42,12 @@ def test_cli_refuses_a_release_that_bounds_nothing_about_the_protected_unit(
     r = CliRunner().invoke(app, [*home, "budget", "set", ds, "--epsilon", "8", "--delta",
                                  "1e-5", "--unit", "node"])
     assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(app, [*home, "run", *args, "--dataset", ds, "--epsilon", "1"])
+    r = CliRunner().invoke(app, [*home, *args, "--dataset", ds, "--epsilon", "1"])
     assert r.exit_code == 2, r.output
     (line,) = r.output.strip().splitlines()
     assert line.startswith("error: ")
     assert "bounds nothing about the protected unit node" in line
-    assert args[0] in line and "Nothing was trained" in line and "inf" not in line
+    assert args[1] in line and "Nothing was trained" in line and "inf" not in line
     assert not (tmp_path / "home" / "artifacts").exists()
     assert not (tmp_path / "home" / "prefect").exists() or not any(
         (tmp_path / "home" / "prefect").glob("*.db-wal"))
