@@ -10,6 +10,7 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,6 +25,7 @@ def _tour() -> list[list[str]]:
             if ln.strip().startswith("dpgnn ")]
 
 
+@pytest.mark.slow  # Cora's ingest and six PLD calibrations
 def test_the_tours_sweep_fits_the_tours_budget(shared: Path, tmp_path: Path) -> None:
     from dpgnn_core.budget import Charge
     from dpgnn_core.data.store import read_manifest
