@@ -393,6 +393,29 @@ class BudgetStore(CarriedReservations):
             raise BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit, spent, alone, cum,
                                  b.epsilon, b.delta, reason)
 
+    def check(self, sha256: str, charge: Charge) -> None:
+        """Raise :class:`BudgetExceeded` as :meth:`reserve` would, recording nothing (a
+        staged run's plan, before a stage that releases nothing private trains)."""
+        bid = self.budget_id(sha256)
+        with self._tx(write=False) as db:
+            b = self._budget(db, bid) if bid is not None else None
+            if b is not None and b.epsilon is not None and b.delta is not None \
+                    and charge.units():
+                self._load_rdp(db)
+                self._admit(db, b, charge)
+        self._flush_rdp()
+
+    def protected(self, sha256: str) -> tuple[Budget, tuple[str, ...]] | None:
+        """The dataset's finite budget and the units it protects now (none before its
+        epoch's first release unless named), or None; reads no curve (a pre-flight)."""
+        bid = self.budget_id(sha256)
+        with self._tx(write=False) as db:
+            b = self._budget(db, bid) if bid is not None else None
+            if b is None or b.epsilon is None or b.delta is None:
+                return None
+            charges = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
+        return b, protected_units(charges, b.filter.units if b.filter else None)
+
     def find_reservation(self, sha256: str, run_id: str, plan_key: str,
                          owner: str | None = None) -> int | None:
         """The counted record a task may adopt instead of reserving its own: only with an

@@ -13,7 +13,8 @@ import tasks  # noqa: F401
 from prefect import flow, get_run_logger
 
 from dpgnn_core.specs import AnySpec, IngestSpec
-from tasks.budget import account_after, admit_non_private
+from dpgnn_core.methods.preflight import release_levels
+from tasks.budget import account_after, admit_non_private, admit_units
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
@@ -83,6 +84,7 @@ def pipeline(
     twin_tags: dict[str, str] = {}
     if getattr(spec, "epsilon", None) is None:
         np_tags = admit_non_private(ds, the_method.name, allowed=allow_non_private_release)
+    admit_units(ds, the_method.name, release_levels(spec))  # a unit the run cannot bound
     twin_spec: Any = None
     if the_method.explains and getattr(spec, "epsilon", None) is not None \
             and explain_graphs > 0:

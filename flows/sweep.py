@@ -31,6 +31,7 @@ from prefect import flow
 from dpgnn_core.budget import BudgetExceeded
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.io import sha256_json
+from dpgnn_core.methods.preflight import release_levels
 from dpgnn_core.sweeps import (
     SweepSpec,
     best_per_method_and_epsilon,
@@ -39,7 +40,14 @@ from dpgnn_core.sweeps import (
     points,
     selection_note,
 )
-from tasks.budget import account_after, admit_non_private, odometer
+from tasks.budget import (
+    NonPrivateRefused,
+    UnitNotBounded,
+    account_after,
+    admit_non_private,
+    admit_units,
+    odometer,
+)
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -151,13 +159,43 @@ def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
 
 def refused_row(point: Any, error: BaseException) -> dict[str, Any]:
     """The table's row of a point that the dataset's privacy budget refused before it
-    trained anything: no accuracy, ``cache = "Refused"`` and the reason in ``refused``."""
+    trained anything (over the budget, a non-private point without the override, a release
+    that bounds nothing about a protected unit): no accuracy, ``cache = "Refused"`` and the
+    reason in ``refused``."""
     return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
             "seed": point.seed, "epsilon_spent": None, "delta": None, "level": None,
             "noise_multiplier": None, "val_accuracy": None, "test_accuracy": None,
-            "private": True, "cache": "Refused", "artifacts_dir": None,
+            "private": point.epsilon is not None, "cache": "Refused", "artifacts_dir": None,
             "mlflow_run_id": None, "config": dict(point.config),
             "refused": " ".join(str(error).split())}
+
+
+def admitted(ds: Any, pts: list[Any], allow_non_private_release: bool
+             ) -> tuple[dict[str, str], list[dict[str, Any]], list[Any]]:
+    """Before any point runs: the MLflow tags of allowed non-private releases, the rows of
+    the points the dataset's budget refuses outright (a non-private point without the
+    override, :func:`~tasks.budget.admit_non_private`; a release that bounds nothing about
+    a protected unit, :func:`~tasks.budget.admit_units`), and the points left to run. A
+    refused point is marked in the table as an over-budget one is; the others go on."""
+    def key(p: Any) -> tuple[Any, ...]:
+        return (p.method, p.config_id, p.epsilon, p.seed)
+
+    allowed: dict[str, str] = {}
+    refused: dict[Any, BaseException] = {}
+    for method in dict.fromkeys(p.method for p in pts  # first, unless allowed (and
+                                if getattr(p.spec, "epsilon", None) is None):  # recorded)
+        try:
+            allowed |= admit_non_private(ds, method, allowed=allow_non_private_release)
+        except NonPrivateRefused as e:
+            refused |= {key(p): e for p in pts if p.method == method}
+    for p in pts:
+        if key(p) not in refused:
+            try:
+                admit_units(ds, p.method, release_levels(p.spec))
+            except UnitNotBounded as e:
+                refused[key(p)] = e
+    return (allowed, [refused_row(p, refused[key(p)]) for p in pts if key(p) in refused],
+            [p for p in pts if key(p) not in refused])
 
 
 def for_workers(task_: Any, refresh: bool = False) -> Any:
@@ -228,10 +266,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
     assert isinstance(sweep_spec.dataset, str)
     ds = dataset_summary(sweep_spec.dataset)
     context: RunContext = run_context()  # every task: this home, this code version
-    allowed: dict[str, str] = {}  # a non-private point on a budgeted dataset: refused
-    for method in dict.fromkeys(p.method for p in pts  # unless allowed (and recorded),
-                                if getattr(p.spec, "epsilon", None) is None):  # first
-        allowed |= admit_non_private(ds, method, allowed=allow_non_private_release)
+    allowed, refused, pts = admitted(ds, pts, allow_non_private_release)
     train_t, eval_t = for_workers(train, refresh), for_workers(evaluate, refresh)
     tuning = None
     if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
@@ -254,7 +289,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
     with Progress(f"sweep {sweep_spec.name}", len(submitted), unit="point") as shown:
         for _ in as_completed([ef for _, _, ef in submitted]):
             shown.advance()  # points done / total, in the order they finish
-    rows = []
+    rows = list(refused)  # marked in the table; the sweep went on without them
     for p, tf, ef in submitted:
         try:
             model: Any = tf.result()

@@ -31,7 +31,7 @@ import logging
 import math
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,6 +41,7 @@ from dpgnn_core.io import sha256_json
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.report import PrivacyReport
+from dpgnn_core.privacy.units import UNIT_WORDS, group_size
 from tasks.config import project_dir
 from tasks.refs import DatasetRef
 
@@ -136,6 +137,49 @@ def _checkpointer() -> Any:
     return checkpoint.current()
 
 
+class UnitNotBounded(PrivacyError):
+    """A private release that bounds nothing about a unit the dataset's budget protects
+    (GAP-EDP's edge guarantee under a budget of nodes): refused before anything starts."""
+
+
+def admit_units(dataset: Mapping[str, Any], method: str,
+                levels: Sequence[tuple[str, str]]) -> None:
+    """Refuse, before anything starts (the command line calls this before Prefect, the
+    flows again), a private release whose events, at ``levels`` ((level, relation) pairs:
+    :func:`dpgnn_core.methods.preflight.release_levels`), bound nothing about a unit the
+    dataset's budget protects: such a release would be charged ε = ∞ for that unit, which
+    no budget admits (docs/privacy.md, "Privacy budget across runs"). A dataset without a
+    budget, or whose budget protects no unit yet (before its first release), is not
+    touched; the budget's filter still checks every plan when it is reserved.
+
+    Args:
+        dataset (Mapping): the dataset's summary (``content_sha256``, ``name``).
+        method (str): the method (named in the message).
+        levels (sequence of tuple): the release's (level, relation) pairs; empty for a
+            non-private run (:func:`admit_non_private` decides those).
+
+    Raises:
+        UnitNotBounded: naming the method, the unit and the dataset.
+    """
+    if not levels:
+        return
+    found = store().protected(str(dataset["content_sha256"]))
+    if found is None:
+        return
+    budget, units = found
+    for unit in units:
+        unbounded = [f"{lv} ({rel.replace('_', '/')})" for lv, rel in levels
+                     if not group_size(lv, rel, unit)]
+        if unbounded:
+            raise UnitNotBounded(
+                f"{method} releases at level {', '.join(unbounded)}, which bounds nothing "
+                f"about the protected unit {unit} ({UNIT_WORDS.get(unit, unit)}) of dataset "
+                f"{dataset.get('name', '')}'s privacy budget (ε = {budget.epsilon:g} at δ = "
+                f"{budget.delta:g}): no finite ε of this run covers one {unit}, so the "
+                "budget refuses it. Nothing was trained. Choose a method whose protection "
+                f"covers a {unit} (`dpgnn run --help`), or see `dpgnn budget show`")
+
+
 def flow_run_id() -> str:
     """The Prefect flow run this code runs in ('' outside one)."""
     try:
@@ -184,6 +228,24 @@ class TaskGate:
         self._lock: int | None = None
         self._looked = False
 
+    def _charge(self, ledger: Ledger, info: Mapping[str, Any]
+                ) -> tuple[Charge, Any, str]:
+        """What the plan ``ledger`` is charged: its ledger, or ∞ with insecure noise."""
+        if self.insecure:  # noise recomputable from the stored seed: no bound holds
+            ((unit, rel),) = {(e.level, e.relation) for e in ledger.events}
+            return (Charge(fixed=(math.inf, 0.0, unit, rel)), math.inf,
+                    "insecure reproducible noise: the noise can be recomputed from the "
+                    "stored seed, so this release has no finite epsilon")
+        return Charge(ledger), info.get("epsilon"), ""
+
+    def admit(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
+        """Check the plan against the budget without reserving it (a stage that releases
+        nothing private is about to train: :func:`dpgnn_core.privacy.gate.admit`)."""
+        if self.record_id is not None or self.store.find_reservation(
+                self.ds["content_sha256"], self.run_key, self.key, self.owner) is not None:
+            return  # already reserved for this release
+        self.store.check(self.ds["content_sha256"], self._charge(ledger, info)[0])
+
     def before_release(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         if self.record_id is not None:
             return
@@ -197,12 +259,7 @@ class TaskGate:
         self._carry()
 
     def _reserve(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
-        charge, eps, note = Charge(ledger), info.get("epsilon"), ""
-        if self.insecure:  # noise recomputable from the stored seed: no bound holds
-            ((unit, rel),) = {(e.level, e.relation) for e in ledger.events}
-            charge, eps = Charge(fixed=(math.inf, 0.0, unit, rel)), math.inf
-            note = ("insecure reproducible noise: the noise can be recomputed from the "
-                    "stored seed, so this release has no finite epsilon")
+        charge, eps, note = self._charge(ledger, info)
         self.record_id = self.store.reserve(
             self.ds["content_sha256"], self.ds["name"], self.ds["path"], charge,
             method=self.method, run_id=self.run_key, delta=info.get("delta"),

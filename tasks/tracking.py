@@ -247,6 +247,33 @@ def _dataset_input(dataset: dict[str, Any]) -> Any:
                                       InputTag("dpgnn.content_sha256", sha)])
 
 
+#: The most points of one metric's per-step curve a run logs to MLflow: evenly spaced, the
+#: first and last included; ``history.json`` (an artifact of the run) keeps every step.
+#: GAP-EDP on Cora has 6,400 steps: its 19,200 points took ~100 s of ``log_batch`` into
+#: SQLite on a busy machine, as long as its training (benchmarks/RESULTS.md, "The README
+#: tour").
+MAX_CURVE_POINTS = 500
+
+
+def history_points(history: list[dict[str, Any]], most: int = MAX_CURVE_POINTS
+                   ) -> list[tuple[str, int, float]]:
+    """``(metric, step, value)`` of a run's history, each metric thinned to at most
+    ``most`` points (evenly spaced over its own steps, the first and last kept)."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for rec in history:
+        step = int(rec.get("epoch", rec.get("step", 0)))
+        for k, v in rec.items():
+            if k not in ("epoch", "step") and v is not None and not math.isnan(v):
+                curves.setdefault(k, []).append((step, float(v)))
+    out = []
+    for k, pts in curves.items():
+        if len(pts) > most:
+            keep = sorted({round(i * (len(pts) - 1) / (most - 1)) for i in range(most)})
+            pts = [pts[i] for i in keep]
+        out += [(k, step, v) for step, v in pts]
+    return out
+
+
 @task(name="log_run", cache_policy=_NO_CACHE_POLICY, persist_result=False)
 def log_run(
     *,
@@ -302,11 +329,7 @@ def log_run(
             series: list[Metric] = []
             if history_path:
                 history = json.loads(Path(history_path).read_text())
-                for rec in history:
-                    step = int(rec.get("epoch", rec.get("step", 0)))
-                    for k, v in rec.items():
-                        if k not in ("epoch", "step") and v is not None and not math.isnan(v):
-                            series.append(Metric(k, float(v), now, step))
+                series += [Metric(k, v, now, step) for k, step, v in history_points(history)]
             for split, m in metrics.items():
                 for k, v in m.items():
                     if v is not None and not math.isnan(v):

@@ -120,9 +120,20 @@ def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
 def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
     """The whole calibrated ``plan`` of a staged run to the budget keeper, before a stage's
     private computation (a second call in one run reserves nothing more)."""
+    release_gate.before_release(plan, _plan_info(spec, n_train))
+
+
+def admit_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
+    """The whole calibrated ``plan`` to the budget keeper's check, before a stage that
+    releases nothing private trains (the edge level's encoder or first stage): a plan the
+    budget refuses is refused before any stage runs (:func:`~dpgnn_core.privacy.gate.
+    admit`); nothing is reserved until the first private computation."""
+    release_gate.admit(plan, _plan_info(spec, n_train))
+
+
+def _plan_info(spec: GapSpec | ProgapSpec, n_train: int) -> dict[str, Any]:
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    release_gate.before_release(plan, {"method": spec.method, "epsilon": spec.epsilon,
-                                       "delta": delta})
+    return {"method": spec.method, "epsilon": spec.epsilon, "delta": delta}
 
 
 @dataclass

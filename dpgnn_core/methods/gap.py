@@ -73,6 +73,7 @@ from dpgnn_core.methods._private import (
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
 from dpgnn_core.methods._staged import (
     InMemoryStages,
+    admit_plan,
     gate_plan,
     is_directed,
     release_report,
@@ -230,6 +231,8 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     n_train = int(train.sum())
     if spec.level == "node":  # the encoder is a private release at node level
         _gate(spec, n_train, z)
+    elif spec.level == "edge":  # it releases nothing private: the plan is checked first
+        admit_plan(spec, ledger_for(spec, n_train)(z), n_train)
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
     with seeded(spec.seed, device):

@@ -39,7 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import DpdgcSpec, DpgnnSpec, GapSpec, ProgapSpec, TrainSpec
+from dpgnn_core.specs import (
+    DpdgcSpec,
+    DpgnnSpec,
+    DpMlpSpec,
+    DrwSpec,
+    GapSpec,
+    GraphClsSpec,
+    ProgapSpec,
+    TrainSpec,
+)
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
@@ -279,6 +288,34 @@ def dpdgc_degree(spec: DpdgcSpec, manifest: Mapping[str, Any]) -> None:
     ei, _ = read_edges(manifest["path"])
     check_degree(ei, int(manifest["num_nodes"]), spec.max_degree,
                  directed=bool(manifest.get("directed", False)))
+
+
+#: The (level, relation) of the privacy events of each private family's plan, by spec type:
+#: a function of the spec (``tests/dpgnn_core/methods/test_preflight.py`` checks it against
+#: every private name's planned ledger, so the two cannot drift apart).
+_RELEASES: dict[type, Callable[[Any], tuple[tuple[str, str], ...]]] = {
+    DpgnnSpec: lambda s: ((s.level, "replace"),),
+    DrwSpec: lambda s: (("node_feature", "replace"),),
+    DpMlpSpec: lambda s: (("node", "add_remove"),),
+    GraphClsSpec: lambda s: (("graph", "add_remove"),),
+    GapSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
+    ProgapSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
+    DpdgcSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
+}
+
+
+def release_levels(spec: Any) -> tuple[tuple[str, str], ...]:
+    """The (level, relation) pairs of the privacy events ``spec``'s run will release,
+    known before anything is calibrated or trained (no torch): what the budget's
+    protected units are checked against before Prefect starts
+    (:func:`tasks.budget.admit_units`). Empty for a non-private run.
+
+    Example: ``gap-edp`` releases at ``("edge", "add_remove")``, which bounds nothing
+    about a node (:func:`dpgnn_core.privacy.units.group_size` is 0)."""
+    if getattr(spec, "epsilon", None) is None:
+        return ()
+    of = _RELEASES.get(type(spec))
+    return of(spec) if of is not None else ()
 
 
 #: A method family's own checks, by spec type.

@@ -66,6 +66,7 @@ from dpgnn_core.methods._private import (
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
 from dpgnn_core.methods._staged import (
     InMemoryStages,
+    admit_plan,
     gate_plan,
     is_directed,
     release_report,
@@ -322,7 +323,9 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
                         field="aggregations", value=list(aggs.shape))
     if node:  # the plan to the budget keeper before the first private step (as GAP's
         gate_plan(spec, ledger_for(spec, n_train)(z), n_train)  # encoder; at edge level
-        # a stage reads no edge: the first aggregation is the first private computation)
+        # a stage reads no edge: the first aggregation is the first private computation,
+    elif spec.level == "edge" and k == 0:  # and the plan is only checked before stage 0)
+        admit_plan(spec, ledger_for(spec, n_train)(z), n_train)
     if on_step is not None and spec.level != "none":
         eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
         on_step = with_epsilon(on_step, [eps] * stage_steps(spec, n_train))

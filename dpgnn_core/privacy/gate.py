@@ -9,6 +9,11 @@ duration of a run; the gate may refuse by raising (:class:`~dpgnn_core.budget.
 BudgetExceeded`), before any private data has been released. Without a gate, both calls do
 nothing (library use).
 
+A staged run whose first stages release nothing private (GAP-EDP's encoder, ProGAP-EDP's
+stage 0) calls :func:`admit` with the same plan before they train: a budget keeper that
+can check without reserving (an ``admit`` method) refuses there, so a plan the budget
+refuses costs no training; the reservation still comes with :func:`before_release`.
+
 A context variable, not a global, so threads and concurrent flows each see their own.
 """
 
@@ -58,6 +63,16 @@ def before_release(ledger: Ledger, info: Mapping[str, Any] | None = None) -> Non
         gate.before_release(ledger, dict(info or {}))
 
 
+def admit(ledger: Ledger, info: Mapping[str, Any] | None = None) -> None:
+    """Called by the core with a staged run's whole plan before a stage that releases
+    nothing private trains: the installed gate's ``admit`` (if it has one) checks the plan
+    against the budget without reserving it, and raises to refuse."""
+    gate = _GATE.get()
+    check = getattr(gate, "admit", None)
+    if check is not None and ledger.entries:
+        check(ledger, dict(info or {}))
+
+
 def released() -> None:
     """Called by the core once something private has been computed."""
     gate = _GATE.get()
@@ -65,4 +80,4 @@ def released() -> None:
         gate.released()
 
 
-__all__ = ["ReleaseGate", "before_release", "current", "gated", "released"]
+__all__ = ["ReleaseGate", "admit", "before_release", "current", "gated", "released"]

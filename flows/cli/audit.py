@@ -147,6 +147,9 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
     from dpgnn_core.methods.catalog import entry
 
     entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
+    from flows.cli.common import refuse_unbounded
+
+    refuse_unbounded(spec, dataset, manifest)  # the audit is charged to this dataset
     try:
         plan = plan_audit(spec.method, spec, attack)
     except DpgnnError as e:

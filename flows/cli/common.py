@@ -246,6 +246,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         clilog.check_home(project_dir())
         refuse_non_private(spec, dataset, manifest, explain_graphs,
                             allow_non_private_release)
+        refuse_unbounded(spec, dataset, manifest)
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
 
@@ -377,6 +378,19 @@ def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
     admit_non_private(ds, method, allowed=False, what="" if not twin else
                       f"the GNNExplainer comparison trains {method}, a non-private twin of "
                       "this model, on the same training graphs (--explain-graphs 0 skips it)")
+
+
+def refuse_unbounded(spec: Any, dataset: Path, manifest: dict[str, Any]) -> None:
+    """Before Prefect starts: a private run whose release bounds nothing about a unit the
+    dataset's budget protects (an edge-level run under a budget of nodes) is refused here
+    in a second, naming the unit (:func:`tasks.budget.admit_units`; the flow checks
+    again)."""
+    from dpgnn_core.methods.preflight import release_levels
+    from tasks.budget import admit_units
+
+    ds = {"content_sha256": manifest.get("content_sha256", ""),
+          "name": manifest.get("name", dataset.name)}
+    admit_units(ds, str(getattr(spec, "method", "")), release_levels(spec))
 
 
 def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

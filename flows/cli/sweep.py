@@ -142,12 +142,17 @@ def _refused_exit(refused: list[dict[str, Any]], points: int) -> None:
         return
     from flows.cli.common import error
 
-    which = ", ".join(f"{r['method']} ε={r['epsilon']:g} seed {r['seed']}" for r in refused[:5])
+    which = ", ".join(f"{r['method']} ε={_eps(r['epsilon'])} seed {r['seed']}"
+                      for r in refused[:5])
     more = f" and {len(refused) - 5} more" if len(refused) > 5 else ""
     error(f"the privacy budget refused {len(refused)} of {points} points ({which}{more}), "
          f"nothing trained for them; the results hold the other points and mark these "
          f"refused. {refused[0]['refused']}")
     raise typer.Exit(1)
+
+
+def _eps(epsilon: float | None) -> str:
+    return "∞" if epsilon is None else f"{epsilon:g}"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -193,7 +198,7 @@ def _print_table(result: dict[str, Any]) -> None:
     for r in result.get("rows", []):
         if r.get("refused"):
             conf = ", ".join(f"{k}={v}" for k, v in sorted(r["config"].items())) or "defaults"
-            rows.append([r["method"], f"{r['epsilon']:g}", conf, "refused", "(budget)",
+            rows.append([r["method"], _eps(r["epsilon"]), conf, "refused", "(budget)",
                          f"seed {r['seed']}", "-"])
     console = Console()
     if not console.is_terminal:
