@@ -9,8 +9,9 @@ Defaults are chosen from the **validation** column only (``choose`` below).
     PYTHONPATH=. python benchmarks/label_messages_loop.py PLAN OUT.jsonl
     PYTHONPATH=. python benchmarks/label_messages_loop.py choose OUT.jsonl
 
-PLAN: ``amherst41`` or ``cornell5`` (the search), ``confirm-DATASET`` (the chosen
-defaults only). Datasets from ``$DPGNN_DATA`` (default ../shared/datasets).
+PLAN: ``amherst41``, ``amherst41-r2``, ``cornell5`` or ``cora`` (:func:`grid`); ``choose``
+(``choose-each``: per dataset) prints the mean validation accuracy of every point.
+Datasets from ``$DPGNN_DATA`` (default ../shared/datasets).
 """
 
 from __future__ import annotations
@@ -27,27 +28,51 @@ from typing import Any
 
 DATA = os.environ.get("DPGNN_DATA", "../shared/datasets")
 #: D = the observed maximum degree (marked not private in RESULTS.md).
-MAX_DEGREE = {"amherst41": 448, "cornell5": 678}
+MAX_DEGREE = {"amherst41": 448, "cornell5": 679}
 FILES = {"amherst41": "Amherst41", "cornell5": "Cornell5"}
 EPSILONS = (16.0, 4.0)
 SEEDS = (0, 1, 2)
 
 
-def grid(dataset: str) -> list[dict[str, Any]]:
-    """The searched points (the TOML specs' grids)."""
+def grid(plan: str) -> list[dict[str, Any]]:
+    """The searched points (the TOML specs' grids). Round 1 (``amherst41``): node level
+    w_H in {0.1, 0.3} x steps in {30, 60}; k-neighbour and node_feature level hops in
+    {1, 2} x w_H in {0.3, 1}. Round 2 (``amherst41-r2``, after round 1's validation
+    preferred the smaller w_H and two hops everywhere): node w_H in {0.03, 0.05} at 30
+    steps; hops in {2, 3} x w_H in {0.1, 0.3} (less round 1's points). ``cornell5``:
+    round 2's grid with round 1's points it contains, on two seeds."""
+    if plan == "cora":  # edge level, ε = 1 (Chien et al.'s Table 2 point)
+        return [{"level": "edge", "hops": h} for h in (1, 2)] + [
+            {"level": "edge", "messages": "adjacency", "adj_dim": 4}]
+    dataset = plan.removesuffix("-r2")
     d = MAX_DEGREE[dataset]
-    pts: list[dict[str, Any]] = []
-    for w_h, steps in itertools.product((0.1, 0.3), (30, 60)):
-        pts.append({"level": "node", "max_degree": d, "budget_split": (1.0, w_h, 1.0),
-                    "steps": steps})
-    for level in ("k_neighbor", "node_feature"):
-        for hops, w_h in itertools.product((1, 2), (0.3, 1.0)):
-            pts.append({"level": level, "hops": hops, "budget_split": (1.0, w_h, 1.0)})
-    return pts
+
+    def node(w_h: float, steps: int) -> dict[str, Any]:
+        return {"level": "node", "max_degree": d, "budget_split": (1.0, w_h, 1.0),
+                "steps": steps}
+
+    def hopped(level: str, hops: int, w_h: float) -> dict[str, Any]:
+        return {"level": level, "hops": hops, "budget_split": (1.0, w_h, 1.0)}
+
+    levels = ("k_neighbor", "node_feature")
+    first = [node(w, s) for w, s in itertools.product((0.1, 0.3), (30, 60))] + [
+        hopped(lv, h, w) for lv, h, w in itertools.product(levels, (1, 2), (0.3, 1.0))]
+    second = [node(w, 30) for w in (0.03, 0.05, 0.1)] + [node(0.1, 60)] + [
+        hopped(lv, h, w) for lv, h, w in itertools.product(levels, (2, 3), (0.1, 0.3))]
+    if plan == "amherst41":
+        return first
+    if plan == "amherst41-r2":
+        return [p for p in second if p not in first]
+    return second
 
 
 def load(dataset: str) -> Any:
     from dpgnn_core.data.loaders.facebook100 import load_facebook100
+    from dpgnn_core.data.loaders.planetoid import load_planetoid
+
+    if dataset == "cora":
+        return load_planetoid(f"{DATA}/planetoid/Cora/raw", fractions=(0.75, 0.1, 0.15),
+                              seed=0)
 
     return load_facebook100(f"{DATA}/facebook100/{FILES[dataset]}.mat", target="year",
                             min_class_size=100, fractions=(0.75, 0.1, 0.15), seed=0)
@@ -59,7 +84,8 @@ def run(data: Any, dataset: str, point: dict[str, Any], eps: float, seed: int
     from dpgnn_core.specs import DpdgcSpec
 
     t = time.time()
-    spec = DpdgcSpec(messages="labels", epsilon=eps, seed=seed, device="cpu", **point)
+    spec = DpdgcSpec(**{"messages": "labels", **point}, epsilon=eps, seed=seed,
+                     device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         clf, h, _, report, _ = train_dpdgc(data, spec)
@@ -71,13 +97,14 @@ def run(data: Any, dataset: str, point: dict[str, Any], eps: float, seed: int
             "reported_epsilon": report["epsilon"], "seconds": round(time.time() - t, 1)}
 
 
-def choose(path: str) -> None:
+def choose(path: str, per_dataset: bool = False) -> None:
     """Mean validation accuracy per (level, ε, options) over datasets and seeds; the best
     per level (ties: the first), with its test accuracy shown beside (not used)."""
     rows = [json.loads(line) for line in open(path)]
     by: dict[tuple[str, float, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         opts = {k: v for k, v in r["options"].items() if k not in ("level", "max_degree")}
+        opts = {**opts, "dataset": r["dataset"]} if per_dataset else opts
         by[(r["options"]["level"], r["epsilon"], json.dumps(opts, sort_keys=True))].append(r)
     for (level, eps, opts), rs in sorted(by.items()):
         val = statistics.mean(r["val"] for r in rs)
@@ -87,18 +114,19 @@ def choose(path: str) -> None:
 
 def main() -> None:
     plan, out = sys.argv[1], sys.argv[2]
-    if plan == "choose":
-        choose(out)
+    if plan in ("choose", "choose-each"):
+        choose(out, plan == "choose-each")
         return
     import torch
 
     torch.set_num_threads(1)
-    dataset = plan.removeprefix("confirm-")
-    points = grid(dataset)
-    seeds = SEEDS if dataset == "amherst41" else SEEDS[:2]
+    dataset = plan.removesuffix("-r2")
+    points = grid(plan)
+    seeds = SEEDS if dataset != "cornell5" else SEEDS[:2]
+    epsilons = (1.0,) if dataset == "cora" else EPSILONS
     data = load(dataset)
     with open(out, "a") as f:
-        for point, eps, seed in itertools.product(points, EPSILONS, seeds):
+        for point, eps, seed in itertools.product(points, epsilons, seeds):
             row = run(data, dataset, point, eps, seed)
             f.write(json.dumps(row) + "\n")
             f.flush()

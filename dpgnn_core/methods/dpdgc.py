@@ -269,6 +269,7 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
         "delta": delta, "steps": spec.steps, "adj_steps": spec.adj_steps, "unaccounted": [],
         "budget_split": list(spec.budget_split), "directed": directed,
         "messages": spec.messages, "hops": spec.hops, "row_clip": spec.row_clip,
+        "structure_defaults": level_defaults_used(spec),
         **Randomness.for_spec(spec).describe()}
     if not _private(spec):
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0, "protects": "nothing"})
@@ -301,6 +302,23 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
     report["unaccounted"] = list(planned.unaccounted)
     return planned, z, report
+
+
+#: The options the `defaults` line of a run shows (the level's recipe).
+DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
+
+
+def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
+    """The recipe's options for the run's ``defaults`` line: each value, and which of them
+    are the level's validation-chosen defaults (:attr:`DpdgcSpec.level_defaults`; a value
+    equal to its level default is shown as one, given or not)."""
+    table = spec.level_defaults.get(spec.level, {})
+    shown = [f for f in DEFAULTS_SHOWN if f in table or f in ("messages", "hops")]
+    values = {f: (list(v) if isinstance(v := getattr(spec, f), tuple) else v) for f in shown}
+    default = [f for f in shown if f in table and getattr(spec, f) == table[f]]
+    return {"fields": shown, **values, "level_default": default,
+            "rule": f"DPDGC {spec.level}-level defaults chosen on validation accuracy "
+                    "(benchmarks/RESULTS.md, \"DPDGC label messages\")"}
 
 
 def _hop_deltas(spec: DpdgcSpec, directed: bool) -> list[float]:
