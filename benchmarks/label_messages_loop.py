@@ -40,7 +40,7 @@ def grid(plan: str) -> list[dict[str, Any]]:
     {1, 2} x w_H in {0.3, 1}. Round 2 (``amherst41-r2``, after round 1's validation
     preferred the smaller w_H and two hops everywhere): node w_H in {0.03, 0.05} at 30
     steps; hops in {2, 3} x w_H in {0.1, 0.3} (less round 1's points). ``cornell5``:
-    round 2's grid with round 1's points it contains, on two seeds."""
+    node w_H 0.05 / 0.1 at 30 steps, 0.1 at 60; two hops at w_H 0.1 / 0.3; two seeds."""
     if plan == "cora":  # edge level, ε = 1 (Chien et al.'s Table 2 point)
         return [{"level": "edge", "hops": h} for h in (1, 2)] + [
             {"level": "edge", "messages": "adjacency", "adj_dim": 4}]
@@ -63,7 +63,10 @@ def grid(plan: str) -> list[dict[str, Any]]:
         return first
     if plan == "amherst41-r2":
         return [p for p in second if p not in first]
-    return second
+    # Cornell5 (8x the nodes, on a shared 2-core machine): round 2's neighbourhood of
+    # Amherst41's best validation points only
+    return [node(w, s) for w, s in ((0.05, 30), (0.1, 30), (0.1, 60))] + [
+        hopped(lv, 2, w) for lv, w in itertools.product(levels, (0.1, 0.3))]
 
 
 def load(dataset: str) -> Any:

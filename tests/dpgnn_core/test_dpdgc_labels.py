@@ -332,8 +332,28 @@ def test_node_level_labels_clip_at_root_d_unless_given() -> None:
     assert DpdgcSpec(level="node", max_degree=16, epsilon=1.0, messages="labels").row_clip == 4
     assert DpdgcSpec(level="node", max_degree=16, epsilon=1.0, messages="labels",
                      row_clip=2.0).row_clip == 2.0
-    assert DpdgcSpec(level="node", max_degree=16, epsilon=1.0).row_clip is None
+    assert DpdgcSpec(level="node", max_degree=16, epsilon=1.0,
+                     messages="adjacency").row_clip is None
     assert DpdgcSpec(method="dpdgc-fdp", epsilon=1.0).level == "node_feature"
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"method": "dpdgc-ndp", "max_degree": 9},
+     {"messages": "labels", "hops": 1, "steps": 30, "budget_split": (1.0, 0.1, 1.0),
+      "row_clip": 3.0}),
+    ({"method": "dpdgc-kndp"}, {"messages": "labels", "hops": 2, "steps": 60,
+                                "budget_split": (1.0, 0.1, 1.0)}),
+    ({"method": "dpdgc-fdp", "hops": 1}, {"messages": "labels", "hops": 1}),
+    ({"method": "dpdgc-kndp", "messages": "adjacency"},
+     {"hops": 1, "steps": 60, "budget_split": (1.0, 1.0, 1.0), "adj_dim": 16}),
+    ({"method": "dpdgc-edp"}, {"messages": "adjacency", "hops": 1, "adj_dim": 4}),
+])
+def test_level_defaults_fill_only_what_is_left_out(given: dict[str, object],
+                                                   expected: dict[str, object]) -> None:
+    """The validation-chosen label recipe per level; an input asking for adjacency
+    messages keeps the adjacency recipe; a given value always wins."""
+    spec = DpdgcSpec(epsilon=4.0, **given)  # type: ignore[arg-type]
+    assert {k: getattr(spec, k) for k in expected} == expected
 
 
 @pytest.mark.parametrize(("level", "extra"), [
