@@ -326,6 +326,11 @@ def test_ledger_of_each_level_with_labels() -> None:
                                                    ("poisson_gaussian", "node_feature")]
     assert kinds(level="node", max_degree=9) == [("gaussian", "node"),
                                                  ("poisson_gaussian", "node")]
+    # `budget show` names dpdgc-fdp's unit as DP-GCN's: node_feature
+    from dpgnn_core.privacy.odometer import Charge
+
+    fdp = ledger_for(DpdgcSpec(method="dpdgc-fdp", epsilon=4.0, **FAST), 60)(1.0)
+    assert Charge(fdp).units() == {"node_feature"}
 
 
 def test_node_level_labels_clip_at_root_d_unless_given() -> None:
