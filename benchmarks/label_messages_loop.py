@@ -9,8 +9,10 @@ Defaults are chosen from the **validation** column only (``choose`` below).
     PYTHONPATH=. python benchmarks/label_messages_loop.py PLAN OUT.jsonl
     PYTHONPATH=. python benchmarks/label_messages_loop.py choose OUT.jsonl
 
-PLAN: ``amherst41``, ``amherst41-r2``, ``cornell5`` or ``cora`` (:func:`grid`); ``choose``
-(``choose-each``: per dataset) prints the mean validation accuracy of every point.
+PLAN: ``amherst41``, ``amherst41-r2``, ``amherst41-r3``, ``amherst41-cap``, ``cornell5``
+or ``cora``
+(:func:`grid`); ``choose`` (``choose-each``: per dataset) prints the mean validation
+accuracy of every point, ``table`` the markdown rows of benchmarks/RESULTS.md.
 Datasets from ``$DPGNN_DATA`` (default ../shared/datasets).
 """
 
@@ -44,7 +46,10 @@ def grid(plan: str) -> list[dict[str, Any]]:
     if plan == "cora":  # edge level, ε = 1 (Chien et al.'s Table 2 point)
         return [{"level": "edge", "hops": h} for h in (1, 2)] + [
             {"level": "edge", "messages": "adjacency", "adj_dim": 4}]
-    dataset = plan.removesuffix("-r2")
+    if plan == "amherst41-cap":  # node level with a public cap instead of the observed D
+        return [{"level": "node", "max_degree": cap, "budget_split": (1.0, 0.1, 1.0),
+                 "steps": 30} for cap in (1000, 5000)]
+    dataset = plan.removesuffix("-r2").removesuffix("-r3")
     d = MAX_DEGREE[dataset]
 
     def node(w_h: float, steps: int) -> dict[str, Any]:
@@ -63,6 +68,8 @@ def grid(plan: str) -> list[dict[str, Any]]:
         return first
     if plan == "amherst41-r2":
         return [p for p in second if p not in first]
+    if plan == "amherst41-r3":  # node level at ε = 4 was below DP-MLP: a faster classifier
+        return [{**node(0.1, s), "lr": 0.03} for s in (60, 100)]
     # Cornell5 (8x the nodes, on a shared 2-core machine): round 2's neighbourhood of
     # Amherst41's best validation points only
     return [node(w, s) for w, s in ((0.05, 30), (0.1, 30), (0.1, 60))] + [
@@ -115,15 +122,35 @@ def choose(path: str, per_dataset: bool = False) -> None:
         print(f"{level:13s} eps {eps:4g} {opts:60s} n={len(rs)} val {val:.3f} test {test:.3f}")
 
 
+def table(path: str) -> None:
+    """Markdown rows: dataset, level, ε, options, seeds, validation, test (mean ± std)."""
+    rows = [json.loads(line) for line in open(path)]
+    by: dict[tuple[str, str, float, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        o = r["options"]
+        opts = ", ".join(f"{k} {v}" for k, v in o.items() if k not in ("level",))
+        by[(r["dataset"], o["level"], r["epsilon"], opts)].append(r)
+    for (ds, level, eps, opts), rs in sorted(by.items(), key=lambda kv: (
+            kv[0][0], kv[0][1], -kv[0][2], kv[0][3])):
+        val = statistics.mean(r["val"] for r in rs)
+        test = [r["test"] for r in rs]
+        sd = statistics.stdev(test) if len(test) > 1 else 0.0
+        print(f"| {ds} | {level} | {eps:g} | {opts} | {len(rs)} | {val:.3f} | "
+              f"{statistics.mean(test):.3f} ± {sd:.3f} |")
+
+
 def main() -> None:
     plan, out = sys.argv[1], sys.argv[2]
     if plan in ("choose", "choose-each"):
         choose(out, plan == "choose-each")
         return
+    if plan == "table":
+        table(out)
+        return
     import torch
 
     torch.set_num_threads(1)
-    dataset = plan.removesuffix("-r2")
+    dataset = plan.split("-")[0]
     points = grid(plan)
     seeds = SEEDS if dataset != "cornell5" else SEEDS[:2]
     epsilons = (1.0,) if dataset == "cora" else EPSILONS

@@ -1,6 +1,12 @@
 """DPDGC (Chien et al., NeurIPS 2023): differentially private decoupled graph convolution,
 at edge level (``dpdgc-edp``), node level (``dpdgc-ndp``), k-neighbour level
-(``dpdgc-kndp``) and without privacy (``dpdgc-inf``).
+(``dpdgc-kndp``), ``node_feature`` level (``dpdgc-fdp``: structure public) and without
+privacy (``dpdgc-inf``).
+
+The messages are the paper's trained adjacency embeddings (``messages="adjacency"``,
+below) or the training nodes' one-hot labels (``messages="labels"``: no encoder, ``hops``
+private hops; :mod:`dpgnn_core.methods.dpdgc_messages` and docs/privacy.md, "DPDGC's label
+messages").
 
 The graph enters through one place only, the aggregation of learned node embeddings:
 
@@ -67,8 +73,9 @@ from dpgnn_core.methods.dpdgc_messages import (
     aggregation_sensitivity,  # noqa: F401  (re-exported: the tests and docs name it here)
     classifier_inputs,
     first_messages,
-    hop_sensitivities,
+    hop_deltas,
     label_rows,
+    level_defaults_used,
     message_width,
     propagate,
     released_hops,
@@ -283,7 +290,7 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
                            f", classifier): {e}") from e
     z = cal.noise_multiplier
     opts = {"max_degree": spec.max_degree, "k": spec.k}
-    d_hops = _hop_deltas(spec, directed)
+    d_hops = hop_deltas(spec, directed)
     d_a = encoder_sensitivity(spec.level, directed, spec.clip, **opts)
     report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
                    "noise_multiplier": z, "accountant": spec.accountant,
@@ -302,32 +309,6 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     report["warnings"] = check_weak_budget(spec.epsilon, delta, n_train)
     report["unaccounted"] = list(planned.unaccounted)
     return planned, z, report
-
-
-#: The options the `defaults` line of a run shows (the level's recipe).
-DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
-
-
-def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
-    """The recipe's options for the run's ``defaults`` line: each value, and which of them
-    are the level's validation-chosen defaults (:attr:`DpdgcSpec.level_defaults`; a value
-    equal to its level default is shown as one, given or not)."""
-    table = spec.defaults_for({"messages": spec.messages}).get(spec.level, {})
-    shown = [f for f in DEFAULTS_SHOWN if f in table or f in ("messages", "hops")]
-    values = {f: (list(v) if isinstance(v := getattr(spec, f), tuple) else v) for f in shown}
-    default = [f for f in shown if f in table and getattr(spec, f) == table[f]]
-    return {"fields": shown, **values, "level_default": default,
-            "rule": f"DPDGC {spec.level}-level defaults chosen on validation accuracy "
-                    "(benchmarks/RESULTS.md, \"DPDGC label messages\")"}
-
-
-def _hop_deltas(spec: DpdgcSpec, directed: bool) -> list[float]:
-    """Δ of each hop's release, 0 where the hop is post-processing (``node_feature``
-    level over released rows, ∞)."""
-    released = released_hops(spec.messages, spec.level, spec.hops)
-    deltas = hop_sensitivities(spec.messages, spec.level, spec.hops, directed,
-                               max_degree=spec.max_degree, k=spec.k, row_clip=spec.row_clip)
-    return [d if t + 1 in released else 0.0 for t, d in enumerate(deltas)]
 
 
 def _protects(spec: DpdgcSpec, directed: bool) -> str:
@@ -403,7 +384,7 @@ def aggregate(adj_t: Tensor, w: Tensor, spec: DpdgcSpec, z: float, directed: boo
     """Stage 2: the hops ``[n, hops, width]`` over the first messages ``w`` (W or W_1 of
     the labels), each released hop :math:`\\mathrm{clip}_c(A W_t)` + noise of std
     z·w_H·Δ_t (secret; :func:`~dpgnn_core.methods.dpdgc_messages.propagate`)."""
-    sigmas = [z * spec.budget_split[1] * d for d in _hop_deltas(spec, directed)]
+    sigmas = [z * spec.budget_split[1] * d for d in hop_deltas(spec, directed)]
     gen = Randomness.for_spec(spec).torch_generator("aggregation/noise", w.device)
     return propagate(adj_t, w, sigmas, spec.row_clip, gen)
 

@@ -33,12 +33,14 @@ node_feature   1                              0 (post-processing)
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from dpgnn_core.errors import DataError
 from dpgnn_core.privacy.pma import clip_rows, row_normalise
+from dpgnn_core.specs import DpdgcSpec
 
 #: The message kinds (the spec's ``messages``).
 MESSAGE_KINDS = ("adjacency", "labels")
@@ -206,7 +208,33 @@ def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
     return torch.cat([x, *parts], 1)
 
 
-__all__ = ["MESSAGE_KINDS", "NORMALISED_LEVELS", "aggregation_sensitivity",
-           "classifier_inputs", "first_messages", "hop_sensitivities", "label_rows",
-           "label_sensitivity", "message_width", "propagate",
-           "released_hops"]
+#: The options the `defaults` line of a run shows (the level's recipe).
+DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
+
+
+def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
+    """The recipe's options for the run's ``defaults`` line: each value, and which of them
+    are the level's validation-chosen defaults (:attr:`DpdgcSpec.level_defaults`; a value
+    equal to its level default is shown as one, given or not)."""
+    table = spec.defaults_for({"messages": spec.messages}).get(spec.level, {})
+    shown = [f for f in DEFAULTS_SHOWN if f in table or f in ("messages", "hops")]
+    values = {f: (list(v) if isinstance(v := getattr(spec, f), tuple) else v) for f in shown}
+    default = [f for f in shown if f in table and getattr(spec, f) == table[f]]
+    return {"fields": shown, **values, "level_default": default,
+            "rule": f"DPDGC {spec.level}-level defaults chosen on validation accuracy "
+                    "(benchmarks/RESULTS.md, \"DPDGC label messages\")"}
+
+
+def hop_deltas(spec: DpdgcSpec, directed: bool) -> list[float]:
+    """Δ of each hop's release, 0 where the hop is post-processing (``node_feature``
+    level over released rows, ∞)."""
+    released = released_hops(spec.messages, spec.level, spec.hops)
+    deltas = hop_sensitivities(spec.messages, spec.level, spec.hops, directed,
+                               max_degree=spec.max_degree, k=spec.k, row_clip=spec.row_clip)
+    return [d if t + 1 in released else 0.0 for t, d in enumerate(deltas)]
+
+
+__all__ = ["DEFAULTS_SHOWN", "MESSAGE_KINDS", "NORMALISED_LEVELS",
+           "aggregation_sensitivity", "classifier_inputs", "first_messages", "hop_deltas",
+           "hop_sensitivities", "label_rows", "label_sensitivity", "level_defaults_used",
+           "message_width", "propagate", "released_hops"]
