@@ -215,9 +215,11 @@ DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
 def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
     """The recipe's options for the run's ``defaults`` line: each value, and which of them
     are the level's validation-chosen defaults (:attr:`DpdgcSpec.level_defaults`; a value
-    equal to its level default is shown as one, given or not)."""
+    equal to its level default is shown as one, given or not); at node level with label
+    messages also c (√D unless given)."""
     table = spec.defaults_for({"messages": spec.messages}).get(spec.level, {})
-    shown = [f for f in DEFAULTS_SHOWN if f in table or f in ("messages", "hops")]
+    derived = ("row_clip",) if spec.level == "node" and spec.messages == "labels" else ()
+    shown = [f for f in DEFAULTS_SHOWN if f in table or f in ("messages", "hops", *derived)]
     values = {f: (list(v) if isinstance(v := getattr(spec, f), tuple) else v) for f in shown}
     default = [f for f in shown if f in table and getattr(spec, f) == table[f]]
     return {"fields": shown, **values, "level_default": default,

@@ -22,6 +22,7 @@ from dpgnn_core.methods.dpdgc_messages import (
     hop_sensitivities,
     label_rows,
     label_sensitivity,
+    level_defaults_used,
     propagate,
     released_hops,
 )
@@ -359,6 +360,12 @@ def test_level_defaults_fill_only_what_is_left_out(given: dict[str, object],
     messages keeps the adjacency recipe; a given value always wins."""
     spec = DpdgcSpec(epsilon=4.0, **given)  # type: ignore[arg-type]
     assert {k: getattr(spec, k) for k in expected} == expected
+    shown = level_defaults_used(spec)  # the run's `defaults` line
+    assert {k: shown[k] for k in shown["fields"]} == {
+        k: list(v) if isinstance(v, tuple) else v for k, v in
+        ((f, getattr(spec, f)) for f in shown["fields"])}
+    assert ("hops" in shown["level_default"]) == ("hops" in spec.defaults_for(
+        {"messages": spec.messages}).get(spec.level, {}) and "hops" not in given)
 
 
 @pytest.mark.parametrize(("level", "extra"), [
