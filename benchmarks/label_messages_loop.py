@@ -9,8 +9,8 @@ Defaults are chosen from the **validation** column only (``choose`` below).
     PYTHONPATH=. python benchmarks/label_messages_loop.py PLAN OUT.jsonl
     PYTHONPATH=. python benchmarks/label_messages_loop.py choose OUT.jsonl
 
-PLAN: ``amherst41``, ``amherst41-r2``, ``amherst41-r3``, ``amherst41-cap``, ``cornell5``
-or ``cora``
+PLAN: ``amherst41``, ``amherst41-r2``, ``amherst41-r3``, ``amherst41-cap``, ``cornell5``,
+``cornell5-r3`` or ``cora``
 (:func:`grid`); ``choose`` (``choose-each``: per dataset) prints the mean validation
 accuracy of every point, ``table`` the markdown rows of benchmarks/RESULTS.md.
 Datasets from ``$DPGNN_DATA`` (default ../shared/datasets).
@@ -68,7 +68,7 @@ def grid(plan: str) -> list[dict[str, Any]]:
         return first
     if plan == "amherst41-r2":
         return [p for p in second if p not in first]
-    if plan == "amherst41-r3":  # node level at ε = 4 was below DP-MLP: a faster classifier
+    if plan.endswith("-r3"):  # node level at ε = 4 was below DP-MLP: a faster classifier
         return [{**node(0.1, s), "lr": 0.03} for s in (60, 100)]
     # Cornell5 (8x the nodes, on a shared 2-core machine): round 2's neighbourhood of
     # Amherst41's best validation points only

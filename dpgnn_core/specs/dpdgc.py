@@ -52,7 +52,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         epochs (int): full-batch Adam epochs of the classifier at edge level and ∞.
             (default: 200)
         steps (int): DP-Adam steps of the classifier (node, k-neighbour, node_feature).
-            (default: 60; 30 at node level with label messages)
+            (default: 60)
         batch_size (int): expected rows per DP-Adam step (Poisson rate m/N). (default:
             min(16384, N): every row on all but very large graphs)
         lr (float): the classifier's learning rate. (default: 1e-2)
@@ -78,7 +78,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     #: recipe of issue 28), so the label recipe never changes an adjacency run.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"adj_dim": 4},
-        "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0), "steps": 30},
+        "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0)},
         "k_neighbor": {"messages": "labels", "hops": 2, "budget_split": (1.0, 0.1, 1.0)},
         "node_feature": {"messages": "labels", "hops": 2,
                          "budget_split": (1.0, 0.1, 1.0)}}
