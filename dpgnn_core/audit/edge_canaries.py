@@ -64,18 +64,26 @@ def released_encodings(model: torch.nn.Module, data: GraphData, aggregations: to
                        ) -> torch.Tensor:
     """X(0), the row-normalised rows the first private aggregation summed, recomputed from
     the released model: GAP's encoder, or ProGAP's frozen stage 0 (its first aggregation
-    sums stage 0's normalised embeddings).
+    sums stage 0's normalised embeddings); for DPDGC with label messages (no encoder is
+    released) the one-hot training labels of the audited dataset, which the auditor
+    built.
 
     Raises:
         DataError: a model with neither.
     """
     from dpgnn_core.methods.gap import row_normalise
+    from dpgnn_core.models.dpdgc import DpdgcClassifier
 
     x = torch.from_numpy(data.x)
     with torch.no_grad():
         encoder = getattr(model, "encoder", None)
         if encoder is not None:
             return row_normalise(encoder.cpu().eval().encode(x))
+        if isinstance(model, DpdgcClassifier):  # label messages: the auditor's own labels
+            from dpgnn_core.methods.dpdgc_messages import label_rows
+
+            train = torch.from_numpy(data.mask("train"))
+            return label_rows(torch.from_numpy(np.asarray(data.y)), train, data.num_classes)
         embeddings = getattr(model, "embeddings", None)
         if embeddings is None:
             raise DataError("edge and star canaries are scored with the released encoder "

@@ -78,9 +78,11 @@ def insert_node_canaries(data: GraphData, m: int, *, relation: Relation = "add/r
 
 def canary_logits(model: torch.nn.Module, x: npt.NDArray[np.float32]) -> torch.Tensor:
     """Logits of the model on canary features, each canary an isolated node: a subgraph
-    model (DP-GNN, DRW) on an empty edge set, GAP's classifier on zero aggregations (an
-    isolated node aggregates nothing), any other model (DP-MLP) on the features alone."""
+    model (DP-GNN, DRW) on an empty edge set, GAP's and DPDGC's classifiers on zero
+    aggregations (an isolated node aggregates nothing), any other model (DP-MLP) on the
+    features alone."""
     from dpgnn_core.methods.gap import GapClassifier
+    from dpgnn_core.models.dpdgc import DpdgcClassifier
 
     model = model.cpu().eval()
     xt = torch.from_numpy(np.ascontiguousarray(x))
@@ -89,6 +91,9 @@ def canary_logits(model: torch.nn.Module, x: npt.NDArray[np.float32]) -> torch.T
             enc_dim = model.encoder.encoder_dim if model.encoder is not None else 0
             zeros = torch.zeros((xt.shape[0], model.hops, enc_dim))
             out: torch.Tensor = model(model.inputs(xt, zeros))
+        elif isinstance(model, DpdgcClassifier):  # zero rows for every released hop
+            out = model(torch.cat([xt, torch.zeros((xt.shape[0], model.agg.in_features))],
+                                  1))
         elif hasattr(model, "forward_sparse"):
             out = model.forward_sparse(xt, torch.zeros((2, 0), dtype=torch.int64))  # type: ignore[operator]
         else:

@@ -191,20 +191,25 @@ _DPDGC_LEVELS = {
     "ndp": ("node", "node with its features, label and edges, every degree <= D; add/remove"),
     "kndp": ("k_neighbor", "k-neighbour: a node's features and label with up to k of its "
                            "edges; add/remove"),
+    "fdp": ("node_feature", "node_feature (a node's features and label, structure public); "
+                            "add/remove"),
     "inf": ("none", "nothing (non-private)")}
 # DPDGC: one private aggregation of learned node embeddings W; predictions from it. Edge
 # canaries score the released aggregation against the released W; a node-level change is a
 # star (the hub with its edges); a k-neighbour change with k = 1 is one edge plus the
 # node's record: edge canaries realise its edge part (docs/privacy.md, "DPDGC").
+# At node_feature level the edges are public (edge canaries would test nothing claimed):
+# node canaries, isolated training nodes scored by the classifier on zero aggregations.
 # The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
-# steps at node and k-neighbour level: the progress line counts those.
+# steps at node, k-neighbour and node_feature level: the progress line counts those.
 _family({f"dpdgc-{s}": {"fixed": {"level": lvl}, "private": lvl != "none",
                         "protection": desc,
                         "progress_unit": "epoch" if lvl in ("edge", "none") else "step"}
          for s, (lvl, desc) in _DPDGC_LEVELS.items()},
         family="dpdgc", spec="DpdgcSpec", module="dpgnn_core.methods.dpdgc", task="node",
-        run_tags=("adj_dim",), canary=("edge", "add/remove"),
-        canary_by_level={"node": ("star", "add/remove")})
+        run_tags=("adj_dim", "messages", "hops"), canary=("edge", "add/remove"),
+        canary_by_level={"node": ("star", "add/remove"),
+                         "node_feature": ("node", "add/remove")})
 
 #: The names of each spec's level (``level`` -> name), for the specs' name validators.
 LEVEL_NAMES: Mapping[str, Mapping[str, str]] = MappingProxyType({

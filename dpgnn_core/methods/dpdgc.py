@@ -1,6 +1,12 @@
 """DPDGC (Chien et al., NeurIPS 2023): differentially private decoupled graph convolution,
 at edge level (``dpdgc-edp``), node level (``dpdgc-ndp``), k-neighbour level
-(``dpdgc-kndp``) and without privacy (``dpdgc-inf``).
+(``dpdgc-kndp``), ``node_feature`` level (``dpdgc-fdp``: structure public) and without
+privacy (``dpdgc-inf``).
+
+The messages are the paper's trained adjacency embeddings (``messages="adjacency"``,
+below) or the training nodes' one-hot labels (``messages="labels"``: no encoder, ``hops``
+private hops; :mod:`dpgnn_core.methods.dpdgc_messages` and docs/privacy.md, "DPDGC's label
+messages").
 
 The graph enters through one place only, the aggregation of learned node embeddings:
 
@@ -63,6 +69,18 @@ from dpgnn_core.methods._private import (
     with_epsilon,
 )
 from dpgnn_core.methods._staged import MAX_NOISE
+from dpgnn_core.methods.dpdgc_messages import (
+    _bound,
+    aggregation_sensitivity,  # noqa: F401  (re-exported: the tests and docs name it here)
+    classifier_inputs,
+    first_messages,
+    hop_deltas,
+    label_rows,
+    level_defaults_used,
+    message_width,
+    propagate,
+    released_hops,
+)
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -73,7 +91,7 @@ from dpgnn_core.privacy import (
     make_accountant,
 )
 from dpgnn_core.privacy import gate as release_gate
-from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows, row_normalise
+from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import DpdgcSpec
@@ -89,8 +107,6 @@ DEGREE_CHECK_NOTE = (
     "and refuses otherwise, so whether it ran reveals whether the private graph's maximum "
     "degree is <= D (one bit, not accounted)")
 
-_NAMES = {"edge": "dpdgc-edp", "node": "dpdgc-ndp", "k_neighbor": "dpdgc-kndp",
-          "none": "dpdgc-inf"}
 
 # --- sensitivities (pure math) ---------------------------------------------------------
 
@@ -117,56 +133,6 @@ def check_degree(edge_index: np.ndarray, num_nodes: int, max_degree: int, *,
 
 
 
-def _bound(level: str, max_degree: int | None, k: int | None) -> int:
-    """D at node level, k at k-neighbour level (validated)."""
-    name, value = ("max_degree", max_degree) if level == "node" else ("k", k)
-    if value is None or int(value) != value or value < 1:
-        raise DataError(f"{level}-level DPDGC needs an integer {name} >= 1", field=name,
-                        value=value)
-    return int(value)
-
-
-def aggregation_sensitivity(level: str, directed: bool, *, max_degree: int | None = None,
-                            k: int | None = None, row_clip: float | None = None) -> float:
-    """L2 sensitivity of :math:`\\mathrm{clip}_c(A W)` (rows of W of norm <= 1), i.e. of
-    the whole ``[n, h]`` matrix, under one neighbouring change of ``level``.
-
-    .. math::
-        \\Delta_\\mathrm{edge} = 1 \\text{ (directed)}, \\sqrt 2 \\text{ (undirected)};\\quad
-        \\Delta^2_\\mathrm{node} = \\max_{(a,b)} \\min(c, a)^2 + b;\\quad
-        \\Delta^2_k = \\max_{(a,b)} \\min(2c, a)^2 + b
-
-    At node level (node v removed: its record and every edge, v left isolated) v's own row
-    goes to 0 (norm <= min(c, d_in)) and each of v's d_out receivers loses w_v (<= 1,
-    clipping is non-expansive); (a, b) = (d_in, d_out) with d_in, d_out <= D (undirected:
-    a = b = D) or d_in + d_out <= D (directed). At k-neighbour level (v's record and up to
-    k of its edges) v's row moves by the sum of a <= k embeddings (<= min(2c, a): both rows
-    lie in the c-ball) and b receivers by <= 1 each; a = b = k undirected (each edge is a
-    message both ways), a + b <= k directed.
-
-    Args:
-        level (str): ``edge``, ``node``, ``k_neighbor`` or ``none`` (0).
-        directed (bool): the manifest's ``directed`` flag.
-        max_degree (int, optional): D (node level).
-        k (int, optional): the edges of v one change may touch (k-neighbour level).
-        row_clip (float, optional): c; :obj:`None` is c = ∞. (default: :obj:`None`)
-    """
-    if level == "none":
-        return 0.0
-    if level == "edge":
-        return 1.0 if directed else math.sqrt(2.0)
-    if level not in ("node", "k_neighbor"):
-        raise DataError(f"unknown DPDGC level {level!r}", field="level", value=level)
-    bound = _bound(level, max_degree, k)
-    c = math.inf if row_clip is None else float(row_clip)
-    own = c if level == "node" else 2.0 * c
-    if directed:
-        sq = max(min(own, a) ** 2 + (bound - a) for a in range(bound + 1))
-    else:
-        sq = min(own, bound) ** 2 + bound
-    return math.sqrt(sq)
-
-
 def encoder_sensitivity(level: str, directed: bool, clip: float, *,
                         max_degree: int | None = None, k: int | None = None) -> float:
     """L2 sensitivity of one step's sum of clipped per-record gradients of the adjacency
@@ -176,10 +142,13 @@ def encoder_sensitivity(level: str, directed: bool, clip: float, *,
     most 2C; a record present in one graph only by at most C. Edge: the receivers of the
     edge change their rows (1 directed, 2 undirected): 2C / 4C. Node: v's record (C) and
     its <= D receivers: (2D + 1) C. k-neighbour: v's record (kept with a changed row: 2C;
-    or added / removed: C) and <= k other endpoints: 2(k + 1) C.
+    or added / removed: C) and <= k other endpoints: 2(k + 1) C. ``node_feature`` (rows of
+    A public): v's record only, added or removed: C.
     """
     if level == "none":
         return 0.0
+    if level == "node_feature":
+        return clip
     if level == "edge":
         return (2.0 if directed else 4.0) * clip
     if level not in ("node", "k_neighbor"):
@@ -237,8 +206,9 @@ def _private(spec: DpdgcSpec) -> bool:
 
 def ledger_for(spec: DpdgcSpec, num_train: int) -> Callable[[float], Ledger]:
     """z ↦ the ledger of the whole run: the encoder's ``adj_steps`` Gaussian releases (if
-    any), the aggregation's one, and at node / k-neighbour level the classifier's DP-Adam;
-    empty for DPDGC-∞."""
+    any, adjacency messages only), one Gaussian release per released hop
+    (:func:`~dpgnn_core.methods.dpdgc_messages.released_hops`), and at node, k-neighbour
+    and ``node_feature`` level the classifier's DP-Adam; empty for DPDGC-∞."""
     w_adj, w_agg, w_cls = spec.budget_split
     spec = spec.with_batch_size(num_train)
     rate = spec.batch / num_train
@@ -246,18 +216,27 @@ def ledger_for(spec: DpdgcSpec, num_train: int) -> Callable[[float], Ledger]:
     # the k-neighbour unit depends on k: each event names it (a k = 1 guarantee says
     # nothing at group size 1 about changes of k = 5 edges)
     unit = f" (k-neighbour, k = {spec.k})" if spec.level == "k_neighbor" else ""
+    labels = spec.messages == "labels"
+    hops = released_hops(spec.messages, spec.level, spec.hops)
+
+    def hop_name(t: int) -> str:
+        if t == 1:
+            return ("DPDGC label messages hop 1 (A Y_train)" if labels
+                    else "DPDGC aggregation A W")
+        return f"DPDGC hop {t} (A normalise(H{t - 1}))"
 
     def ledger(z: float) -> Ledger:
         out = Ledger()
         if spec.level == "none":
             return out
-        if spec.adj_steps > 0:
+        if spec.adj_steps > 0 and not labels:
             out = out.add(GaussianEvent(noise_multiplier=z * w_adj, count=spec.adj_steps,
                                         level=level, description="DPDGC adjacency encoder "
                                         f"(noisy full-batch gradient descent){unit}"))
-        out = out.add(GaussianEvent(noise_multiplier=z * w_agg, count=1, level=level,
-                                    description=f"DPDGC aggregation A W{unit}"))
-        if spec.level in ("node", "k_neighbor"):
+        for t in hops:
+            out = out.add(GaussianEvent(noise_multiplier=z * w_agg, count=1, level=level,
+                                        description=f"{hop_name(t)}{unit}"))
+        if spec.level in ("node", "k_neighbor", "node_feature"):
             out = out.add(PoissonGaussianEvent(noise_multiplier=z * w_cls, sampling_rate=rate,
                                                steps=spec.steps, level=level,
                                                description=f"DPDGC classifier (DP-Adam){unit}"),
@@ -297,6 +276,8 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
         "method": spec.method, "private": _private(spec), "level": spec.level,
         "delta": delta, "steps": spec.steps, "adj_steps": spec.adj_steps, "unaccounted": [],
         "budget_split": list(spec.budget_split), "directed": directed,
+        "messages": spec.messages, "hops": spec.hops, "row_clip": spec.row_clip,
+        "structure_defaults": level_defaults_used(spec),
         **Randomness.for_spec(spec).describe()}
     if not _private(spec):
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0, "protects": "nothing"})
@@ -310,14 +291,17 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
                            f", classifier): {e}") from e
     z = cal.noise_multiplier
     opts = {"max_degree": spec.max_degree, "k": spec.k}
-    d_h = aggregation_sensitivity(spec.level, directed, row_clip=spec.row_clip, **opts)
+    d_hops = hop_deltas(spec, directed)
     d_a = encoder_sensitivity(spec.level, directed, spec.clip, **opts)
     report.update({"epsilon": cal.epsilon, "target_epsilon": spec.epsilon,
                    "noise_multiplier": z, "accountant": spec.accountant,
-                   "aggregation_sensitivity": d_h,
-                   "aggregation_noise_std": z * spec.budget_split[1] * d_h,
-                   "encoder_sensitivity": d_a,
-                   "encoder_noise_std": z * spec.budget_split[0] * d_a,
+                   "aggregation_sensitivity": d_hops[0],
+                   "aggregation_noise_std": z * spec.budget_split[1] * d_hops[0],
+                   "hop_sensitivities": d_hops,
+                   "hop_noise_stds": [z * spec.budget_split[1] * d for d in d_hops],
+                   **({"encoder_sensitivity": d_a,
+                       "encoder_noise_std": z * spec.budget_split[0] * d_a}
+                      if spec.messages == "adjacency" else {}),
                    "protects": _protects(spec, directed),
                    "inference": "transductive: predictions read the released aggregation "
                                 "and each node's own features (no extra budget)"})
@@ -344,6 +328,9 @@ def _protects(spec: DpdgcSpec, directed: bool) -> str:
                       "node's features and label and / or up to k = "
                       f"{spec.k} of its edges (no degree bound; k >= 1 includes one edge). "
                       f"{own}",
+        "node_feature": "the released messages and the classifier against adding or "
+                        "removing one node's features and label; the graph structure is "
+                        f"public (edges and degrees are read without noise). {own}",
     }[spec.level]
 
 
@@ -395,22 +382,26 @@ def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Ten
 
 def aggregate(adj_t: Tensor, w: Tensor, spec: DpdgcSpec, z: float, directed: bool
               ) -> Tensor:
-    """Stage 2: the one-hop release :math:`\\mathrm{clip}_c(A W)` + noise (secret)."""
-    sigma = z * spec.budget_split[1] * aggregation_sensitivity(
-        spec.level, directed, max_degree=spec.max_degree, k=spec.k, row_clip=spec.row_clip)
+    """Stage 2: the hops ``[n, hops, width]`` over the first messages ``w`` (W or W_1 of
+    the labels), each released hop :math:`\\mathrm{clip}_c(A W_t)` + noise of std
+    z·w_H·Δ_t (secret; :func:`~dpgnn_core.methods.dpdgc_messages.propagate`)."""
+    sigmas = [z * spec.budget_split[1] * d for d in hop_deltas(spec, directed)]
     gen = Randomness.for_spec(spec).torch_generator("aggregation/noise", w.device)
-    with torch.no_grad():
-        h = clip_rows(torch.sparse.mm(adj_t, w), spec.row_clip)
-        if sigma > 0:
-            h.add_(torch.randn(h.shape, generator=gen, device=h.device, dtype=h.dtype),
-                   alpha=sigma)
-    return h
+    return propagate(adj_t, w, sigmas, spec.row_clip, gen)
 
 
-def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
-    """``[x_v, normalise(H_v)]``: the released rows scaled to unit norm (post-processing;
-    at node level their noise is orders of magnitude above the features' scale)."""
-    return torch.cat([x, row_normalise(h)], 1)
+def label_messages(data: GraphData, spec: DpdgcSpec, adj_t: Tensor, device: torch.device
+                   ) -> Tensor:
+    """W_1 of label messages: the training nodes' one-hot labels (no other label is read),
+    divided by √(out-degree) at k-neighbour and ``node_feature`` level."""
+    y = torch.tensor(np.asarray(data.y), device=device)
+    train = torch.from_numpy(data.mask("train")).to(device)
+    return first_messages(spec.level, label_rows(y, train, data.num_classes), adj_t)
+
+
+def agg_width(spec: DpdgcSpec, num_classes: int) -> int:
+    """Width of the classifier's aggregation branch: hops × the message width."""
+    return spec.hops * message_width(spec.messages, spec.adj_dim, num_classes)
 
 
 def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
@@ -424,8 +415,8 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
     inputs = classifier_inputs(torch.tensor(data.x, device=device), h.to(device))[train]
     rnd = Randomness.for_spec(spec)
     with seeded(spec.seed + 3, device):
-        clf = DpdgcClassifier(data.num_features, spec.adj_dim, spec.hidden,
-                              data.num_classes, spec.dropout).to(device)
+        clf = DpdgcClassifier(data.num_features, agg_width(spec, data.num_classes),
+                              spec.hidden, data.num_classes, spec.dropout).to(device)
         opt = torch.optim.Adam(clf.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
         n = inputs.shape[0]
         if spec.level in ("edge", "none"):
@@ -455,7 +446,7 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
                 ) -> tuple[DpdgcClassifier, Tensor, Ledger, dict[str, Any],
                            list[dict[str, Any]]]:
     """Calibrate, then adjacency encoder -> aggregation -> classifier. Returns the
-    classifier (with the embeddings W attached), the released aggregation ``[n, 1, h]``,
+    classifier (with the embeddings W attached), the released hops ``[n, hops, width]``,
     the ledger, the report and the history."""
     planned, z, report = calibrate(data, spec)
     n_train = int(data.mask("train").sum())
@@ -465,7 +456,11 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
     adj = aggregation_matrix(ei.flip(0), data.num_nodes)
     if _private(spec):
         _gate(spec, planned, n_train)
-    w, h1 = fit_adjacency_encoder(data, spec, z, adj_t, adj, device)
+    h1: list[dict[str, float]] = []
+    if spec.messages == "labels":
+        w = label_messages(data, spec, adj_t, device)
+    else:
+        w, h1 = fit_adjacency_encoder(data, spec, z, adj_t, adj, device)
     h = aggregate(adj_t, w, spec, z, bool(data.directed))
     if _private(spec):
         release_gate.released()
@@ -478,9 +473,11 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         on_step = with_epsilon(on_step, [float(report["epsilon"])] * steps)
     with suspended():
         clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
-    enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim)
-    enc.weight.copy_(w.cpu())
-    clf = clf.cpu().attach_encoder(enc)
+    clf = clf.cpu()
+    if spec.messages == "adjacency":  # W is a release; the training labels are not
+        enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim)
+        enc.weight.copy_(w.cpu())
+        clf = clf.attach_encoder(enc)
     ledger = planned
     if _private(spec):
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
@@ -495,7 +492,7 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
                                           if "train_loss" in rec else {})})
     for t, eps in report.get("epsilon_by_step", []):
         history[t - 1]["epsilon_spent"] = eps
-    return clf, h.cpu().unsqueeze(1), ledger, report, history
+    return clf, h.cpu(), ledger, report, history
 
 
 def _epsilon_points(spec: DpdgcSpec, n_train: int, z: float, delta: float, enc_steps: int,
@@ -517,8 +514,6 @@ def evaluate_dpdgc(classifier: DpdgcClassifier, aggregations: Tensor, data: Grap
     """Metrics per split from each node's features and the released aggregation."""
     dev = resolve_device(device)
     clf = classifier.to(dev).eval()
-    if aggregations.dim() == 3:
-        aggregations = aggregations[:, 0]
     with torch.no_grad():
         xh = classifier_inputs(torch.tensor(data.x, device=dev), aggregations.to(dev))
         logits = clf(xh).cpu().numpy()
@@ -532,8 +527,8 @@ def save_dpdgc(path: str, classifier: DpdgcClassifier, spec: DpdgcSpec, in_dim: 
 
 def load_dpdgc(blob: dict[str, Any]) -> tuple[DpdgcClassifier, DpdgcSpec]:
     spec = DpdgcSpec(**blob["spec"])
-    model = DpdgcClassifier(blob["in_dim"], spec.adj_dim, spec.hidden, blob["num_classes"],
-                            spec.dropout)
+    model = DpdgcClassifier(blob["in_dim"], agg_width(spec, blob["num_classes"]),
+                            spec.hidden, blob["num_classes"], spec.dropout)
     w = blob["state_dict"].get("encoder.weight")
     if w is not None:
         model.attach_encoder(AdjacencyEncoder(int(w.shape[0]), spec.adj_dim))

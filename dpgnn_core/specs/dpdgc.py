@@ -2,28 +2,44 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link_level
 
+#: Levels whose classifier trains by DP-Adam, and the private levels.
+_DP_ADAM = ("node", "k_neighbor", "node_feature")
+_PRIVATE = ("edge", "node", "k_neighbor", "node_feature")
+
 
 class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
-    """DPDGC (Chien et al., 2023): adjacency encoder W on rows of A, one private one-hop
-    aggregation A W, classifier on each node's features and its aggregation row
-    (:mod:`dpgnn_core.methods.dpdgc`; derivations in docs/privacy.md, "DPDGC").
+    """DPDGC (Chien et al., 2023): messages (adjacency embeddings W trained on rows of A,
+    or the training nodes' one-hot labels), private aggregations over ``hops`` hops, and a
+    classifier on each node's features and its aggregation rows
+    (:mod:`dpgnn_core.methods.dpdgc`, :mod:`dpgnn_core.methods.dpdgc_messages`;
+    derivations in docs/privacy.md, "DPDGC").
 
     Args:
         level (str): ``edge`` (DPDGC-EDP), ``node`` (DPDGC-NDP), ``k_neighbor``
-            (DPDGC-kNDP: a node's features and label with up to ``k`` of its edges) or
-            ``none`` (DPDGC-∞). (default: ``edge``)
+            (DPDGC-kNDP: a node's features and label with up to ``k`` of its edges),
+            ``node_feature`` (DPDGC-FDP: a node's features and label, the structure
+            public) or ``none`` (DPDGC-∞). (default: ``edge``)
+        messages (str): ``adjacency`` (trained adjacency embeddings W) or ``labels``
+            (one-hot labels of the training nodes only; sender-degree normalised at
+            k-neighbour and ``node_feature`` level). (default: ``labels`` at node,
+            k-neighbour and node_feature level, ``adjacency`` at edge level and ∞)
+        hops (int): aggregation hops; hop t > 1 sums the normalised release of hop t - 1
+            (one more release each, post-processing at ``node_feature`` level); the
+            classifier reads every hop. (default: 2 at k-neighbour and node_feature
+            level with label messages, else 1)
         max_degree (int, optional): degree bound D, required at node level: the graph's
             degrees must already be within D (undirected degree, or in + out degree on a
             graph flagged directed); a graph beyond it is refused, no edge is dropped.
         k (int): edges of the node one k-neighbour change may touch. (default: 1)
         row_clip (float, optional): clip every row of A W to this L2 norm c before the
-            noise. (default: :obj:`None`)
+            noise. (default: :obj:`None`, i.e. ∞; √D for label messages at node level)
         adj_dim (int): width h of the adjacency embeddings. (default: 4 at edge level,
             16 at the other levels: chosen on validation, benchmarks/RESULTS.md "DPDGC")
         adj_steps (int): noisy full-batch gradient steps of the adjacency encoder at a
@@ -35,13 +51,15 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         weight_decay (float): the classifier's Adam weight decay. (default: 5e-4)
         epochs (int): full-batch Adam epochs of the classifier at edge level and ∞.
             (default: 200)
-        steps (int): DP-Adam steps of the classifier (node, k-neighbour). (default: 60)
+        steps (int): DP-Adam steps of the classifier (node, k-neighbour, node_feature).
+            (default: 60)
         batch_size (int): expected rows per DP-Adam step (Poisson rate m/N). (default:
             min(16384, N): every row on all but very large graphs)
         lr (float): the classifier's learning rate. (default: 1e-2)
-        budget_split (tuple): noise multipliers of adjacency encoder, aggregation and
-            classifier relative to the common scale z the accountant solves for.
-            (default: (1, 1, 1))
+        budget_split (tuple): noise multipliers of adjacency encoder, each aggregation hop
+            and classifier relative to the common scale z the accountant solves for (the
+            first is unused with label messages). (default: (1, 1, 1); (1, 0.1, 1)
+            with label messages)
         epsilon (float, optional): target ε (needed unless ``level='none'``).
 
     The other fields are :class:`PrivateSpec`'s.
@@ -52,23 +70,34 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     #: edge-level adjacency width chosen on Cora's validation set (4: 0.777 against 8's 0.750
     #: and 16's 0.759, H100; 0.763-0.768 against 0.745-0.763 in `dpgnn sweep`); at node and
     #: k-neighbour level 16 (Amherst41 k = 1: validation 0.703 against 4's 0.591).
-    level_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
+    #:
+    #: Label messages (issue 34) at node, k-neighbour and node_feature level, with the
+    #: hops, budget split and steps chosen on mean validation accuracy over Amherst41 and
+    #: Cornell5 at ε = 16 and 4 (benchmarks/RESULTS.md, "DPDGC label messages"). A spec
+    #: that gives ``messages="adjacency"`` gets :attr:`adjacency_defaults` instead (the
+    #: recipe of issue 28), so the label recipe never changes an adjacency run.
+    level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
+        "edge": {"adj_dim": 4},
+        "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0)},
+        "k_neighbor": {"messages": "labels", "hops": 2, "budget_split": (1.0, 0.1, 1.0)},
+        "node_feature": {"messages": "labels", "hops": 2,
+                         "budget_split": (1.0, 0.1, 1.0)}}
+    adjacency_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
     #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
     #: full-batch epochs at edge level and ∞; the noisy encoder steps (adj_steps, the
     #: clipping norm, budget_split) and row clipping at the private levels (at ∞ the
     #: classifier reads the rows normalised), adj_epochs at ∞.
     applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {
         "max_degree": {"level": ("node",)}, "k": {"level": ("k_neighbor",)},
-        "steps": {"level": ("node", "k_neighbor")},
-        "batch_size": {"level": ("node", "k_neighbor")},
+        "steps": {"level": _DP_ADAM}, "batch_size": {"level": _DP_ADAM},
         "epochs": {"level": ("edge", "none")}, "adj_epochs": {"level": ("none",)},
-        "adj_steps": {"level": ("edge", "node", "k_neighbor")},
-        "clip": {"level": ("edge", "node", "k_neighbor")},
-        "row_clip": {"level": ("edge", "node", "k_neighbor")},
-        "budget_split": {"level": ("edge", "node", "k_neighbor")},
+        "adj_steps": {"level": _PRIVATE}, "clip": {"level": _PRIVATE},
+        "row_clip": {"level": _PRIVATE}, "budget_split": {"level": _PRIVATE},
         "noise_multiplier": {"level": ()}}
-    method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-inf"]
-    level: Literal["edge", "node", "k_neighbor", "none"] = "edge"
+    method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-fdp", "dpdgc-inf"]
+    level: Literal["edge", "node", "k_neighbor", "node_feature", "none"] = "edge"
+    messages: Literal["adjacency", "labels"] = "adjacency"
+    hops: int = Field(1, ge=1, le=8)
     max_degree: int | None = Field(None, ge=1)
     k: int = Field(1, ge=1)
     row_clip: float | None = Field(None, gt=0)
@@ -84,10 +113,23 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     lr: float = Field(1e-2, gt=0)
     budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
+    @classmethod
+    def defaults_for(cls, data: Any) -> dict[str, dict[str, Any]]:
+        """The level-defaults table for an input: :attr:`adjacency_defaults` where it asks
+        for adjacency messages, :attr:`level_defaults` otherwise."""
+        adjacency = isinstance(data, dict) and data.get("messages") == "adjacency"
+        return cls.adjacency_defaults if adjacency else cls.level_defaults
+
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return link_level(data, "dpdgc", cls.level_defaults, key=str)  # each level its own
+        data = link_level(data, "dpdgc", cls.defaults_for(data), key=str)  # each level its own
+        if (isinstance(data, dict) and data.get("level") == "node"
+                and data.get("messages") == "labels" and data.get("row_clip") is None
+                and isinstance(data.get("max_degree"), int | float)):
+            # label rows sum up to D one-hot rows: clipped to c = √D unless given
+            data = {**data, "row_clip": math.sqrt(float(data["max_degree"]))}
+        return data
 
     @model_validator(mode="after")
     def _dpdgc(self) -> DpdgcSpec:

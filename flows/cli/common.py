@@ -181,7 +181,13 @@ def json_inf(obj: Any) -> Any:
 
 def structure_defaults_line(chosen: dict[str, Any]) -> str:
     """The values DP-GNN used for the fields its structure rule fills (K, batch, steps,
-    lr), each marked ``(given)`` when the spec fixed it, and what the rule read."""
+    lr), each marked ``(given)`` when the spec fixed it, and what the rule read; or, for a
+    report that lists its ``fields`` (DPDGC), those options, each level default marked."""
+    if chosen.get("fields"):  # a levelled recipe's options (DPDGC): level defaults marked
+        chose = set(chosen.get("level_default") or ())
+        vals = ", ".join(f"{k} {chosen.get(k)}" + (" (level default)" if k in chose else "")
+                         for k in chosen["fields"])
+        return f"{vals} [{chosen.get('rule')}]"
     given = set(chosen.get("given") or ())
     vals = ", ".join(f"{k} {chosen.get(k)}" + (" (given)" if k in given else "")
                      for k in ("max_degree", "batch_size", "steps", "lr"))

@@ -261,7 +261,8 @@ def test_encoder_sensitivity_brute_force(directed: bool, level: str) -> None:
 # dense: the encoder's gradient signal per row grows with the degree, its noise does not
 DATA = csbm(num_nodes=600, avg_degree=40, homophily=0.9, feature_signal=0.3, feature_dim=16,
             seed=5)
-FAST = {"epochs": 60, "adj_epochs": 60, "steps": 30, "device": "cpu", "hidden": 16}
+FAST = {"epochs": 60, "adj_epochs": 60, "steps": 30, "device": "cpu", "hidden": 16,
+        "messages": "adjacency"}  # the adjacency recipe (label messages: test_dpdgc_labels)
 
 
 def test_ledger_of_each_level() -> None:

@@ -61,8 +61,8 @@ METHODS: dict[str, tuple[Fit, Fit, type, GraphData, dict[str, Any]]] = {
                {"level": "node", "max_degree": 40, "stages": 1, "steps": 3, "batch_size": 32,
                 "hidden": 8}),
     "dpdgc": (_dpdgc, dpdgc.save_dpdgc, DpdgcSpec, NODES,
-              {"level": "node", "max_degree": 40, "adj_steps": 2, "steps": 3,
-               "batch_size": 32, "hidden": 8, "adj_dim": 4}),
+              {"level": "node", "max_degree": 40, "messages": "adjacency", "adj_steps": 2,
+               "steps": 3, "batch_size": 32, "hidden": 8, "adj_dim": 4}),
     "dp-graph": (graph_cls.train_graph_classifier, graph_cls.save_graph_classifier,
                  GraphClsSpec, GRAPHS, {"steps": 3, "batch_size": 16, "hidden": 8}),
 }
