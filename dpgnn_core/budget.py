@@ -39,14 +39,13 @@ import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from dpgnn_core.budget_change import admission_state as _state
 from dpgnn_core.budget_change import decide, describe
+from dpgnn_core.budget_records import STATUSES, ReleaseRecords, _now
 from dpgnn_core.budget_report import (
     Budget,
     BudgetChangeRefused,
@@ -77,7 +76,6 @@ from dpgnn_core.privacy.odometer import (
 #: Record states: what counts against the budget is ``reserved`` and ``spent``;
 #: ``non-private`` is a release without privacy the user allowed on a budgeted dataset
 #: (recorded, outside every finite guarantee: tasks.budget.admit_non_private).
-STATUSES = ("reserved", "spent", "released-unused", "reuse", "non-private")
 COUNTED = ("reserved", "spent")
 
 
@@ -107,17 +105,13 @@ CREATE INDEX IF NOT EXISTS releases_release ON releases(budget_id, release_id);
 """
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def owner() -> str:
     """``host:pid`` of this process (who holds a reservation)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 
-class BudgetStore(CarriedReservations):
+class BudgetStore(ReleaseRecords, CarriedReservations):
     """The odometer of every dataset under a project home.
 
     Args:
@@ -447,84 +441,6 @@ class BudgetStore(CarriedReservations):
                 (b.budget_id, b.epoch, run_id, f'%"{plan_key}"%',
                  f"{flow}:tuning:{owner}")).fetchone()
             return int(hit["id"]) if hit else None
-
-    def attach_release(self, record_id: int, release_id: str) -> None:
-        """Name the release a record paid for (when it has none yet). A private
-        selection's record is named by the selection, after it chose
-        (:meth:`attach_selected`), never by a candidate."""
-        with self._tx() as db:
-            db.execute("UPDATE releases SET release_id=?, updated=? WHERE id=? AND "
-                       "release_id IS NULL AND covers IS NULL",
-                       (release_id, _now(), record_id))
-
-    def attach_selected(self, record_id: int, release_id: str | None,
-                        at: str | None = None) -> None:
-        """Name the candidate a private selection released on its record (None: nothing
-        was released, Poisson's K = 0) and date the record at ``at`` (default now), the
-        selection's release moment, ``created`` and ``updated`` alike: the reservation's
-        time, taken before the candidates trained, and the release's would together
-        span the selection, whose duration grows with its secret number of candidates."""
-        when = at or _now()
-        with self._tx() as db:
-            db.execute("UPDATE releases SET release_id=COALESCE(release_id, ?), created=?, "
-                       "updated=? WHERE id=? AND covers IS NOT NULL",
-                       (release_id, when, when, record_id))
-
-    def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
-        """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""
-        if not flow_run:
-            return False
-        with self._tx(write=False) as db:
-            hit = db.execute("SELECT 1 FROM releases WHERE dataset_sha256=? AND "
-                             "release_id=? AND run_id LIKE ?",
-                             (sha256, release_id, flow_run + ":%")).fetchone()
-            return hit is not None
-
-    def _set(self, record_id: int, status: str, *, only_from: Sequence[str] = (),
-             **fields: Any) -> bool:
-        if status not in STATUSES:
-            raise PrivacyError(f"unknown record status {status!r}")
-        with self._tx() as db:
-            r = db.execute("SELECT status FROM releases WHERE id=?", (record_id,)).fetchone()
-            if r is None or (only_from and r["status"] not in only_from):
-                return False
-            sets = ", ".join(f"{k}=?" for k in ("status", "updated", *fields))
-            db.execute(f"UPDATE releases SET {sets} WHERE id=?",
-                       (status, _now(), *fields.values(), record_id))
-            return True
-
-    def mark_spent(self, record_id: int, *, release_id: str | None = None,
-                   ledger: Ledger | None = None, epsilon: float | None = None,
-                   note: str | None = None) -> None:
-        """Something was released: the record stays counted for good (with the release's
-        id and its actual ledger once known)."""
-        fields: dict[str, Any] = {}
-        if release_id is not None:
-            fields["release_id"] = release_id
-        if ledger is not None:
-            fields["ledger"] = json.dumps(ledger.to_dict())
-        if epsilon is not None:
-            fields["epsilon"] = epsilon
-        if note is not None:
-            fields["note"] = note
-        self._set(record_id, "spent", **fields)
-
-    def release_unused(self, record_id: int, note: str) -> bool:
-        """Give a reservation back: the run failed before releasing anything. Only a
-        record still ``reserved`` can be given back."""
-        return self._set(record_id, "released-unused", only_from=("reserved",), note=note)
-
-    def known_release(self, sha256: str, release_id: str) -> bool:
-        """Whether ``release_id`` is already recorded (counted) for this dataset's budget."""
-        with self._tx(write=False) as db:
-            r = db.execute("SELECT budget_id FROM datasets WHERE sha256=?",
-                           (sha256,)).fetchone()
-            if r is None:
-                return False
-            hit = db.execute("SELECT 1 FROM releases WHERE budget_id=? AND release_id=? AND "
-                             "status IN ('reserved','spent')",
-                             (r["budget_id"], release_id)).fetchone()
-            return hit is not None
 
     def record(self, sha256: str, name: str, path: str | None, charge: Charge, *,
                status: str, method: str, run_id: str, release_id: str | None,
