@@ -1,4 +1,6 @@
-"""One entry point from an :class:`~dpgnn_core.specs.IngestSpec` to :class:`GraphData`."""
+"""One entry point from an :class:`~dpgnn_core.specs.IngestSpec` to :class:`GraphData`
+(:func:`load_from_spec`, through the loader catalogue :mod:`dpgnn_core.data.catalog`), and
+one to a dataset folder (:func:`ingest`); where a folder came from (:func:`ingest_status`)."""
 
 from __future__ import annotations
 
