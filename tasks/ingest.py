@@ -7,8 +7,9 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
-from dpgnn_core.data.ingest import ingest_status, load_from_spec, source_fingerprint
-from dpgnn_core.data.store import read_manifest, write_dataset
+from dpgnn_core.data.ingest import ingest as ingest_dataset
+from dpgnn_core.data.ingest import ingest_status, source_fingerprint
+from dpgnn_core.data.store import read_manifest
 from dpgnn_core.errors import DataError
 from dpgnn_core.specs import IngestSpec
 from tasks._cache import inputs_and_code
@@ -45,7 +46,7 @@ def ensure_ingested(spec: IngestSpec) -> Path:
     try:
         read_manifest(folder)
     except DataError:
-        write_dataset(load_from_spec(spec), folder, overwrite=folder.exists())
+        ingest_dataset(spec, folder, overwrite=folder.exists())
     return folder
 
 
@@ -61,15 +62,13 @@ def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) ->
     """Ingest ``spec`` into ``out`` (default: ``$DPGNN_HOME/datasets/<name>-<key>``)."""
     folder = Path(out) if out else _default_out(spec)
     with Progress(f"ingest {spec.name or spec.format}") as shown:
-        with shown.span(f"loading {spec.format} data"):
-            data = load_from_spec(spec)
         # Folders under the project are ours to replace; a user-named folder only with
         # overwrite.
-        with shown.span(f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
-            write_dataset(data, folder,
-                          overwrite=overwrite or (out is None and folder.exists()))
-    get_run_logger().info("ingested %s: %d nodes, %d edges -> %s", data.name, data.num_nodes,
-                          data.num_edges, folder)
+        manifest = ingest_dataset(spec, folder,
+                                  overwrite=overwrite or (out is None and folder.exists()),
+                                  span=lambda _stage, text: shown.span(text))
+    get_run_logger().info("ingested %s: %d nodes, %d edges -> %s", manifest["name"],
+                          manifest["num_nodes"], manifest["num_edges"], folder)
     return dataset_summary(folder)
 
 
@@ -108,10 +107,8 @@ def update_dataset(spec: IngestSpec, folder: str) -> dict[str, Any]:
         except DataError:  # an unreadable manifest: the folder is replaced all the same
             previous = None
     with Progress(f"ingest {spec.name or spec.format}") as shown:
-        with shown.span(f"loading {spec.format} data"):
-            data = load_from_spec(spec)
-        with shown.span(f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
-            write_dataset(data, path, overwrite=status == "stale")
+        ingest_dataset(spec, path, overwrite=status == "stale",
+                       span=lambda _stage, text: shown.span(text))
     ref = dataset_summary(path)
     action = "ingested" if status == "missing" else "re-ingested"
     log.info("%s %s (%s): content sha256 %s%s", action, path, reason,

@@ -1,80 +1,27 @@
-"""One entry point from an :class:`~dpgnn_core.specs.IngestSpec` to :class:`GraphData`."""
+"""One entry point from an :class:`~dpgnn_core.specs.IngestSpec` to :class:`GraphData`
+(:func:`load_from_spec`, through the loader catalogue :mod:`dpgnn_core.data.catalog`), and
+one to a dataset folder (:func:`ingest`); where a folder came from (:func:`ingest_status`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from dpgnn_core.data.catalog import loader_of, validate_options
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.data.loaders import (
-    load_dgl,
-    load_facebook100,
-    load_ogbg,
-    load_planetoid,
-    load_tabular,
-    load_tu,
-)
 from dpgnn_core.data.manifest import manifest_digest
-from dpgnn_core.data.options import validate_options
 from dpgnn_core.data.splits import make_disjoint
-from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_file, sha256_json
 from dpgnn_core.specs import IngestSpec
 
-#: The file names each tabular format reads.
-_SUFFIXES = {"csv": (".csv", ".csv.gz", ".tsv"), "parquet": (".parquet",)}
-
-
-def _check_format(fmt: str, path: Path) -> None:
-    """Refuse a table whose name says another format than ``--format`` (a CSV file given
-    ``--format parquet`` would otherwise be read as CSV without a word)."""
-    if fmt not in _SUFFIXES or path.name.endswith(_SUFFIXES[fmt]):
-        return
-    other = next((f for f, ends in _SUFFIXES.items() if path.name.endswith(ends)), None)
-    hint = (f"pass --format {other}" if other else
-            f"name it {' or '.join(_SUFFIXES[fmt])}, or pass the format it is in")
-    raise DataError(f"--format {fmt}, but this file is "
-                    f"{'a ' + other.upper() + ' file' if other else 'not ' + fmt.upper()} "
-                    f"by its name; {hint}", path=path, field="format", value=fmt)
-
-
-def _tabular_paths(source: Path, options: dict[str, Any],
-                   fmt: str = "csv") -> tuple[Path, Path]:
-    """``source`` is the edge file (``nodes`` option: the node table) or a folder holding
-    ``edges.*`` and ``nodes.*`` (those of format ``fmt`` first); the edge file must be of
-    format ``fmt`` by its name (the node table may be of either kind, read by its name)."""
-    if source.is_dir():
-        found = {}
-        for stem in ("edges", "nodes"):
-            hits = [p for p in sorted(source.iterdir()) if p.name.split(".")[0] == stem]
-            if not hits:
-                raise DataError(f"folder has no {stem}.csv / {stem}.parquet", path=source)
-            ours = [p for p in hits if p.name.endswith(_SUFFIXES.get(fmt, ()))]
-            found[stem] = (ours or hits)[0]
-        edges, nodes = found["edges"], found["nodes"]
-    else:
-        given = options.pop("nodes", None)
-        if not given:
-            raise DataError("csv/parquet ingest needs the node table: pass --nodes FILE (or "
-                            "give a folder holding edges.* and nodes.*)", path=source,
-                            field="nodes")
-        edges, nodes = source, Path(given)
-    _check_format(fmt, edges)  # the node table is read by its own name (either kind)
-    return edges, nodes
-
-
-# Loaders taking (source, name, **options); csv/parquet and synthetic are handled apart.
-_LOADERS: dict[str, Callable[..., GraphData]] = {
-    "planetoid": load_planetoid, "facebook100": load_facebook100, "tu": load_tu,
-    "ogb": load_ogbg, "dgl": load_dgl,
-}
-
 
 def load_from_spec(spec: IngestSpec) -> GraphData:
-    """Run the loader that ``spec.format`` names with ``spec.options``.
+    """Run the loader that ``spec.format`` names (:mod:`dpgnn_core.data.catalog`) with
+    ``spec.options``.
 
     The options are checked against the loader's typed spec
     (:mod:`dpgnn_core.data.options`) before anything is read. The option ``disjoint=True``
@@ -86,6 +33,7 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
     (:func:`ingest_record`), so a later run can tell whether the source has changed since
     (:func:`ingest_status`).
     """
+    loader = loader_of(spec.format)
     opts = validate_options(spec.format, dict(spec.options))
     disjoint = bool(opts.pop("disjoint", False))
     allow_no_edges = bool(opts.pop("allow_no_edges", False))
@@ -95,25 +43,17 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
     # Hashed before reading: a file that changes while it is read leaves a record that no
     # longer matches it, so the change is seen (and re-ingested) next time, never missed.
     record = ingest_record(spec)
-    edge_file: Path | None = src
+    if src is None and loader.needs_source:
+        raise DataError(f"format {spec.format!r} needs a source", field="source")
     try:
-        if spec.format == "synthetic":
-            kind = opts.pop("kind", "csbm")
-            data = (csbm if kind == "csbm" else er_graphs)(name=spec.name, **opts)
-        elif src is None:
-            raise DataError(f"format {spec.format!r} needs a source", field="source")
-        elif spec.format in _LOADERS:
-            data = _LOADERS[spec.format](src, spec.name, **opts)
-        else:
-            edge_file, nodes = _tabular_paths(src, opts, spec.format)
-            data = load_tabular(edge_file, nodes, name=spec.name, **opts)
+        data, edge_file = loader.load(src, spec.name, opts)
     except TypeError as e:
         raise DataError(f"bad option for format {spec.format!r}: {e}", field="options",
                         value=spec.options) from e
     if disjoint:
         data, _ = make_disjoint(data)
     if data.num_edges == 0:
-        what = ("the edge list has no edges" if spec.format in ("csv", "parquet")
+        what = ("the edge list has no edges" if loader.edge_table
                 else f"the {spec.format} graph has no edges")
         if disjoint:
             what += " (after --disjoint removed the edges between splits)"
@@ -127,6 +67,37 @@ def load_from_spec(spec: IngestSpec) -> GraphData:
         cleaning["allow_no_edges"] = True
     data.meta["ingest"] = record
     return data
+
+
+#: ``span(stage, text)``: a context around one stage of :func:`ingest` (``"load"`` or
+#: ``"write"``, and what it does in words), e.g. a progress line.
+Span = Callable[[str, str], AbstractContextManager[object]]
+
+
+def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
+           span: Span | None = None) -> dict[str, Any]:
+    """Ingest ``spec`` into the dataset folder ``folder``: :func:`load_from_spec`, then
+    :func:`~dpgnn_core.data.store.write_dataset` (atomically).
+
+    Args:
+        spec (IngestSpec): what to ingest.
+        folder (str or Path): the dataset folder to write.
+        overwrite (bool, optional): replace an existing folder (the old one stays until
+            the new one is complete). (default: :obj:`False`)
+        span (callable, optional): ``span(stage, text)`` opens a context around each
+            stage, ``"load"`` then ``"write"`` (a progress display; the command line's
+            error message names the stage that failed). (default: :obj:`None`)
+
+    Returns:
+        dict: the manifest written.
+    """
+    from dpgnn_core.data.store import write_dataset  # pyarrow: not with this module
+
+    stage = span or (lambda _stage, _text: nullcontext())
+    with stage("load", f"loading {spec.format} data"):
+        data = load_from_spec(spec)
+    with stage("write", f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
+        return write_dataset(data, folder, overwrite=overwrite)
 
 
 def source_fingerprint(spec: IngestSpec) -> dict[str, str]:

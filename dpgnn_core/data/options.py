@@ -5,9 +5,11 @@ described by a pydantic model with types and bounds. Integers and booleans are s
 ``"10"`` for 10, no ``1`` for true): a value that is not what the option means is an error,
 never a guess. Unknown option names are refused with the list of valid ones.
 
-The models are also the command line's: ``dpgnn ingest`` has one ``--flag`` per option of
-any model (:func:`option_models`), with the help of the model's ``Args:`` docstring, named
-``--<option>`` unless a :class:`Flag` says otherwise.
+Which format takes which model is the loader catalogue's (:mod:`dpgnn_core.data.catalog`,
+which also checks options against them). The models are also the command line's:
+``dpgnn ingest`` has one ``--flag`` per option of any model
+(:func:`~dpgnn_core.data.catalog.option_models`), with the help of the model's ``Args:``
+docstring, named ``--<option>`` unless a :class:`Flag` says otherwise.
 """
 
 from __future__ import annotations
@@ -15,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from dpgnn_core.errors import DataError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 @dataclass(frozen=True)
@@ -239,32 +239,6 @@ class TabularOptions(_Cleaning):
     relabel: bool = False
 
 
-LOADER_OPTIONS: dict[str, type[_Options]] = {
-    "planetoid": PlanetoidOptions, "facebook100": Facebook100Options, "tu": TuOptions,
-    "ogb": OgbOptions, "dgl": DglOptions, "csv": TabularOptions, "parquet": TabularOptions,
-}
-SYNTHETIC_OPTIONS: dict[str, type[_Options]] = {"csbm": CsbmOptions,
-                                                "er_graphs": ErGraphsOptions}
-
-
-def option_models() -> dict[str, type[_Options]]:
-    """Every loader's option model by what selects it: the format (``tu``, ``csv``, ...),
-    or ``synthetic`` for the default generator (csbm) and ``synthetic kind=KIND`` for the
-    others."""
-    out: dict[str, type[_Options]] = dict(LOADER_OPTIONS)
-    for kind, model in SYNTHETIC_OPTIONS.items():
-        out["synthetic" if kind == "csbm" else f"synthetic kind={kind}"] = model
-    return out
-
-
-def option_model(fmt: str, kind: str | None = None) -> type[_Options] | None:
-    """The option model of format ``fmt`` (and synthetic generator ``kind``, csbm when
-    None); None for an unknown format or kind."""
-    if fmt == "synthetic":
-        return SYNTHETIC_OPTIONS.get(kind or "csbm")
-    return LOADER_OPTIONS.get(fmt)
-
-
 def flag_of(model: type[BaseModel], option: str) -> str:
     """The ``dpgnn ingest`` flag of ``option``: a :class:`Flag` of the field, else
     ``--<option>`` with dashes."""
@@ -274,51 +248,14 @@ def flag_of(model: type[BaseModel], option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def _option_error(text: str, *, field: str, value: Any) -> DataError:
-    err = DataError(text)  # the text already names the option and its value
-    err.field, err.value = field, value
-    return err
+def __getattr__(name: str) -> Any:
+    """``LOADER_OPTIONS`` (the option model of each format with one) and
+    ``SYNTHETIC_OPTIONS`` (those of the generators chosen by ``kind``), read from the
+    catalogue (:mod:`dpgnn_core.data.catalog`) on first use."""
+    from dpgnn_core.data.catalog import loaders
 
-
-def validate_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Check ``options`` against the typed spec of ``fmt``'s loader.
-
-    Returns:
-        dict: the options given (only those), with values in their declared types (a JSON
-        list for a tuple option becomes a tuple, an integer for a float option a float).
-
-    Raises:
-        DataError: one line naming the option, its value, what is wrong and the loader.
-    """
-    if fmt == "synthetic":
-        kind = options.get("kind", "csbm")
-        if kind not in SYNTHETIC_OPTIONS:
-            raise _option_error(
-                f"--option kind={kind!r}: must be one of {sorted(SYNTHETIC_OPTIONS)} "
-                "(synthetic loader)", field="kind", value=kind)
-        model = SYNTHETIC_OPTIONS[kind]
-        loader = "synthetic" if kind == "csbm" else f"synthetic {kind}"
-    elif fmt in LOADER_OPTIONS:
-        model, loader = LOADER_OPTIONS[fmt], fmt
-    else:
-        raise _option_error(f"unknown format {fmt!r}", field="format", value=fmt)
-    valid = sorted(model.model_fields)
-    for key in options:
-        if key not in model.model_fields:
-            raise _option_error(
-                f"unknown option {key!r} ({loader} loader); valid options: {', '.join(valid)}",
-                field=key, value=options[key])
-    try:
-        checked = model.model_validate(options)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = first.get("loc") or ()
-        key = str(loc[0]) if loc else ""
-        msg = str(first.get("msg", e)).removeprefix("Value error, ")
-        if key in options:
-            raise _option_error(f"--option {key}={options[key]!r}: {msg} ({loader} loader)",
-                                field=key, value=options[key]) from None
-        raise _option_error(f"{msg} ({loader} loader)", field="options",
-                            value=options) from None
-    out: dict[str, Any] = {k: getattr(checked, k) for k in options}
-    return out
+    if name == "LOADER_OPTIONS":
+        return {n: ld.options for n, ld in loaders().items() if not ld.kinds}
+    if name == "SYNTHETIC_OPTIONS":
+        return {k: m for ld in loaders().values() for k, m in ld.kinds.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

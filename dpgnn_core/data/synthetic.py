@@ -13,10 +13,16 @@ is recorded in the manifest. Deterministic for a given seed; vectorised in chunk
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
+from dpgnn_core.data.catalog import Loaded, Loader
 from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.options import CsbmOptions, ErGraphsOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
@@ -198,3 +204,19 @@ def er_graphs(num_graphs: int = 1000, num_nodes: int = 20, p: tuple[float, float
                      edge_index=edge_index, y=np.full(n, -1, dtype=np.int64),
                      split=g_split[graph_id], num_classes=2, graph_id=graph_id, graph_y=g_y,
                      graph_split=g_split, meta=meta)
+
+
+#: The generators of format ``synthetic``, by the option ``kind`` (the first: the default).
+GENERATORS: dict[str, Callable[..., GraphData]] = {"csbm": csbm, "er_graphs": er_graphs}
+
+
+def _load(source: Path | None, name: str | None, options: dict[str, Any]) -> Loaded:
+    """Format ``synthetic``: the generator ``options["kind"]`` (csbm when not given) with
+    the other options (no source: the options are the whole input)."""
+    kind = options.pop("kind", "csbm")
+    return GENERATORS[kind](name=name, **options), None
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("synthetic", CsbmOptions, _load, needs_source=False,
+                  kinds={"csbm": CsbmOptions, "er_graphs": ErGraphsOptions}),)

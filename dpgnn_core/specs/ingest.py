@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from dpgnn_core.data.catalog import format_names, loader_of
 from dpgnn_core.specs.base import Spec
 
-IngestFormat = Literal["planetoid", "facebook100", "tu", "ogb", "dgl", "csv", "parquet",
-                       "synthetic"]
+if TYPE_CHECKING:  # a name of the loader catalogue (a literal mypy cannot see)
+    IngestFormat = str
+else:  # the catalogue's formats, in its order
+    IngestFormat = Literal[format_names()]
 
 
 class IngestSpec(Spec):
     """What to ingest and how.
 
     Args:
-        format (str): one of ``planetoid, facebook100, tu, ogb, dgl, csv, parquet,
-            synthetic``.
+        format (str): a format of the loader catalogue (:mod:`dpgnn_core.data.catalog`),
+            e.g. ``planetoid``, ``csv`` or ``synthetic``.
         source (str, optional): raw folder or file (not used by ``synthetic``).
         name (str, optional): dataset name; inferred from the files when omitted.
         options (dict, optional): loader keyword arguments (see each loader's docstring).
@@ -30,7 +33,7 @@ class IngestSpec(Spec):
 
     @model_validator(mode="after")
     def _need_source(self) -> IngestSpec:
-        if self.format != "synthetic" and not self.source:
+        if loader_of(self.format).needs_source and not self.source:
             raise ValueError(f"ingest format {self.format!r} needs a source path")
         return self
 

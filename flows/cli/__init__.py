@@ -221,8 +221,7 @@ def demo(
     """The main job on the embedded dataset: a small private sweep (DP-GCN, GAP-EDP and
     DP-MLP at three ε, with the non-private GCN and MLP as references) on a local Dask
     cluster; prints the table, the privacy-utility plot and how to open MLflow on it."""
-    from dpgnn_core.data.ingest import load_from_spec
-    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.ingest import ingest as ingest_dataset
     from dpgnn_core.home import project_dir
     from dpgnn_core.specs import DEMO_INGEST
     from dpgnn_core.sweeps import DEMO_SWEEP, SweepSpec
@@ -237,7 +236,7 @@ def demo(
     folder = home / "datasets" / str(DEMO_INGEST.name)
     if not (folder / "manifest.json").is_file():  # the embedded graph, generated once
         with console().status("generating the embedded demo graph…"):
-            write_dataset(load_from_spec(DEMO_INGEST), folder, overwrite=True)
+            ingest_dataset(DEMO_INGEST, folder, overwrite=True)
     spec_file = home / "demo-sweep.json"
     spec_file.write_text(SweepSpec(**{**DEMO_SWEEP, "dataset": str(folder)})
                          .model_dump_json(indent=2))

@@ -16,7 +16,6 @@ import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -59,20 +58,6 @@ class OneLineErrors(TyperGroup):
             error("aborted")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code (0 when none)
-
-
-class Format(StrEnum):
-    planetoid = "planetoid"
-    facebook100 = "facebook100"
-    tu = "tu"
-    ogb = "ogb"
-    dgl = "dgl"
-    csv = "csv"
-    parquet = "parquet"
-    synthetic = "synthetic"
-
-
-
 
 
 def field_help(model: type) -> dict[str, str]:

@@ -10,6 +10,7 @@ it, before anything is read; values are checked against the loader's model.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -21,7 +22,6 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.common import (
-    Format,
     console,
     error,
     field_help,
@@ -43,7 +43,7 @@ class LoaderOption:
         kind (type): the command-line type: ``int``, ``float``, ``bool`` (a flag pair) or
             ``str`` (text; a list or tuple option is given comma-separated).
         help (str): what it does, and the formats it applies to.
-        formats (tuple): the keys of :func:`~dpgnn_core.data.options.option_models` whose
+        formats (tuple): the keys of :func:`~dpgnn_core.data.catalog.option_models` whose
             model has it (``tu``, ``synthetic kind=er_graphs``, ...).
     """
 
@@ -96,7 +96,8 @@ def _help(uses: list[tuple[str, str]], everywhere: bool, listed: bool) -> str:
 
 def loader_options() -> dict[str, LoaderOption]:
     """Every option of every loader's option model, as its ``dpgnn ingest`` flag."""
-    from dpgnn_core.data.options import flag_of, option_models
+    from dpgnn_core.data.catalog import option_models
+    from dpgnn_core.data.options import flag_of
 
     models = option_models()
     found: dict[str, list[tuple[str, Any]]] = {}
@@ -146,12 +147,12 @@ def loader_kwargs(fmt: str, given: dict[str, Any], opts: dict[str, Any]) -> dict
         typer.Exit: (code 2) a flag that the format's loader does not take, after one
             ``error:`` line naming it and the formats that take it.
     """
-    from dpgnn_core.data.options import option_model
+    from dpgnn_core.data.catalog import loader_of, option_model
 
     options = loader_options()
     kind = given.get("kind") or opts.get("kind")
     model = option_model(fmt, kind if isinstance(kind, str) else None)
-    where = f"--format {fmt}" + (f" kind={kind}" if fmt == "synthetic" and kind else "")
+    where = f"--format {fmt}" + (f" kind={kind}" if loader_of(fmt).kinds and kind else "")
     out = dict(opts)
     for name, value in given.items():
         if value is None:
@@ -175,9 +176,12 @@ def loader_kwargs(fmt: str, given: dict[str, Any], opts: dict[str, Any]) -> dict
 
 
 def _parameters() -> list[inspect.Parameter]:
+    # The --format choices: the spec's literal of the loader catalogue's formats.
+    from dpgnn_core.specs.ingest import IngestFormat
+
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter("format", kw, annotation=Annotated[Format, typer.Option(
+        inspect.Parameter("format", kw, annotation=Annotated[IngestFormat, typer.Option(
             "--format", "-f", help="Raw format.")]),
         inspect.Parameter("out", kw, annotation=Annotated[Path, typer.Option(
             help="Dataset folder to create (manifest and Parquet files directly inside).")]),
@@ -216,16 +220,19 @@ def _parameters() -> list[inspect.Parameter]:
 
 def ingest(**kwargs: Any) -> None:
     """Ingest raw data into a dataset folder (Parquet + manifest), atomically."""
+    from dpgnn_core.data.catalog import loader_of
+
     general = {k: kwargs.pop(k) for k in _GENERAL}
-    fmt = general["format"].value
+    fmt: str = general["format"]
+    loader = loader_of(fmt)
     out: Path = general["out"]
     source: Path | None = general["source"]
     opts = loader_kwargs(fmt, kwargs, parse_kv(general["option"] or []))
-    if fmt != "synthetic" and source is None:
+    if loader.needs_source and source is None:
         error(f"--source is required for --format {fmt}")
         raise typer.Exit(2)
     # A table's own name is no dataset's ("nodes"): name it after its folder, --out.
-    name = general["name"] or (out.resolve().name if fmt in ("csv", "parquet") else None)
+    name = general["name"] or (out.resolve().name if loader.edge_table else None)
     write(fmt, source, name, opts, out, overwrite=general["overwrite"],
           as_json=general["as_json"])
 
@@ -234,8 +241,7 @@ def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any],
           *, overwrite: bool, as_json: bool) -> None:
     """Load ``source`` with the loader options ``opts`` and write the dataset folder
     ``out``; one ``error:`` line (exit 1) for bad data, 2 for an existing folder."""
-    from dpgnn_core.data.ingest import load_from_spec
-    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.ingest import ingest as ingest_dataset
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.io import TargetExistsError
     from dpgnn_core.specs import IngestSpec
@@ -245,13 +251,17 @@ def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any],
               "until the new one is complete)")
         raise typer.Exit(2)
     stage = "read"
+
+    def mark(step: str, _text: str) -> contextlib.nullcontext[None]:
+        nonlocal stage
+        stage = "read" if step == "load" else "write"  # what an OSError is said to fail
+        return contextlib.nullcontext()
+
     try:
         spec = IngestSpec(format=fmt, source=str(source) if source else None, name=name,
                           options=opts)
         with console().status(f"ingesting {fmt} data…"), stdout_to_stderr():
-            data = load_from_spec(spec)
-            stage = "write"
-            manifest = write_dataset(data, out, overwrite=overwrite)
+            manifest = ingest_dataset(spec, out, overwrite=overwrite, span=mark)
     except (DpgnnError, TargetExistsError, ValueError) as e:
         error(str(e))
         raise typer.Exit(1) from e

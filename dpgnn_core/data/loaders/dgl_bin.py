@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import DglOptions
 from dpgnn_core.errors import DataError
 
 
@@ -71,3 +73,7 @@ def load_dgl(
                                      directed=directed,
                                      dgl_version=dgl.__version__)
     return data
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("dgl", DglOptions, from_source(load_dgl)),)

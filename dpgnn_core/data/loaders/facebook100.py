@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import scipy.io as sio
 import scipy.sparse as sp
 
+from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import isolated_nodes, subgraph
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import Facebook100Options
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
@@ -58,6 +59,8 @@ def load_facebook100(
     if min_class_size < 1:
         raise DataError("must be at least 1", field="min_class_size", value=min_class_size)
     try:
+        import scipy.io as sio  # here: not imported with the catalogue
+
         mat = sio.loadmat(source)
     except Exception as e:
         raise DataError(f"cannot read MATLAB file: {e}", path=source) from e
@@ -125,3 +128,7 @@ def load_facebook100(
     }
     return GraphData(name=name or source.stem, task="node", x=x, edge_index=ei, y=y,
                      split=split, num_classes=int(classes.shape[0]), directed=False, meta=meta)
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("facebook100", Facebook100Options, from_source(load_facebook100)),)

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import OgbOptions
 from dpgnn_core.errors import DataError
 
 # Category counts of OGB's molecule featuriser (ogb.utils.features.get_atom_feature_dims /
@@ -141,3 +143,7 @@ def load_ogbg(
                      y=np.full(n, -1, dtype=np.int64), split=gsplit[graph_id],
                      num_classes=int(classes.shape[0]), directed=False, graph_id=graph_id,
                      graph_y=graph_y, graph_split=gsplit, edge_attr=ea, meta=meta)
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("ogb", OgbOptions, from_source(load_ogbg)),)

@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import to_undirected
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import PlanetoidOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
@@ -138,3 +140,7 @@ def load_planetoid(source: str | Path, name: str | None = None,
     }
     return GraphData(name=name, task="node", x=x, edge_index=ei, y=y, split=split,
                      num_classes=num_classes, directed=False, meta=meta)
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("planetoid", PlanetoidOptions, from_source(load_planetoid)),)

@@ -6,22 +6,26 @@ import csv
 import gzip
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
+from dpgnn_core.data.catalog import Loaded, Loader, LoadFn
 from dpgnn_core.data.clean import clean_edges, to_undirected
 from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import TabularOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
+if TYPE_CHECKING:  # pyarrow is imported where a table is read, not with the catalogue
+    import pyarrow as pa
+
 
 def _read_table(path: Path) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
     require_file(path, "table")
     try:
         if path.suffix == ".parquet":
@@ -75,6 +79,7 @@ def _col(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
 
 
 def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    import pyarrow as pa
     col = _col(table, name, path)
     if not pa.types.is_integer(col.type):
         raise DataError(f"expected integer ids, found type {col.type} (pass --relabel to map "
@@ -117,6 +122,7 @@ def _auto_feature_cols(nt: pa.Table, skip: set[str], path: Path, notes: list[str
     """Every numeric column not in ``skip``. A text column whose cells are all text (a
     name, say) is left out, and said in ``notes`` and ``dropped``; one that mixes numbers
     and text (a numeric column with a stray cell) cannot be meant either way: refused."""
+    import pyarrow as pa
     cols = []
     for c in nt.column_names:
         if c in skip:
@@ -148,6 +154,7 @@ def _labels(nt: pa.Table, label_col: str, perm: np.ndarray, path: Path, notes: l
     by value; text is classes in sorted order; null, blank and NaN-like cells
     (:data:`MISSING_TEXT`, a float NaN) are unlabelled. A fractional number, a negative
     one, or a column that mixes numbers and text cannot be meant as classes: refused."""
+    import pyarrow as pa
     lab = nt.column(label_col)
     values = lab.to_pylist()
     kind = lab.type
@@ -220,6 +227,8 @@ def _relabelled_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, 
     """``--relabel``: arbitrary node ids (unique) mapped to their node-table row; every edge
     endpoint must be one of them. Returns ``(src, dst, perm, node_name)``, ``perm`` the
     node-table rows in node order (the identity here)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     n = nt.num_rows
     ids = _col(nt, id_col, nodes)
     uniq = pc.unique(ids)
@@ -283,6 +292,7 @@ def _ordered_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, src
 def _not_numeric(col: pa.ChunkedArray, name: str, path: Path) -> None:
     """Refuse a ``--feature-cols`` column that is not numeric, naming its first text cell
     (its line and value), as a default column is."""
+    import pyarrow as pa
     values = col.to_pylist()
     kind = col.type
     numbers, _, text = (_text_kinds(values) if pa.types.is_string(kind)
@@ -303,6 +313,7 @@ def _features(nt: pa.Table, feature_cols: Sequence[str] | None, skip: set[str],
               ) -> tuple[np.ndarray, Sequence[str]]:
     """The feature matrix in node order (every other numeric column when ``feature_cols``
     is None), refusing a non-numeric column or a NaN/inf cell. Returns ``(x, columns)``."""
+    import pyarrow as pa
     if feature_cols is None:
         feature_cols = _auto_feature_cols(nt, skip, nodes, notes, dropped)
         if not feature_cols:
@@ -436,3 +447,62 @@ def load_tabular(
     return GraphData(name=name or nodes.name.split(".")[0], task="node", x=x, edge_index=ei,
                      y=y, split=split, num_classes=int(classes.shape[0]),
                      directed=not undirected, meta=meta)
+
+
+#: The file names each tabular format reads.
+_SUFFIXES = {"csv": (".csv", ".csv.gz", ".tsv"), "parquet": (".parquet",)}
+
+
+def _check_format(fmt: str, path: Path) -> None:
+    """Refuse a table whose name says another format than ``--format`` (a CSV file given
+    ``--format parquet`` would otherwise be read as CSV without a word)."""
+    if fmt not in _SUFFIXES or path.name.endswith(_SUFFIXES[fmt]):
+        return
+    other = next((f for f, ends in _SUFFIXES.items() if path.name.endswith(ends)), None)
+    hint = (f"pass --format {other}" if other else
+            f"name it {' or '.join(_SUFFIXES[fmt])}, or pass the format it is in")
+    raise DataError(f"--format {fmt}, but this file is "
+                    f"{'a ' + other.upper() + ' file' if other else 'not ' + fmt.upper()} "
+                    f"by its name; {hint}", path=path, field="format", value=fmt)
+
+
+def _tabular_paths(source: Path, options: dict[str, Any],
+                   fmt: str = "csv") -> tuple[Path, Path]:
+    """``source`` is the edge file (``nodes`` option: the node table) or a folder holding
+    ``edges.*`` and ``nodes.*`` (those of format ``fmt`` first); the edge file must be of
+    format ``fmt`` by its name (the node table may be of either kind, read by its name)."""
+    if source.is_dir():
+        found = {}
+        for stem in ("edges", "nodes"):
+            hits = [p for p in sorted(source.iterdir()) if p.name.split(".")[0] == stem]
+            if not hits:
+                raise DataError(f"folder has no {stem}.csv / {stem}.parquet", path=source)
+            ours = [p for p in hits if p.name.endswith(_SUFFIXES.get(fmt, ()))]
+            found[stem] = (ours or hits)[0]
+        edges, nodes = found["edges"], found["nodes"]
+    else:
+        given = options.pop("nodes", None)
+        if not given:
+            raise DataError("csv/parquet ingest needs the node table: pass --nodes FILE (or "
+                            "give a folder holding edges.* and nodes.*)", path=source,
+                            field="nodes")
+        edges, nodes = source, Path(given)
+    _check_format(fmt, edges)  # the node table is read by its own name (either kind)
+    return edges, nodes
+
+
+def _load(fmt: str) -> LoadFn:
+    """The :class:`~dpgnn_core.data.catalog.Loader` ``load`` of format ``fmt``: the edge
+    and node tables (:func:`_tabular_paths`) read by :func:`load_tabular`."""
+
+    def load(source: Path | None, name: str | None, options: dict[str, Any]) -> Loaded:
+        if source is None:  # refused before (Loader.needs_source); kept for the type
+            raise DataError(f"format {fmt!r} needs a source", field="source")
+        edges, nodes = _tabular_paths(source, options, fmt)
+        return load_tabular(edges, nodes, name=name, **options), edges
+
+    return load
+
+
+#: This module's ingest formats (:mod:`dpgnn_core.data.catalog`).
+LOADERS = tuple(Loader(fmt, TabularOptions, _load(fmt), edge_table=True) for fmt in _SUFFIXES)

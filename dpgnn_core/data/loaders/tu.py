@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import clean_edges
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.options import TuOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
@@ -161,3 +163,7 @@ def load_tu(
                      y=np.full(n, -1, dtype=np.int64), split=graph_split[graph_id],
                      num_classes=int(classes.shape[0]), directed=False, graph_id=graph_id,
                      graph_y=graph_y, graph_split=graph_split, edge_attr=edge_attr, meta=meta)
+
+
+#: This module's ingest format (:mod:`dpgnn_core.data.catalog`).
+LOADERS = (Loader("tu", TuOptions, from_source(load_tu)),)
