@@ -40,6 +40,7 @@ from dpgnn_core.sweeps import (
     points,
     selection_note,
 )
+from flows.sweep_rows import refused_row, trained_row
 from tasks.budget import (
     NonPrivateRefused,
     UnitNotBounded,
@@ -139,35 +140,6 @@ def sweep_dir(spec: SweepSpec, dataset_sha: str) -> Path:
     key = sha256_json({"spec": spec.model_dump(mode="json"), "dataset": dataset_sha,
                        "code": code_version()})
     return project_dir() / "sweeps" / f"{spec.name}-{key[:12]}"
-
-
-def _row(point: Any, model: dict[str, Any], ev: dict[str, Any], state: str
-         ) -> dict[str, Any]:
-    report = report_of(model)
-    m = ev["metrics"]
-    return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
-            "seed": point.seed,
-            "epsilon_spent": report.epsilon if report.private else None,
-            "delta": report.delta if report.private else None,
-            "level": report.level, "noise_multiplier":
-                report.noise_multiplier if report.private else None,
-            "val_accuracy": m["val"]["accuracy"], "test_accuracy": m["test"]["accuracy"],
-            "private": report.private, "cache": state,
-            "artifacts_dir": model["path"], "mlflow_run_id": None,
-            "config": dict(point.config), "refused": None}
-
-
-def refused_row(point: Any, error: BaseException) -> dict[str, Any]:
-    """The table's row of a point that the dataset's privacy budget refused before it
-    trained anything (over the budget, a non-private point without the override, a release
-    that bounds nothing about a protected unit): no accuracy, ``cache = "Refused"`` and the
-    reason in ``refused``."""
-    return {"method": point.method, "config_id": point.config_id, "epsilon": point.epsilon,
-            "seed": point.seed, "epsilon_spent": None, "delta": None, "level": None,
-            "noise_multiplier": None, "val_accuracy": None, "test_accuracy": None,
-            "private": point.epsilon is not None, "cache": "Refused", "artifacts_dir": None,
-            "mlflow_run_id": None, "config": dict(point.config),
-            "refused": " ".join(str(error).split())}
 
 
 def admitted(ds: Any, pts: list[Any], allow_non_private_release: bool
@@ -307,7 +279,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         if state == "Rebuilt" or not _intact(ev):
             ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
                                                     context=context).result()
-        rows.append(_row(p, model, ev, state))
+        rows.append(trained_row(p, model, ev, state))
         report = report_of(model)
         if report.private:  # a cached point re-used its release: recorded, no cost
             account_after(ds, report, p.method, model.get("ledger"), reading=False)

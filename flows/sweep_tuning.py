@@ -180,7 +180,7 @@ class PrivateSelection:
                    ) -> tuple[Point, dict[str, Any], Ledger, float, str]:
         """One finished candidate, checked: its point, row, ledger (with the score's
         event when the score is private), score and release id."""
-        from flows.sweep import _row
+        from flows.sweep_rows import trained_row
         from tasks.cached import intact as _intact
 
         model: Any = tf.result()
@@ -194,7 +194,7 @@ class PrivateSelection:
             verify_candidate(plan, d, report, ledger)
         except PrivacyError as e:
             raise SelectionError(str(e)) from e
-        row = _row(point, model, ev, str(tf.state.name))
+        row = trained_row(point, model, ev, str(tf.state.name))
         score = float(row["val_accuracy"])
         if plan.score is not None:  # the score is a private release of Q
             exact = correct_count(score, self.n_val)

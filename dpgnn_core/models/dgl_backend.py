@@ -21,13 +21,18 @@ Messages follow ``edge_index`` (src -> dst), as on the PyG path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from dpgnn_core.interop.dgl import import_dgl
-from dpgnn_core.models.subgraph_gnn import DGL_CONVS, SubgraphGNN
+
+if TYPE_CHECKING:
+    from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+
+#: Convolutions the DGL backend runs (GAT's dot-product attention has no DGL layer).
+DGL_CONVS = ("gcn", "sage", "gin")
 
 
 class _Apply(nn.Module):

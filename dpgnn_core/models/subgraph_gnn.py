@@ -205,8 +205,6 @@ def _dgl_sparse(model: SubgraphGNN, x: Tensor, edge_index: Tensor) -> Tensor:
 #: ``pip install 'dpgnn[dgl]'``). ``auto`` (:func:`resolve_backend`) picks between them.
 SPARSE_BACKENDS: dict[str, Callable[[SubgraphGNN, Tensor, Tensor], Tensor]] = {
     "pyg": _pyg_sparse, "dgl": _dgl_sparse}
-#: Convolutions the DGL backend runs (GAT's dot-product attention has no DGL layer).
-DGL_CONVS = ("gcn", "sage", "gin")
 
 
 @functools.cache
@@ -231,6 +229,8 @@ def resolve_backend(backend: str, conv: str, device: torch.device) -> str:
                          f"{', '.join(SPARSE_BACKENDS)}")
     if backend != "auto":
         return backend
+    from dpgnn_core.models.dgl_backend import DGL_CONVS  # lazy: it imports DGL interop
+
     if conv in DGL_CONVS and device.type == "cpu" and dgl_available():
         return "dgl"
     return "pyg"
