@@ -14,6 +14,7 @@ from prefect import flow, get_run_logger
 
 from dpgnn_core.specs import AnySpec, IngestSpec
 from dpgnn_core.methods.preflight import release_levels
+from flows.explain_twin import explain_with_twin, plan_twin
 from tasks.budget import account_after, admit_non_private, admit_units
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
@@ -81,23 +82,15 @@ def pipeline(
     # A release without privacy on a budgeted dataset is refused (charged ∞) unless allowed,
     # before anything trains; the graph classifier's non-private twin is one too.
     np_tags: dict[str, str] = {}
-    twin_tags: dict[str, str] = {}
     if getattr(spec, "epsilon", None) is None:
         np_tags = admit_non_private(ds, the_method.name, allowed=allow_non_private_release)
     admit_units(ds, the_method.name, release_levels(spec))  # a unit the run cannot bound
-    twin_spec: Any = None
-    if the_method.explains and getattr(spec, "epsilon", None) is not None \
-            and explain_graphs > 0:
-        twin_spec = the_method.spec_type(**{**spec.model_dump(), "epsilon": None, "method": None})
-        twin_tags = admit_non_private(
-            ds, twin_spec.method, allowed=allow_non_private_release,
-            what=f"the GNNExplainer comparison trains {twin_spec.method}, a non-private twin "
-                 "of this model, on the same training graphs (--explain-graphs 0 skips it)")
+    twin_spec, twin_tags = plan_twin(the_method, spec, ds, explain_graphs,
+                                     allowed=allow_non_private_release)
     if the_method.staged:  # GAP, ProGAP: their cached stages (calibrate, graph, modules,
-        import importlib  # aggregations, composition), run by tasks.<staged>.run_stages
+        from flows.staged import STAGED_RUNNERS  # aggregations, composition)
 
-        stages = importlib.import_module(f"tasks.{the_method.staged}")
-        model, report = stages.run_stages(ds, spec, refresh, states)
+        model, report = STAGED_RUNNERS[the_method.staged](ds, spec, refresh, states)
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = report_of(model)  # the core's typed report (JSON on the wire)
@@ -106,11 +99,8 @@ def pipeline(
     explained: dict[str, Any] = {}
     twin: dict[str, Any] = {}
     if twin_spec is not None and report.private:
-        from tasks.explain import explain
-
-        twin, states["train_nonprivate"] = _run(train, refresh, dataset=ds, spec=twin_spec)
-        explained, states["explain"] = _run(explain, refresh, dataset=ds, private=model,
-                                            nonprivate=twin, count=explain_graphs)
+        twin, explained = explain_with_twin(ds, model, twin_spec, refresh, states,
+                                            count=explain_graphs)
     ledger = model.get("ledger") if report.private else None  # from the task's reference
     # The dataset's odometer: a cached release re-used here is recorded at no cost; the
     # reading after this run goes to the summary and MLflow.
