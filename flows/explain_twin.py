@@ -17,6 +17,12 @@ from tasks.cached import run_cached as _run
 from tasks.refs import DatasetRef
 
 
+def twin_note(method: str) -> str:
+    """What a refusal of the twin ``method`` (the non-private graph classifier) says."""
+    return (f"the GNNExplainer comparison trains {method}, a non-private twin of this "
+            "model, on the same training graphs (--explain-graphs 0 skips it)")
+
+
 def plan_twin(the_method: Any, spec: Any, ds: DatasetRef, explain_graphs: int,
               allowed: bool) -> tuple[Any, dict[str, str]]:
     """The twin's spec and the tags of its admission as a non-private release, or
@@ -27,10 +33,8 @@ def plan_twin(the_method: Any, spec: Any, ds: DatasetRef, explain_graphs: int,
             and explain_graphs > 0):
         return None, {}
     twin_spec = the_method.spec_type(**{**spec.model_dump(), "epsilon": None, "method": None})
-    twin_tags = admit_non_private(
-        ds, twin_spec.method, allowed=allowed,
-        what=f"the GNNExplainer comparison trains {twin_spec.method}, a non-private twin "
-             "of this model, on the same training graphs (--explain-graphs 0 skips it)")
+    twin_tags = admit_non_private(ds, twin_spec.method, allowed=allowed,
+                                  what=twin_note(twin_spec.method))
     return twin_spec, twin_tags
 
 

@@ -147,7 +147,7 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
     from dpgnn_core.methods.catalog import entry
 
     entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
-    from flows.cli.common import refuse_unbounded
+    from flows.cli.execute import refuse_unbounded
 
     refuse_unbounded(spec, dataset, manifest)  # the audit is charged to this dataset
     try:

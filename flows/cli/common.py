@@ -1,10 +1,12 @@
 """What every ``dpgnn`` command shares: the one-line error, the usage-error group, stdout
-kept for dpgnn's own output, the Prefect server and disk watchers, Ctrl-C at a step's end,
-and running one spec through the pipeline flow with its pre-flight and summary.
+kept for dpgnn's own output, ``KEY=VALUE`` options, the Prefect server to use and the
+server and disk watchers.
 
-The command modules (:mod:`flows.cli.run`, :mod:`.audit`, :mod:`.sweep`, :mod:`.budget`,
-:mod:`.privacy`) and the top-level app (:mod:`flows.cli`) import from here, never from
-each other.
+Running one spec through the pipeline flow (pre-flight, Ctrl-C at a step's end) is
+:mod:`flows.cli.execute`; the run summary it prints is :mod:`flows.cli.summary`. The
+command modules (:mod:`flows.cli.run`, :mod:`.audit`, :mod:`.sweep`, :mod:`.budget`,
+:mod:`.privacy`, :mod:`.ingest`) and the top-level app (:mod:`flows.cli`) import from
+these three, never from each other.
 """
 
 
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -152,148 +153,6 @@ def use_server_if_running() -> str | None:
     return url
 
 
-def json_inf(obj: Any) -> Any:
-    """``obj`` with every ±∞ float as the string "inf"/"-inf" (JSON has no ∞; a dataset's
-    odometer reads ∞ after an insecure release or one that bounds nothing about a unit)."""
-    if isinstance(obj, float) and math.isinf(obj):
-        return "inf" if obj > 0 else "-inf"
-    if isinstance(obj, dict):
-        return {k: json_inf(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_inf(v) for v in obj]
-    return obj
-
-
-def structure_defaults_line(chosen: dict[str, Any]) -> str:
-    """The values DP-GNN used for the fields its structure rule fills (K, batch, steps,
-    lr), each marked ``(given)`` when the spec fixed it, and what the rule read; or, for a
-    report that lists its ``fields`` (DPDGC), those options, each level default marked."""
-    if chosen.get("fields"):  # a levelled recipe's options (DPDGC): level defaults marked
-        chose = set(chosen.get("level_default") or ())
-        vals = ", ".join(f"{k} {chosen.get(k)}" + (" (level default)" if k in chose else "")
-                         for k in chosen["fields"])
-        return f"{vals} [{chosen.get('rule')}]"
-    given = set(chosen.get("given") or ())
-    vals = ", ".join(f"{k} {chosen.get(k)}" + (" (given)" if k in given else "")
-                     for k in ("max_degree", "batch_size", "steps", "lr"))
-    stats = chosen.get("stats")
-    read = (f"; median degree {stats['median_degree']:g}, mean degree "
-            f"{stats['mean_degree']:.3g}, N_train {stats['num_train']}" if stats else "")
-    return f"{vals} [{chosen.get('rule')}{read}]"
-
-
-def print_summary(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(json_inf(summary), allow_nan=False, default=str))
-        return
-    def fmt(v: Any) -> str:
-        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-    privacy = (f"epsilon {summary['epsilon']:.4g}, delta {summary['delta']:.3g}"
-               if summary.get("private") else "non-private")
-    if summary.get("private") and str(summary.get("randomness", "")).startswith("NOT"):
-        privacy = f"NOT PRIVATE: reproducible noise; nominal {privacy}"
-    typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
-               f"test accuracy {fmt(summary['test_accuracy'])}, "
-               f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
-    if summary.get("structure_defaults"):
-        typer.echo(f"  defaults   {structure_defaults_line(summary['structure_defaults'])}")
-    if summary.get("privacy_report"):
-        typer.echo(f"  protects   {summary.get('protects')} [level {summary.get('level')}, "
-                   f"relation {summary.get('relation')}]")
-        typer.echo(f"  noise      {summary.get('randomness')}")
-        typer.echo(f"  release    {summary.get('release')}")
-        typer.echo(f"  ledger     {summary['privacy_report']}")
-        for note in summary.get("unaccounted") or []:
-            typer.echo(f"  NOT accounted: {note}")
-    if summary.get("mlflow_run_id"):
-        typer.echo(f"  MLflow run {summary['mlflow_run_id']} in "
-                   f"{summary['mlflow_tracking_uri']}")
-    if summary.get("mlflow_error"):
-        typer.secho(f"  warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW,
-                    err=True)
-    typer.echo(f"  artifacts  {summary['artifacts_dir']}")
-    typer.echo(f"  cache      {summary['cache']}")
-
-
-def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
-             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
-             allow_non_private_release: bool = False) -> None:
-    """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
-    that need only the spec and the dataset's manifest run first, before Prefect starts."""
-    manifest_path = dataset / "manifest.json"
-    if not manifest_path.is_file():
-        error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
-             "`dpgnn ingest`")
-        raise typer.Exit(2)
-    from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.home import project_dir
-    from dpgnn_core.methods.catalog import entry
-    from flows import clilog
-
-    try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
-        # catalogue's preflight, which the flow runs too; it imports no torch)
-        manifest = json.loads(manifest_path.read_text())
-        notes = entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
-        clilog.check_home(project_dir())
-        refuse_non_private(spec, dataset, manifest, explain_graphs,
-                            allow_non_private_release)
-        refuse_unbounded(spec, dataset, manifest)
-        if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
-            from tasks.tracking import check_tracking_uri
-
-            check_tracking_uri(tracking_uri)
-    except (DpgnnError, OSError, ValueError) as e:
-        error(str(e))
-        raise typer.Exit(2) from e
-    for note in notes:
-        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
-    use_server_if_running()
-    from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
-    from flows.runlock import lock_path, same_run_lock
-
-    def waiting(holder: str) -> None:
-        typer.echo(f"waiting for {holder}, which runs the same spec on this dataset; its "
-                   "result is then reused (no second release)", err=True)
-
-    lock = lock_path(project_dir(), str(manifest.get("content_sha256")),
-                     spec.model_dump(mode="json"))
-    with clilog.captured(project_dir()) as log, same_run_lock(lock, waiting):
-        try:
-            summary = run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
-                                    experiment=experiment, refresh=refresh,
-                                    explain_graphs=explain_graphs,
-                                    allow_non_private_release=allow_non_private_release)
-        except DpgnnError as e:
-            error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
-            raise typer.Exit(1) from e
-        except OSError as e:  # disk full, read-only, ...: name the path, keep the story
-            path = clilog.write_traceback(log, e)
-            error(f"cannot write {e.filename or project_dir()}: {e.strerror or e} "
-                 f"(details: {path})")
-            raise typer.Exit(1) from e
-        except KeyboardInterrupt as e:  # Ctrl-C: say what was kept, exit 130
-            stopped(e)
-            raise typer.Exit(130) from e
-    print_summary(summary, as_json)
-
-
-def stopped(e: KeyboardInterrupt) -> None:
-    """The one line of a run stopped by Ctrl-C: what was kept and how to resume."""
-    from dpgnn_core.training.checkpoint import Stopped
-
-    if isinstance(e, Stopped) and e.path is not None:
-        msg = (f"stopped after step {e.step} of {e.steps}; checkpoint kept at {e.path}: "
-               "the same command resumes from it and continues the same release (its budget "
-               "reservation stays with the checkpoint: the plan is charged once)")
-    elif isinstance(e, Stopped):
-        msg = f"stopped after step {e.step} of {e.steps}; nothing kept"
-    else:
-        msg = ("stopped before training or between steps; nothing half-written is kept "
-               "(cached steps and checkpoints of earlier runs stay): the same command "
-               "starts again")
-    typer.secho(f"stopped: {msg}", fg=typer.colors.RED, err=True)
-
-
 def give_up(why: str) -> None:
     """End the command at once with one ``error:`` line (called from a watcher thread)."""
     error(f"{why}; the run stops here. Nothing half-written is kept (every artifact is "
@@ -315,84 +174,3 @@ def server_watched() -> Iterator[None]:
 
     with server.watched(give_up), clilog.disk_watched(project_dir(), give_up):
         yield
-
-
-@contextlib.contextmanager
-def stop_at_step_end() -> Iterator[None]:
-    """Within the block, the first Ctrl-C asks the training under way to stop at the end of
-    its step and keep a checkpoint (:func:`dpgnn_core.training.checkpoint.request_stop`),
-    which it raises as ``Stopped``; a second Ctrl-C, or one while no training runs, is a
-    ``KeyboardInterrupt`` at once."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    from dpgnn_core.training import checkpoint
-
-    asked = [False]
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if not asked[0] and checkpoint.request_stop():
-            asked[0] = True
-            typer.echo("stopping at the end of this step, keeping a checkpoint (Ctrl-C "
-                       "again stops at once)…", err=True)
-            return
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
-                        explain_graphs: int, allowed: bool) -> None:
-    """Before Prefect starts: a release without privacy (the run, or a private graph
-    classifier's non-private twin) on a dataset with a budget, without the override, is
-    refused here in seconds (the flow checks again, and records an allowed one:
-    :func:`tasks.budget.admit_non_private`)."""
-    if allowed:
-        return
-    private = getattr(spec, "epsilon", None) is not None
-    twin = private and bool(getattr(spec, "explains", False)) and explain_graphs > 0
-    if private and not twin:
-        return
-    from tasks.budget import admit_non_private
-
-    ds = {"content_sha256": manifest.get("content_sha256", ""),
-          "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}
-    method = str(getattr(spec, "method", "")) if not twin else \
-        str(getattr(spec, "method", "")).removeprefix("dp-")
-    admit_non_private(ds, method, allowed=False, what="" if not twin else
-                      f"the GNNExplainer comparison trains {method}, a non-private twin of "
-                      "this model, on the same training graphs (--explain-graphs 0 skips it)")
-
-
-def refuse_unbounded(spec: Any, dataset: Path, manifest: dict[str, Any]) -> None:
-    """Before Prefect starts: a private run whose release bounds nothing about a unit the
-    dataset's budget protects (an edge-level run under a budget of nodes) is refused here
-    in a second, naming the unit (:func:`tasks.budget.admit_units`; the flow checks
-    again)."""
-    from dpgnn_core.methods.preflight import release_levels
-    from tasks.budget import admit_units
-
-    ds = {"content_sha256": manifest.get("content_sha256", ""),
-          "name": manifest.get("name", dataset.name)}
-    admit_units(ds, str(getattr(spec, "method", "")), release_levels(spec))
-
-
-def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any
-                  ) -> dict[str, Any]:
-    """The pipeline flow with the CLI's progress display around it."""
-    from tasks.progress import status  # one live display: the training bars join it
-
-    with status(f"running {name} on {dataset} (Prefect flow)…"), stdout_to_stderr(), \
-            stop_at_step_end(), server_watched():
-        summary: dict[str, Any] = pipeline(spec=spec, dataset=str(dataset.resolve()),
-                                           **kwargs)
-    return summary
-
-

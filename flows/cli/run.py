@@ -242,7 +242,7 @@ def spec_from_options(name: str, kwargs: dict[str, Any]) -> tuple[Any, dict[str,
 
 def _make_command(name: str, spec_type: Any) -> Any:
     def command(**kwargs: Any) -> None:
-        from flows.cli.common import execute
+        from flows.cli.execute import execute
 
         spec, run_kwargs = spec_from_options(name, kwargs)
         dataset: Path = run_kwargs["dataset"]

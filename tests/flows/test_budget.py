@@ -196,7 +196,7 @@ def test_run_json_survives_an_infinite_odometer(capsys: pytest.CaptureFixture[st
     """Issue 26 §3: a dataset whose odometer reads ∞ (an insecure run) made every later
     `dpgnn run … --json` fail with "Out of range float values are not JSON compliant"."""
     from dpgnn_core.budget import BudgetStore
-    from flows.cli.common import print_summary
+    from flows.cli.summary import print_summary
     from tasks import budget as tb
 
     s = tb.store()

@@ -263,7 +263,7 @@ def test_datasets_without_argument_finds_the_readme_location(
 def test_run_summary_prints_the_structure_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """`dpgnn run dp-gcn` prints the K, batch, steps and lr it used and what the rule read
     (issue 29); --json keeps them under ``structure_defaults``."""
-    from flows.cli.common import print_summary
+    from flows.cli.summary import print_summary
 
     chosen = {"max_degree": 1, "batch_size": 2033, "steps": 60, "lr": 0.02,
               "given": ["batch_size"], "rule": "level node_feature, structure public",

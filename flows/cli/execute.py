@@ -1,0 +1,177 @@
+"""Running one spec through the pipeline flow from the command line (``dpgnn run``,
+``dpgnn audit``): the checks the spec and the manifest alone can refuse before Prefect
+starts (the method's pre-flight, a non-private release or an unbounded unit on a budgeted
+dataset), the lock that makes a second identical run wait and reuse, the progress display,
+Ctrl-C at a step's end and the one line that says what a stopped run kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from flows.cli import common
+from flows.cli.common import error, server_watched, stdout_to_stderr
+from flows.cli.summary import print_summary
+
+
+def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
+             experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
+             allow_non_private_release: bool = False) -> None:
+    """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
+    that need only the spec and the dataset's manifest run first, before Prefect starts."""
+    manifest_path = dataset / "manifest.json"
+    if not manifest_path.is_file():
+        error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
+             "`dpgnn ingest`")
+        raise typer.Exit(2)
+    from dpgnn_core.errors import DpgnnError
+    from dpgnn_core.home import project_dir
+    from dpgnn_core.methods.catalog import entry
+    from flows import clilog
+
+    try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
+        # catalogue's preflight, which the flow runs too; it imports no torch)
+        manifest = json.loads(manifest_path.read_text())
+        notes = entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
+        clilog.check_home(project_dir())
+        refuse_non_private(spec, dataset, manifest, explain_graphs,
+                            allow_non_private_release)
+        refuse_unbounded(spec, dataset, manifest)
+        if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
+            from tasks.tracking import check_tracking_uri
+
+            check_tracking_uri(tracking_uri)
+    except (DpgnnError, OSError, ValueError) as e:
+        error(str(e))
+        raise typer.Exit(2) from e
+    for note in notes:
+        typer.secho(f"warning: {note}", fg=typer.colors.YELLOW, err=True)
+    common.use_server_if_running()  # looked up on common: a test may replace it
+    from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
+    from flows.runlock import lock_path, same_run_lock
+
+    def waiting(holder: str) -> None:
+        typer.echo(f"waiting for {holder}, which runs the same spec on this dataset; its "
+                   "result is then reused (no second release)", err=True)
+
+    lock = lock_path(project_dir(), str(manifest.get("content_sha256")),
+                     spec.model_dump(mode="json"))
+    with clilog.captured(project_dir()) as log, same_run_lock(lock, waiting):
+        try:
+            summary = run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
+                                    experiment=experiment, refresh=refresh,
+                                    explain_graphs=explain_graphs,
+                                    allow_non_private_release=allow_non_private_release)
+        except DpgnnError as e:
+            error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
+            raise typer.Exit(1) from e
+        except OSError as e:  # disk full, read-only, ...: name the path, keep the story
+            path = clilog.write_traceback(log, e)
+            error(f"cannot write {e.filename or project_dir()}: {e.strerror or e} "
+                 f"(details: {path})")
+            raise typer.Exit(1) from e
+        except KeyboardInterrupt as e:  # Ctrl-C: say what was kept, exit 130
+            stopped(e)
+            raise typer.Exit(130) from e
+    print_summary(summary, as_json)
+
+
+def stopped(e: KeyboardInterrupt) -> None:
+    """The one line of a run stopped by Ctrl-C: what was kept and how to resume."""
+    from dpgnn_core.training.checkpoint import Stopped
+
+    if isinstance(e, Stopped) and e.path is not None:
+        msg = (f"stopped after step {e.step} of {e.steps}; checkpoint kept at {e.path}: "
+               "the same command resumes from it and continues the same release (its budget "
+               "reservation stays with the checkpoint: the plan is charged once)")
+    elif isinstance(e, Stopped):
+        msg = f"stopped after step {e.step} of {e.steps}; nothing kept"
+    else:
+        msg = ("stopped before training or between steps; nothing half-written is kept "
+               "(cached steps and checkpoints of earlier runs stay): the same command "
+               "starts again")
+    typer.secho(f"stopped: {msg}", fg=typer.colors.RED, err=True)
+
+
+@contextlib.contextmanager
+def stop_at_step_end() -> Iterator[None]:
+    """Within the block, the first Ctrl-C asks the training under way to stop at the end of
+    its step and keep a checkpoint (:func:`dpgnn_core.training.checkpoint.request_stop`),
+    which it raises as ``Stopped``; a second Ctrl-C, or one while no training runs, is a
+    ``KeyboardInterrupt`` at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from dpgnn_core.training import checkpoint
+
+    asked = [False]
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if not asked[0] and checkpoint.request_stop():
+            asked[0] = True
+            typer.echo("stopping at the end of this step, keeping a checkpoint (Ctrl-C "
+                       "again stops at once)…", err=True)
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
+                        explain_graphs: int, allowed: bool) -> None:
+    """Before Prefect starts: a release without privacy (the run, or a private graph
+    classifier's non-private twin) on a dataset with a budget, without the override, is
+    refused here in seconds (the flow checks again, and records an allowed one:
+    :func:`tasks.budget.admit_non_private`)."""
+    if allowed:
+        return
+    private = getattr(spec, "epsilon", None) is not None
+    twin = private and bool(getattr(spec, "explains", False)) and explain_graphs > 0
+    if private and not twin:
+        return
+    from flows.explain_twin import twin_note
+    from tasks.budget import admit_non_private
+
+    ds = {"content_sha256": manifest.get("content_sha256", ""),
+          "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}
+    method = str(getattr(spec, "method", "")) if not twin else \
+        str(getattr(spec, "method", "")).removeprefix("dp-")
+    admit_non_private(ds, method, allowed=False, what=twin_note(method) if twin else "")
+
+
+def refuse_unbounded(spec: Any, dataset: Path, manifest: dict[str, Any]) -> None:
+    """Before Prefect starts: a private run whose release bounds nothing about a unit the
+    dataset's budget protects (an edge-level run under a budget of nodes) is refused here
+    in a second, naming the unit (:func:`tasks.budget.admit_units`; the flow checks
+    again)."""
+    from dpgnn_core.methods.preflight import release_levels
+    from tasks.budget import admit_units
+
+    ds = {"content_sha256": manifest.get("content_sha256", ""),
+          "name": manifest.get("name", dataset.name)}
+    admit_units(ds, str(getattr(spec, "method", "")), release_levels(spec))
+
+
+def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any
+                  ) -> dict[str, Any]:
+    """The pipeline flow with the CLI's progress display around it."""
+    from tasks.progress import status  # one live display: the training bars join it
+
+    with status(f"running {name} on {dataset} (Prefect flow)…"), stdout_to_stderr(), \
+            stop_at_step_end(), server_watched():
+        summary: dict[str, Any] = pipeline(spec=spec, dataset=str(dataset.resolve()),
+                                           **kwargs)
+    return summary

@@ -1,0 +1,74 @@
+"""The run summary ``dpgnn run`` prints: one line of accuracy and privacy, the defaults the
+structure rule chose, the privacy report's lines, the MLflow run and the cache states; or,
+with ``--json``, the pipeline's summary as one JSON object (±∞ as strings)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+
+
+def json_inf(obj: Any) -> Any:
+    """``obj`` with every ±∞ float as the string "inf"/"-inf" (JSON has no ∞; a dataset's
+    odometer reads ∞ after an insecure release or one that bounds nothing about a unit)."""
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf" if obj > 0 else "-inf"
+    if isinstance(obj, dict):
+        return {k: json_inf(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_inf(v) for v in obj]
+    return obj
+
+
+def structure_defaults_line(chosen: dict[str, Any]) -> str:
+    """The values DP-GNN used for the fields its structure rule fills (K, batch, steps,
+    lr), each marked ``(given)`` when the spec fixed it, and what the rule read; or, for a
+    report that lists its ``fields`` (DPDGC), those options, each level default marked."""
+    if chosen.get("fields"):  # a levelled recipe's options (DPDGC): level defaults marked
+        chose = set(chosen.get("level_default") or ())
+        vals = ", ".join(f"{k} {chosen.get(k)}" + (" (level default)" if k in chose else "")
+                         for k in chosen["fields"])
+        return f"{vals} [{chosen.get('rule')}]"
+    given = set(chosen.get("given") or ())
+    vals = ", ".join(f"{k} {chosen.get(k)}" + (" (given)" if k in given else "")
+                     for k in ("max_degree", "batch_size", "steps", "lr"))
+    stats = chosen.get("stats")
+    read = (f"; median degree {stats['median_degree']:g}, mean degree "
+            f"{stats['mean_degree']:.3g}, N_train {stats['num_train']}" if stats else "")
+    return f"{vals} [{chosen.get('rule')}{read}]"
+
+
+def print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(json_inf(summary), allow_nan=False, default=str))
+        return
+    def fmt(v: Any) -> str:
+        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+    privacy = (f"epsilon {summary['epsilon']:.4g}, delta {summary['delta']:.3g}"
+               if summary.get("private") else "non-private")
+    if summary.get("private") and str(summary.get("randomness", "")).startswith("NOT"):
+        privacy = f"NOT PRIVATE: reproducible noise; nominal {privacy}"
+    typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
+               f"test accuracy {fmt(summary['test_accuracy'])}, "
+               f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
+    if summary.get("structure_defaults"):
+        typer.echo(f"  defaults   {structure_defaults_line(summary['structure_defaults'])}")
+    if summary.get("privacy_report"):
+        typer.echo(f"  protects   {summary.get('protects')} [level {summary.get('level')}, "
+                   f"relation {summary.get('relation')}]")
+        typer.echo(f"  noise      {summary.get('randomness')}")
+        typer.echo(f"  release    {summary.get('release')}")
+        typer.echo(f"  ledger     {summary['privacy_report']}")
+        for note in summary.get("unaccounted") or []:
+            typer.echo(f"  NOT accounted: {note}")
+    if summary.get("mlflow_run_id"):
+        typer.echo(f"  MLflow run {summary['mlflow_run_id']} in "
+                   f"{summary['mlflow_tracking_uri']}")
+    if summary.get("mlflow_error"):
+        typer.secho(f"  warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW,
+                    err=True)
+    typer.echo(f"  artifacts  {summary['artifacts_dir']}")
+    typer.echo(f"  cache      {summary['cache']}")
