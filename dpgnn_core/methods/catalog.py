@@ -14,8 +14,9 @@ What an entry says (and so what no caller derives from a family string or a spec
 * how a run is shown and tracked: ``progress_unit`` (``step`` or ``epoch``),
   ``run_tags`` (spec fields logged as ``dpgnn.<field>`` MLflow tags), ``extra_metrics``
   (test metrics beside accuracy in the run summary);
-* how it runs in the pipeline: ``staged`` (the tasks module whose cached stages run it, or
-  None for one ``train`` task), ``explains`` (a private run also explains test graphs);
+* how it runs in the pipeline: ``staged`` (the name of the runner of its cached stages,
+  a key of ``flows.staged.STAGED_RUNNERS``, or None for one ``train`` task), ``explains``
+  (a private run also explains test graphs);
 * what the privacy tooling may do with it: ``private_path`` (the method's path writes a
   ledger and report, also when run without privacy), ``private_selection`` (private
   hyperparameter selection applies), ``score_sensitivity``, ``canary`` and
@@ -51,8 +52,9 @@ class Entry:
         fixed (Mapping): spec fields implied by the name (``{"conv": "gcn"}``).
         progress_unit (str, optional): ``step`` or ``epoch``; the spec field
             ``<unit>s`` is the length of a run. (default: ``"step"``)
-        staged (str, optional): the ``tasks`` module whose cached stages run the method in
-            the pipeline (GAP, ProGAP); None: one ``train`` task. (default: :obj:`None`)
+        staged (str, optional): the name of the runner whose cached stages run the method
+            in the pipeline (GAP, ProGAP: a key of ``flows.staged.STAGED_RUNNERS``, data,
+            not a module to load); None: one ``train`` task. (default: :obj:`None`)
         explains (bool, optional): a private run also explains test graphs with
             GNNExplainer beside a non-private twin. (default: :obj:`False`)
         extra_metrics (tuple, optional): test metrics the run summary reports beside
