@@ -4,6 +4,7 @@ one to a dataset folder (:func:`ingest`); where a folder came from (:func:`inges
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -96,6 +97,11 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
     stage = span or (lambda _stage, _text: nullcontext())
     with stage("load", f"loading {spec.format} data"):
         data = load_from_spec(spec)
+    if spec.name is None and loader_of(spec.format).edge_table:
+        # A table's own name is no dataset's ("nodes"): name it after its folder. Not put
+        # into the recorded spec, so every path that ingests it (the command line, a
+        # scheduled re-ingest of the folder) records the same spec and the same name.
+        data = dataclasses.replace(data, name=Path(folder).resolve().name)
     with stage("write", f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
         return write_dataset(data, folder, overwrite=overwrite)
 

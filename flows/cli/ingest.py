@@ -231,9 +231,8 @@ def ingest(**kwargs: Any) -> None:
     if loader.needs_source and source is None:
         error(f"--source is required for --format {fmt}")
         raise typer.Exit(2)
-    # A table's own name is no dataset's ("nodes"): name it after its folder, --out.
-    name = general["name"] or (out.resolve().name if loader.edge_table else None)
-    write(fmt, source, name, opts, out, overwrite=general["overwrite"],
+    # Without --name, a table's dataset is named after its folder, --out (core ingest).
+    write(fmt, source, general["name"], opts, out, overwrite=general["overwrite"],
           as_json=general["as_json"])
 
 
