@@ -20,25 +20,6 @@ from flows.cli import app
 runner = CliRunner()
 
 
-class _Started(Exception):
-    pass
-
-
-@pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The flow, replaced: it records its arguments and stops the run."""
-    import flows.pipeline
-
-    calls: list[dict[str, Any]] = []
-
-    def flow(**kw: Any) -> None:
-        calls.append(kw)
-        raise _Started
-
-    monkeypatch.setattr(flows.pipeline, "pipeline", flow)
-    return calls
-
-
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny undirected dataset from a CSV edge list and node table, by ``dpgnn ingest``."""

@@ -23,25 +23,6 @@ from flows.cli import app
 runner = CliRunner()
 
 
-class _Started(Exception):
-    pass
-
-
-@pytest.fixture
-def started(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The flow, replaced: it records its arguments and stops the run."""
-    import flows.pipeline
-
-    calls: list[dict[str, Any]] = []
-
-    def flow(**kw: Any) -> None:
-        calls.append(kw)
-        raise _Started
-
-    monkeypatch.setattr(flows.pipeline, "pipeline", flow)
-    return calls
-
-
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
     write_dataset(csbm(num_nodes=200, seed=1), tmp_path / "ds")  # 100 training nodes
