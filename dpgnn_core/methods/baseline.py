@@ -18,7 +18,7 @@ from torch import nn
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_file
-from dpgnn_core.models import build_model
+from dpgnn_core.models.gnn import build_model
 from dpgnn_core.serialize import torch_save
 from dpgnn_core.specs import TrainSpec
 from dpgnn_core.training.device import resolve_device

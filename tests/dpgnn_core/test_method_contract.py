@@ -177,3 +177,23 @@ def test_raw_loss_only_behind_the_flag_and_marked(name: str) -> None:
     assert list(fitted.report.unaccounted) == list(fitted.ledger.unaccounted)
     assert fitted.report.to_dict()["unaccounted_release"] == [TRAINING_LOSS_NOTE]
     assert "log_raw_loss" in spec.model_dump() and "log_raw_loss" not in _spec(name).model_dump()
+
+
+@pytest.mark.slow
+def test_a_family_module_is_imported_when_first_asked_for() -> None:
+    """``get("dp-mlp")`` imports DP-MLP's module only: a fresh process running it never
+    imports PyTorch Geometric (the GNN families' layers, seconds of CPU per process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from dpgnn_core.methods.registry import get\n"
+            "m = get('dp-mlp')\n"
+            "assert m.name == 'dp-mlp', m.name\n"
+            "assert 'torch_geometric' not in sys.modules, 'torch_geometric imported'\n"
+            "assert 'dpgnn_core.methods.dp_gnn' not in sys.modules\n"
+            "get('dp-gcn')\n"
+            "assert 'torch_geometric' in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
