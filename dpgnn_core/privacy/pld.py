@@ -105,7 +105,7 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
         with np.errstate(divide="ignore"):
             log_mgfs[start:start + len(chunk)] = np.log(np.exp(np.outer(chunk, k)) @ p)
     log_two_over_tail = math.log(2 / tail_mass_truncation)
-    for order, log_mgf in zip(order_list.tolist(), log_mgfs.tolist()):
+    for order, log_mgf in zip(order_list.tolist(), log_mgfs.tolist(), strict=True):
         bound = (num_times * log_mgf + log_two_over_tail) / order
         if not math.isfinite(bound):
             continue
