@@ -97,7 +97,8 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     k = np.arange(n, dtype=np.float64)
     if order_list.size and np.max(np.abs(order_list)) * max(n - 1, 1) > 700:
         # orders the caller chose beyond exp's range: the library's log-space way
-        return _LIBRARY_BOUNDS(input_list, num_times, tail_mass_truncation, orders)
+        lo, hi = _LIBRARY_BOUNDS(input_list, num_times, tail_mass_truncation, orders)
+        return int(lo), int(hi)
     per_chunk = max(1, 4_000_000 // max(n, 1))  # at most ~32 MB of exponentials at once
     log_mgfs = np.empty(order_list.size)
     for start in range(0, order_list.size, per_chunk):
