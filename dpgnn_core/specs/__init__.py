@@ -67,7 +67,8 @@ if TYPE_CHECKING:  # what mypy sees: the classes written here (the union is made
     AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | ProgapSpec
                         | GraphClsSpec | DpdgcSpec, Field(discriminator="method")]
 else:
-    AnySpec = Annotated[tuple(spec_classes()), Field(discriminator="method")]
+    AnySpec = Annotated[Union[tuple(spec_classes())],  # noqa: UP007 (a union made at run time)
+                        Field(discriminator="method")]
 _ADAPTERS: dict[tuple[type[Spec], ...], TypeAdapter[Any]] = {}
 
 
@@ -79,7 +80,8 @@ def parse_spec(data: dict[str, Any]) -> Spec:
         raise ValueError("a spec needs a 'method' (e.g. dp-gcn, drw-gcn, gap-edp, gcn)")
     classes = tuple(spec_classes())
     if classes not in _ADAPTERS:
-        union: Any = Annotated[Union[classes], Field(discriminator="method")]  # noqa: UP007
+        union: Any = Annotated[Union[classes],  # noqa: UP007 (a union made at run time)
+                               Field(discriminator="method")]
         _ADAPTERS[classes] = TypeAdapter(union)
     spec: Spec = _ADAPTERS[classes].validate_python(data)
     return spec
