@@ -150,15 +150,17 @@ _CATALOG: dict[str, Entry] = {}
 CATALOG: Mapping[str, Entry] = MappingProxyType(_CATALOG)
 
 
-def _family(names: Mapping[str, Mapping[str, Any]], **common: Any) -> None:
+def _family(names: Mapping[str, Mapping[str, Any]], spec_type: Any = None,
+            **common: Any) -> None:
     """Add one family's names: ``names`` maps each name to its own fields (``fixed``,
-    ``private``, ...); ``common`` holds the fields every name shares.
+    ``private``, ...); ``common`` holds the fields every name shares; ``spec_type`` is the
+    spec class (by default the one ``common["spec"]`` names).
 
     Raises:
         ValueError: a name is in the catalogue already, or its spec class does not take it.
     """
-    spec = getattr(importlib.import_module(common.get("spec_module", "dpgnn_core.specs")),
-                   common["spec"])
+    spec = spec_type or getattr(importlib.import_module(
+        common.get("spec_module", "dpgnn_core.specs")), common["spec"])
     for name, own in names.items():
         if name in _CATALOG:
             raise ValueError(f"method {name!r} is in the catalogue already")
@@ -264,7 +266,7 @@ def _declared(spec: Any) -> None:
     in a package of its own too, joins the catalogue when it is defined."""
     family: Family | None = spec.__dict__.get("catalogue")
     if family is not None:
-        _family(family.names, family=family.family, module=family.module,
+        _family(family.names, spec, family=family.family, module=family.module,
                 spec=spec.__name__, spec_module=spec.__module__, **family.common)
 
 
