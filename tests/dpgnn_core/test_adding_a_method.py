@@ -67,7 +67,8 @@ def test_two_files_make_a_method(two_files: ModuleType, tmp_path: Path) -> None:
     assert e.spec_type is spec_type and dict(e.fixed) == {"method": NAME}
     m = registry.get(NAME)  # the method module registered itself
     assert m.entry is e and m.spec_type is spec_type
-    spec = parse_spec({"method": NAME, "epsilon": 2.0, "steps": 3, "device": "cpu"})
+    spec = parse_spec({"method": NAME, "epsilon": 2.0, "steps": 3, "device": "cpu",
+                       "accountant": "rdp"})
     assert type(spec) is spec_type and registry.method_for(spec) is m
 
     data = csbm(num_nodes=120, num_classes=3, feature_dim=4, seed=3)
