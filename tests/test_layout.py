@@ -55,15 +55,6 @@ def test_the_checks_see_a_violation(tmp_path: Path) -> None:
 #: Import cycles that exist today, each to be broken by its own work item; a cycle found must
 #: lie inside one of these groups, so none can grow and no new one can appear.
 KNOWN_CYCLES: tuple[frozenset[str], ...] = (
-    # issue 35 §1: specs import the catalogue, the catalogue the pre-flight, the pre-flight
-    # dpdgc, dpdgc the registry and the specs (specs go to the bottom there).
-    frozenset({"dpgnn_core.methods._staged", "dpgnn_core.methods.catalog",
-               "dpgnn_core.methods.dpdgc", "dpgnn_core.methods.dpdgc_messages",
-               "dpgnn_core.methods.preflight", "dpgnn_core.methods.registry",
-               "dpgnn_core.specs", "dpgnn_core.specs.base", "dpgnn_core.specs.baseline",
-               "dpgnn_core.specs.dp_mlp", "dpgnn_core.specs.dpdgc", "dpgnn_core.specs.gap",
-               "dpgnn_core.specs.graph_cls", "dpgnn_core.specs.ingest",
-               "dpgnn_core.specs.subgraph"}),
     # issue 35 §5: run_record logs through tracking, and tracking's log_sweep reads a
     # point's privacy with run_record.point_privacy (a function-local import).
     frozenset({"tasks.run_record", "tasks.tracking"}),

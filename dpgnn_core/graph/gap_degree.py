@@ -1,10 +1,10 @@
-"""GAP's degree check for node-level PMA, degrees, and GAP's old edge sampler.
+"""The degree check of node-level PMA, degrees, and GAP's old edge sampler.
 
-:func:`check_degree_bound` is what GAP-NDP uses: it applies no projection and refuses a
-graph with a degree above D. Its node-level guarantee is stated for graphs whose degrees
-are all within D (undirected degree, i.e. in- and out-degree each, on a graph flagged
-undirected; in + out degree on one flagged directed); the refusal itself reveals whether
-that holds, which the ledger lists as an unaccounted use.
+:func:`check_degree_bound` is what GAP-NDP, ProGAP-NDP and DPDGC-NDP use: it applies no
+projection and refuses a graph with a degree above D. Its node-level guarantee is stated
+for graphs whose degrees are all within D (undirected degree, i.e. in- and out-degree
+each, on a graph flagged undirected; in + out degree on one flagged directed); the refusal
+itself reveals whether that holds, which the ledger lists as an unaccounted use.
 
 :func:`bound_degree` is GAP's edge sampler (kept for the tests that show its defect and
 the benchmarks; nothing in dpgnn trains on its output): the edges are put in a uniformly
@@ -127,8 +127,11 @@ def exceeds_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, 
 
 
 def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
-                       directed: bool) -> None:
-    """Refuse a graph with a degree above ``max_degree``.
+                       directed: bool, method: str = "node-level GAP",
+                       instead: str = "edge-level GAP") -> None:
+    """Refuse a graph with a degree above ``max_degree``: the one degree check of the
+    node-level methods (GAP-NDP, ProGAP-NDP, DPDGC-NDP), in training and in the pre-flight
+    (:func:`dpgnn_core.specs.base.degree_within_bound`).
 
     No edge is removed: every projection onto degree <= D that keeps edges of low-degree
     nodes lets one node's removal change edges elsewhere (see the module docstring), so
@@ -144,6 +147,10 @@ def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
         num_nodes (int): number of nodes.
         max_degree (int): D >= 1.
         directed (bool): the manifest flag: bound d_in + d_out (else max(d_in, d_out)).
+        method (str, optional): what the message says is claimed only within the bound.
+            (default: ``"node-level GAP"``)
+        instead (str, optional): what the message offers instead of a larger D.
+            (default: ``"edge-level GAP"``)
 
     Raises:
         DataError: D is not an integer >= 1, or some node's degree exceeds D (names the
@@ -152,9 +159,9 @@ def check_degree_bound(edge_index: IntArray, num_nodes: int, max_degree: int, *,
     if exceeds_degree_bound(edge_index, num_nodes, max_degree, directed=directed):
         kind = "in + out degree" if directed else "degree"
         raise DataError(
-            f"node-level GAP is claimed only for graphs whose every {kind} is at most D = "
+            f"{method} is claimed only for graphs whose every {kind} is at most D = "
             f"{max_degree}, and some node's {kind} in this graph exceeds it (by how much, "
             "and which node, is not said: the degrees are private); choose a larger D from "
-            "public knowledge (the noise grows with D) or use edge-level GAP. No edge is "
-            "dropped to enforce the bound: GAP's edge sampler is not stable under node "
-            "removal (docs/privacy.md)", field="max_degree", value=max_degree)
+            f"public knowledge (the noise grows with D) or use {instead}. No edge is "
+            "dropped to enforce the bound: dropping edges to bound degrees is not stable "
+            "under node removal (docs/privacy.md)", field="max_degree", value=max_degree)

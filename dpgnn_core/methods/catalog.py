@@ -1,16 +1,26 @@
 """The method catalogue: every method's name and what callers need to know about it, in one
 place, without importing torch.
 
-The CLI (``--help`` answers in a fraction of a second), sweeps, specs and the flows read
-this table; :mod:`dpgnn_core.methods.registry` builds the trainable
+The CLI (``--help`` answers in a fraction of a second), sweeps, the pre-flight and the flows
+read this table; :mod:`dpgnn_core.methods.registry` builds the trainable
 :class:`~dpgnn_core.methods.registry.Method` of each entry from the implementation its
-``module`` registers (by reference, at the bottom of that module). Adding a method is one
-module plus its spec and one :func:`_family` call here (docs/adding-a-method.md).
+``module`` registers (by reference, at the bottom of that module).
+
+The catalogue reads the specs, never the other way round: each spec class declares its
+names (the ``Literal`` of its ``method`` field) and, for a levelled family, its
+``level_names``; the families below are written from them, and a new family declares its
+entries beside its spec (:class:`~dpgnn_core.specs.base.Family`), which this module adds
+when the spec class is defined. Adding a method is its spec module and its method module
+(docs/adding-a-method.md).
 
 What an entry says (and so what no caller derives from a family string or a spec type):
 
 * how the method is named, trained and reported: ``family``, ``spec`` (the spec class in
   :mod:`dpgnn_core.specs`), ``module``, ``task``, ``private``, ``protection``, ``fixed``;
+* what the pre-flight checks (:mod:`dpgnn_core.methods.preflight`): ``multi_label`` (the
+  method takes multi-label data), ``checks`` (the family's own checks, functions of the
+  spec and the manifest that import no torch), ``releases`` (the level and relation of
+  the privacy events its plan holds, for the budget's protected units);
 * how a run is shown and tracked: ``progress_unit`` (``step`` or ``epoch``),
   ``run_tags`` (spec fields logged as ``dpgnn.<field>`` MLflow tags), ``extra_metrics``
   (test metrics beside accuracy in the run summary);
@@ -26,13 +36,19 @@ What an entry says (and so what no caller derives from a family string or a spec
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from dpgnn_core.specs import DpdgcSpec, GapSpec, ProgapSpec
+from dpgnn_core.specs.base import Family, degree_within_bound, method_names, on_spec_class
+from dpgnn_core.specs.subgraph import dpgnn_level
+
 #: A canary kind and the neighbouring relation it realises (``dpgnn_core.audit``).
 Canary = tuple[str, str]
+#: A family's own pre-flight check: (spec, manifest) -> None, raising a one-line error.
+Check = Callable[[Any, Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -44,7 +60,7 @@ class Entry:
         family (str): the implementation family (``baseline``, ``dp-gnn``, ``drw``,
             ``dp-mlp``, ``gap``, ``progap``, ``graph-cls``); names of one family share a
             module and a spec class.
-        spec (str): the spec class's name in :mod:`dpgnn_core.specs`.
+        spec (str): the spec class's name in ``spec_module``.
         module (str): the module that implements and registers the family.
         task (str): ``node`` or ``graph`` classification.
         private (bool): whether the method trains with a privacy budget.
@@ -73,6 +89,17 @@ class Entry:
             (default: :obj:`None`)
         canary_by_level (Mapping, optional): the canary at a spec ``level`` that protects
             another unit (GAP-NDP: star canaries). (default: ``{}``)
+        spec_module (str, optional): the module that defines the spec class.
+            (default: ``"dpgnn_core.specs"``)
+        multi_label (bool, optional): the method trains on multi-label data (the
+            non-private full-batch baselines); the pre-flight refuses such data for the
+            others. (default: :obj:`False`)
+        checks (tuple, optional): the family's own pre-flight checks, each
+            ``check(spec, manifest)`` raising a one-line error (DP-GNN's level, the node
+            levels' degree bound); light: no torch. (default: ``()``)
+        releases (tuple, optional): ``(level, relation)`` of the privacy events of a
+            private run's plan, ``level`` None for the spec's own ``level`` field; None:
+            the method releases nothing private. (default: :obj:`None`)
     """
 
     name: str
@@ -93,31 +120,23 @@ class Entry:
     score_sensitivity: float | None = None
     canary: Canary | None = None
     canary_by_level: Mapping[str, Canary] = field(default_factory=dict)
+    spec_module: str = "dpgnn_core.specs"
+    multi_label: bool = False
+    checks: tuple[Check, ...] = ()
+    releases: tuple[str | None, str] | None = None
 
     @property
     def spec_type(self) -> Any:
-        """The spec class (imported on first use: the catalogue stays light)."""
-        return getattr(importlib.import_module("dpgnn_core.specs"), self.spec)
+        """The spec class."""
+        return getattr(importlib.import_module(self.spec_module), self.spec)
 
-    def preflight(self, spec: Any, manifest: Mapping[str, Any]) -> list[str]:
-        """The checks that need only the spec and the dataset's manifest (and, for
-        GAP-NDP, its edge list): :func:`dpgnn_core.methods.preflight.check`. The CLI and
-        the pipeline flow both call this (through
-        :meth:`~dpgnn_core.methods.registry.Method.preflight` where the registry is
-        loaded); it imports no torch, so a bad run is refused in a second.
-
-        Returns:
-            list of str: warnings that do not stop the run.
-
-        Raises:
-            DataError, DeviceError, PrivacyError: one line naming what is wrong.
-        """
-        from dpgnn_core.methods import preflight
-
-        if getattr(spec, "method", None) != self.name:
-            raise ValueError(f"a spec of {getattr(spec, 'method', None)!r} given to "
-                             f"{self.name}")
-        return preflight.check(spec, manifest)
+    def release_levels(self, spec: Any) -> tuple[tuple[str, str], ...]:
+        """The (level, relation) pairs of the privacy events ``spec``'s run releases,
+        known before anything is calibrated or trained; empty for a non-private run."""
+        if self.releases is None or getattr(spec, "epsilon", None) is None:
+            return ()
+        level = self.releases[0] or str(getattr(spec, "level", "none"))
+        return () if level == "none" else ((level, self.releases[1]),)
 
     def canary_for(self, level: str | None) -> Canary | None:
         """The audit's canary kind and relation for a spec at ``level``."""
@@ -131,26 +150,52 @@ _CATALOG: dict[str, Entry] = {}
 CATALOG: Mapping[str, Entry] = MappingProxyType(_CATALOG)
 
 
-def _family(names: Mapping[str, Mapping[str, Any]], **common: Any) -> None:
+def _family(names: Mapping[str, Mapping[str, Any]], spec_type: Any = None,
+            **common: Any) -> None:
     """Add one family's names: ``names`` maps each name to its own fields (``fixed``,
-    ``private``, ...); ``common`` holds the fields every name shares."""
+    ``private``, ...); ``common`` holds the fields every name shares; ``spec_type`` is the
+    spec class (by default the one ``common["spec"]`` names).
+
+    Raises:
+        ValueError: a name is in the catalogue already, or its spec class does not take it.
+    """
+    spec = spec_type or getattr(importlib.import_module(
+        common.get("spec_module", "dpgnn_core.specs")), common["spec"])
     for name, own in names.items():
         if name in _CATALOG:
             raise ValueError(f"method {name!r} is in the catalogue already")
+        if name not in method_names(spec):
+            raise ValueError(f"method {name!r}: its spec {spec.__name__} takes "
+                             f"{', '.join(method_names(spec))}")
         fields = {**common, **own}
         fields["fixed"] = MappingProxyType({"method": name, **fields.get("fixed", {})})
         _CATALOG[name] = Entry(name=name, **fields)
 
 
+def _levelled(spec: Any, protects: Mapping[str, str], **own: Mapping[str, Any]
+              ) -> dict[str, dict[str, Any]]:
+    """A levelled family's names from its spec's ``level_names``: each fixes its ``level``,
+    is private unless the level is ``none`` and protects ``protects[level]``; ``own``:
+    more fields of each level's name."""
+    return {name: {"fixed": {"level": lvl}, "private": lvl != "none",
+                   "protection": protects[lvl], **own.get(lvl, {})}
+            for lvl, name in spec.level_names.items()}
+
+
+#: What the node-level families check before a run and release (GAP, ProGAP, DPDGC).
+_NODE_LEVELS: dict[str, Any] = {"checks": (degree_within_bound,),
+                                "releases": (None, "add_remove")}
+
 _family({n: {} for n in ("mlp", "gcn", "sage")},
         family="baseline", spec="TrainSpec", module="dpgnn_core.methods.baseline",
         task="node", private=False, protection="nothing (non-private)",
-        progress_unit="epoch", private_path=False)
+        progress_unit="epoch", private_path=False, multi_label=True)
 _family({f"dp-{c}": {"fixed": {"conv": c}} for c in ("gcn", "sage", "gin", "gat")},
         family="dp-gnn", spec="DpgnnSpec", module="dpgnn_core.methods.dp_gnn", task="node",
         private=True,
         protection="node_feature (default) or node on directed datasets; replace-one",
-        private_selection=True, canary=("node", "replace-one"),
+        private_selection=True, canary=("node", "replace-one"), checks=(dpgnn_level,),
+        releases=(None, "replace"),
         # DP-GNN's row model on directed graphs: a node's features, label and out-edge row
         canary_by_level={"node": ("node-edges", "replace-one")})
 _family({f"{v}-{c}": {"fixed": {"variant": v, "conv": c}}
@@ -158,26 +203,28 @@ _family({f"{v}-{c}": {"fixed": {"variant": v, "conv": c}}
         family="drw", spec="DrwSpec", module="dpgnn_core.methods.drw", task="node",
         private=True,
         protection="node_feature (features and labels, structure public); replace-one",
-        private_selection=True, canary=("node", "replace-one"))
+        private_selection=True, canary=("node", "replace-one"),
+        releases=("node_feature", "replace"))
 # DP-GNN and DRW predict on the full private graph: one node's features reach the
 # predictions of every node within r hops, so no score sensitivity is claimed (None).
 # DP-MLP predicts a node from its own row only: one row changes the count by <= 1.
 _family({"dp-mlp": {}},
         family="dp-mlp", spec="DpMlpSpec", module="dpgnn_core.methods.dp_mlp", task="node",
         private=True, protection="node (a row: features and label); add/remove",
-        private_selection=True, score_sensitivity=1.0, canary=("node", "add/remove"))
-_LEVELS = {"edp": ("edge", "edge; add/remove"),
-           "ndp": ("node", "node with its edges, every degree <= D; add/remove"),
-           "inf": ("none", "nothing (non-private)")}
+        private_selection=True, score_sensitivity=1.0, canary=("node", "add/remove"),
+        releases=("node", "add_remove"))
+_GAP_PROTECTS = {"edge": "edge; add/remove",
+                 "node": "node with its edges, every degree <= D; add/remove",
+                 "none": "nothing (non-private)"}
 for _fam, _tags in (("gap", ("hops",)), ("progap", ("stages",))):
     # GAP and ProGAP calibrate their own composition (no noise multiplier to tune), run as
     # cached stages, and predict from their private aggregations.
-    _family({f"{_fam}-{s}": {"fixed": {"level": lvl}, "private": lvl != "none",
-                             "protection": desc} for s, (lvl, desc) in _LEVELS.items()},
-            family=_fam, spec="GapSpec" if _fam == "gap" else "ProgapSpec",
+    _spec = GapSpec if _fam == "gap" else ProgapSpec
+    _family(_levelled(_spec, _GAP_PROTECTS),
+            family=_fam, spec=_spec.__name__,
             module=f"dpgnn_core.methods.{_fam}", task="node", staged=_fam,
             run_tags=_tags, canary=("edge", "add/remove"),
-            canary_by_level={"node": ("star", "add/remove")})
+            canary_by_level={"node": ("star", "add/remove")}, **_NODE_LEVELS)
 for _conv in ("gcn", "sage", "gat"):
     # a graph's prediction reads that graph only: one graph changes the count by <= 1
     _family({f"dp-graph-{_conv}": {"private": True, "protection": "graph; add/remove",
@@ -186,16 +233,16 @@ for _conv in ("gcn", "sage", "gat"):
              f"graph-{_conv}": {"private": False, "protection": "nothing (non-private)"}},
             family="graph-cls", spec="GraphClsSpec", module="dpgnn_core.methods.graph_cls",
             task="graph", fixed={"conv": _conv}, extra_metrics=("sensitivity", "specificity"),
-            canary=("graph", "add/remove"))
+            canary=("graph", "add/remove"), releases=("graph", "add_remove"))
 
-_DPDGC_LEVELS = {
-    "edp": ("edge", "edge; add/remove"),
-    "ndp": ("node", "node with its features, label and edges, every degree <= D; add/remove"),
-    "kndp": ("k_neighbor", "k-neighbour: a node's features and label with up to k of its "
-                           "edges; add/remove"),
-    "fdp": ("node_feature", "node_feature (a node's features and label, structure public); "
-                            "add/remove"),
-    "inf": ("none", "nothing (non-private)")}
+_DPDGC_PROTECTS = {
+    "edge": "edge; add/remove",
+    "node": "node with its features, label and edges, every degree <= D; add/remove",
+    "k_neighbor": "k-neighbour: a node's features and label with up to k of its edges; "
+                  "add/remove",
+    "node_feature": "node_feature (a node's features and label, structure public); "
+                    "add/remove",
+    "none": "nothing (non-private)"}
 # DPDGC: one private aggregation of learned node embeddings W; predictions from it. Edge
 # canaries score the released aggregation against the released W; a node-level change is a
 # star (the hub with its edges); a k-neighbour change with k = 1 is one edge plus the
@@ -204,20 +251,26 @@ _DPDGC_LEVELS = {
 # node canaries, isolated training nodes scored by the classifier on zero aggregations.
 # The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
 # steps at node, k-neighbour and node_feature level: the progress line counts those.
-_family({f"dpdgc-{s}": {"fixed": {"level": lvl}, "private": lvl != "none",
-                        "protection": desc,
-                        "progress_unit": "epoch" if lvl in ("edge", "none") else "step"}
-         for s, (lvl, desc) in _DPDGC_LEVELS.items()},
+_family(_levelled(DpdgcSpec, _DPDGC_PROTECTS,
+                  **{lvl: {"progress_unit": "epoch" if lvl in ("edge", "none") else "step"}
+                     for lvl in DpdgcSpec.level_names}),
         family="dpdgc", spec="DpdgcSpec", module="dpgnn_core.methods.dpdgc", task="node",
         run_tags=("adj_dim", "messages", "hops"), canary=("edge", "add/remove"),
         canary_by_level={"node": ("star", "add/remove"),
-                         "node_feature": ("node", "add/remove")})
+                         "node_feature": ("node", "add/remove")}, **_NODE_LEVELS)
 
-#: The names of each spec's level (``level`` -> name), for the specs' name validators.
-LEVEL_NAMES: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    fam: MappingProxyType({lvl: f"{fam}-{s}" for s, (lvl, _) in _LEVELS.items()})
-    for fam in ("gap", "progap")} | {
-    "dpdgc": MappingProxyType({lvl: f"dpdgc-{s}" for s, (lvl, _) in _DPDGC_LEVELS.items()})})
+
+def _declared(spec: Any) -> None:
+    """Add the names of a family declared beside its spec (its class's own ``catalogue``,
+    a :class:`~dpgnn_core.specs.base.Family`): a spec class defined after this module,
+    in a package of its own too, joins the catalogue when it is defined."""
+    family: Family | None = spec.__dict__.get("catalogue")
+    if family is not None:
+        _family(family.names, spec, family=family.family, module=family.module,
+                spec=spec.__name__, spec_module=spec.__module__, **family.common)
+
+
+on_spec_class(_declared)
 
 
 def entry(name: str) -> Entry:
@@ -248,5 +301,5 @@ def modules() -> list[str]:
     return list(dict.fromkeys(e.module for e in _CATALOG.values()))
 
 
-__all__ = ["CATALOG", "LEVEL_NAMES", "Canary", "Entry", "entry", "is_private", "modules",
+__all__ = ["CATALOG", "Canary", "Check", "Entry", "entry", "is_private", "modules",
            "spec_types"]

@@ -44,12 +44,12 @@ from dpgnn_core.methods._subgraph import (
     save_subgraph_model,
     train_on_subgraphs,
 )
-from dpgnn_core.methods.preflight import dpgnn_level
 from dpgnn_core.methods.structure_defaults import StructureDefaults, resolve, structure_stats
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpgnnSpec
+from dpgnn_core.specs.subgraph import dpgnn_level
 
 DpgnnResult = SubgraphResult
 evaluate_dpgnn = evaluate_subgraph_model
@@ -89,7 +89,7 @@ def ledger_for(spec: DpgnnSpec, num_train: int) -> Callable[[float], Ledger]:
 
 
 def check_level(data: GraphData, spec: DpgnnSpec) -> None:
-    """:func:`~dpgnn_core.methods.preflight.dpgnn_level` on loaded data."""
+    """:func:`~dpgnn_core.specs.subgraph.dpgnn_level` on loaded data."""
     dpgnn_level(spec, {"directed": data.directed, "name": data.name})
 
 

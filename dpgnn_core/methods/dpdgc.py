@@ -59,7 +59,7 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.graph.gap_degree import exceeds_degree_bound
+from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods._private import (
     OnStep,
     check_node_task,
@@ -95,6 +95,7 @@ from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import DpdgcSpec
+from dpgnn_core.specs.base import degree_alternatives
 from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
@@ -109,28 +110,6 @@ DEGREE_CHECK_NOTE = (
 
 
 # --- sensitivities (pure math) ---------------------------------------------------------
-
-
-def check_degree(edge_index: np.ndarray, num_nodes: int, max_degree: int, *,
-                 directed: bool) -> None:
-    """DPDGC-NDP's refusal: every degree (in + out on a graph flagged directed) must be
-    within D. The message names D and the option only, never the observed maximum degree
-    (a private statistic: the refusal itself reveals one bit, "max degree <= D", listed
-    under ``unaccounted``; the maximum would reveal more). No edge is dropped.
-
-    Raises:
-        DataError: D is not an integer >= 1, or some degree exceeds it.
-    """
-    if exceeds_degree_bound(edge_index, num_nodes, max_degree, directed=directed):
-        kind = "in + out degree" if directed else "degree"
-        raise DataError(
-            f"node-level DPDGC is claimed only for graphs whose every {kind} is at most "
-            f"D = {max_degree}, and this graph has a larger one; choose a larger "
-            "max_degree from public knowledge (the noise grows with D; the maximum degree "
-            "is not reported, it is private) or use dpdgc-kndp / dpdgc-edp. No edge is "
-            "dropped to enforce the bound (docs/privacy.md)", field="max_degree",
-            value=max_degree)
-
 
 
 def encoder_sensitivity(level: str, directed: bool, clip: float, *,
@@ -269,7 +248,8 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     directed = bool(data.directed)
     if spec.level == "node":
         assert spec.max_degree is not None
-        check_degree(ei, data.num_nodes, spec.max_degree, directed=directed)
+        check_degree_bound(ei, data.num_nodes, spec.max_degree, directed=directed,
+                           method=spec.method, instead=degree_alternatives(spec))
     delta = _delta(spec, n_train)
     make = ledger_for(spec, n_train)
     report: dict[str, Any] = {

@@ -3,7 +3,9 @@
 :meth:`Method.preflight <dpgnn_core.methods.registry.Method.preflight>` runs these checks;
 the command line runs them before Prefect starts, so a bad run fails in well under a second
 with one line. This module is light on purpose: it imports neither torch nor the
-accountants (torch only for ``device='cuda'``, the edge list only for GAP-NDP).
+accountants (torch only for ``device='cuda'``, the edge list only for the node-level
+degree checks); it reads what it needs of a method from the method catalogue
+(:mod:`dpgnn_core.methods.catalog`), never from the spec's type.
 
 The checks, in order:
 
@@ -13,7 +15,8 @@ The checks, in order:
    ``manifest_sha256`` and what the files state is re-derived), so a tampered or missing
    file or an edited manifest is refused here, not inside the flow;
 1. the dataset's task is the method's (node or graph classification);
-2. single labels, for every method but the non-private full-batch baselines;
+2. single labels, for every method whose entry does not take ``multi_label`` data (all
+   but the non-private full-batch baselines);
 3. training records exist (nodes, or graphs for graph classification);
 4. a set ``batch_size`` fits in them (unset, it adapts to the data);
 5. with the folder known: the split counts are the manifest's, and the training split
@@ -24,8 +27,10 @@ The checks, in order:
    above 1/(10 N_train));
 7. the requested device exists, and the requested backend's library loads (``backend='dgl'``
    needs the optional DGL extra: the error names its install command);
-8. the method family's own checks (:data:`FAMILY_CHECKS`, keyed by spec type): DP-GNN's
-   level ``node`` needs a directed dataset; GAP-NDP needs every degree within ``D``.
+8. the method family's own checks, referenced from its catalogue entry (``checks``) and
+   written beside its spec: DP-GNN's level ``node`` needs a directed dataset
+   (:func:`dpgnn_core.specs.subgraph.dpgnn_level`); GAP-NDP, ProGAP-NDP and DPDGC-NDP
+   need every degree within ``D`` (:func:`dpgnn_core.specs.base.degree_within_bound`).
 
 BatchNorm, which mixes the examples of a batch, is refused when the model is built
 (:func:`~dpgnn_core.training.dp_sgd.check_dp_compatible`): no spec option adds it.
@@ -34,21 +39,12 @@ BatchNorm, which mixes the examples of a batch, is refused when the model is bui
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from dpgnn_core.errors import DataError, DeviceError, PrivacyError
-from dpgnn_core.specs import (
-    DpdgcSpec,
-    DpgnnSpec,
-    DpMlpSpec,
-    DrwSpec,
-    GapSpec,
-    GraphClsSpec,
-    ProgapSpec,
-    TrainSpec,
-)
+from dpgnn_core.methods.catalog import entry
 
 _KINDS = {"node": "node classification", "graph": "graph classification"}
 
@@ -56,8 +52,6 @@ _KINDS = {"node": "node classification", "graph": "graph classification"}
 def task_of(spec: Any) -> str:
     """The task (``node`` or ``graph`` classification) of ``spec``'s method, from the
     method catalogue."""
-    from dpgnn_core.methods.catalog import entry
-
     return entry(spec.method).task
 
 
@@ -78,7 +72,7 @@ def check_data(spec: Any, manifest: Mapping[str, Any]) -> None:
         raise DataError(f"{name} is a {_KINDS[want]} method, but this dataset is a "
                         f"{_KINDS.get(str(task), str(task))} dataset", path=where,
                         field="task", value=task)
-    if not isinstance(spec, TrainSpec) and manifest.get("multi_label"):
+    if not entry(name).multi_label and manifest.get("multi_label"):
         raise DataError(f"{name} trains on single labels; this dataset is multi-label "
                         "(the non-private baselines mlp, gcn, sage take it)", path=where,
                         field="multi_label", value=True)
@@ -236,74 +230,6 @@ def check_backend(spec: Any) -> None:
     import_dgl()
 
 
-def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
-    """Refuse DP-GNN at level ``node`` (a node with its edges) on an undirected dataset:
-    there one node's edges change its neighbours' keep probabilities and over-K drops, and
-    so subgraphs that never hold it; no occurrence bound covers that (docs/privacy.md).
-    Decided from the dataset's ``directed`` flag (its manifest), never from the edges.
-
-    Raises:
-        PrivacyError: level ``node`` on an undirected dataset.
-    """
-    if spec.level == "node" and not manifest.get("directed", False):
-        raise PrivacyError(
-            "level 'node' (a node with its edges) is only sound on directed datasets; "
-            f"{manifest.get('name', 'this dataset')!r} is undirected (manifest.json: "
-            "directed = false): one node's edges change the sampled subgraphs of its "
-            "neighbours. Use level 'node_feature' (features and labels, structure public)")
-
-
-def gap_degree(spec: GapSpec | ProgapSpec, manifest: Mapping[str, Any]) -> None:
-    """GAP-NDP's (and ProGAP-NDP's) degree bound, from the dataset's edge list (read
-    without the rest of the dataset): the refusal training would make, before anything starts.
-
-    Raises:
-        DataError: a degree above ``max_degree`` (naming D, never the observed degrees).
-    """
-    if spec.level != "node" or not manifest.get("path"):
-        return
-    from dpgnn_core.data.store import read_edges
-    from dpgnn_core.graph.gap_degree import check_degree_bound
-
-    assert spec.max_degree is not None  # the spec requires it at node level
-    ei, _ = read_edges(manifest["path"])
-    check_degree_bound(ei, int(manifest["num_nodes"]), spec.max_degree,
-                       directed=bool(manifest.get("directed", False)))
-
-
-def dpdgc_degree(spec: DpdgcSpec, manifest: Mapping[str, Any]) -> None:
-    """DPDGC-NDP's degree bound: the refusal training would make
-    (:func:`dpgnn_core.methods.dpdgc.check_degree`, naming D only), from the edge list,
-    before anything starts.
-
-    Raises:
-        DataError: a degree above ``max_degree``.
-    """
-    if spec.level != "node" or not manifest.get("path"):
-        return
-    from dpgnn_core.data.store import read_edges
-    from dpgnn_core.methods.dpdgc import check_degree
-
-    assert spec.max_degree is not None  # the spec requires it at node level
-    ei, _ = read_edges(manifest["path"])
-    check_degree(ei, int(manifest["num_nodes"]), spec.max_degree,
-                 directed=bool(manifest.get("directed", False)))
-
-
-#: The (level, relation) of the privacy events of each private family's plan, by spec type:
-#: a function of the spec (``tests/dpgnn_core/methods/test_preflight.py`` checks it against
-#: every private name's planned ledger, so the two cannot drift apart).
-_RELEASES: dict[type, Callable[[Any], tuple[tuple[str, str], ...]]] = {
-    DpgnnSpec: lambda s: ((s.level, "replace"),),
-    DrwSpec: lambda s: (("node_feature", "replace"),),
-    DpMlpSpec: lambda s: (("node", "add_remove"),),
-    GraphClsSpec: lambda s: (("graph", "add_remove"),),
-    GapSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
-    ProgapSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
-    DpdgcSpec: lambda s: ((s.level, "add_remove"),) if s.level != "none" else (),
-}
-
-
 def release_levels(spec: Any) -> tuple[tuple[str, str], ...]:
     """The (level, relation) pairs of the privacy events ``spec``'s run will release,
     known before anything is calibrated or trained (no torch): what the budget's
@@ -314,17 +240,7 @@ def release_levels(spec: Any) -> tuple[tuple[str, str], ...]:
     about a node (:func:`dpgnn_core.privacy.units.group_size` is 0)."""
     if getattr(spec, "epsilon", None) is None:
         return ()
-    of = _RELEASES.get(type(spec))
-    return of(spec) if of is not None else ()
-
-
-#: A method family's own checks, by spec type.
-FAMILY_CHECKS: dict[type, Callable[[Any, Mapping[str, Any]], None]] = {
-    DpgnnSpec: dpgnn_level,
-    GapSpec: gap_degree,
-    ProgapSpec: gap_degree,
-    DpdgcSpec: dpdgc_degree,
-}
+    return entry(spec.method).release_levels(spec)
 
 
 def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
@@ -346,7 +262,6 @@ def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     warnings = check_privacy(spec, manifest)
     check_device(spec)
     check_backend(spec)
-    family = FAMILY_CHECKS.get(type(spec))
-    if family is not None:
-        family(spec, manifest)
+    for family_check in entry(spec.method).checks:
+        family_check(spec, manifest)
     return warnings

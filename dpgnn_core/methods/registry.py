@@ -37,6 +37,7 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
+from dpgnn_core.methods import preflight
 from dpgnn_core.methods._private import epsilon_plan
 from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.catalog import modules as catalog_modules
@@ -181,8 +182,9 @@ class Method:
         Every method: the dataset's task is the method's, it has training records (nodes,
         or graphs for graph classification), a set ``batch_size`` fits in them, a private
         method's data is single-label, and the requested device exists. Then the method's
-        family's checks (DP-GNN's level, GAP-NDP's degree bound): all in
-        :mod:`dpgnn_core.methods.preflight`, which the CLI runs before Prefect starts. A
+        family's checks its catalogue entry names (DP-GNN's level, the node levels' degree
+        bound): :func:`dpgnn_core.methods.preflight.check`, which the CLI runs before
+        Prefect starts. A
         ``path`` key in ``manifest`` (the dataset folder) is named in the errors.
 
         Returns:
@@ -194,7 +196,7 @@ class Method:
             PrivacyError: the method's own privacy checks.
         """
         self._check_spec(spec)
-        return self.entry.preflight(spec, manifest)
+        return preflight.check(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
         """Train ``spec`` on ``data``. The result's report is a frozen

@@ -20,15 +20,23 @@ One module per method family, beside what they share (import every spec from her
 * :mod:`~dpgnn_core.specs.dpdgc`: :class:`DpdgcSpec`;
 
 and here, every method's spec as one union (:data:`AnySpec`, :func:`parse_spec`).
+
+Every module of this package is imported here, so a new family's spec module (a spec class
+with its ``method`` names and its :class:`~dpgnn_core.specs.base.Family`) joins the union
+and the method catalogue without an edit to this file; a spec class defined outside it
+joins :func:`parse_spec` and the catalogue once its module is imported
+(docs/adding-a-method.md).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
-from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, Spec
+from dpgnn_core.specs.base import Family, LargeBatchDefaults, PrivateSpec, Spec, spec_classes
 from dpgnn_core.specs.baseline import Method, TrainSpec
 from dpgnn_core.specs.dp_mlp import DpMlpSpec
 from dpgnn_core.specs.dpdgc import DpdgcSpec
@@ -44,31 +52,36 @@ from dpgnn_core.specs.ingest import DEMO_INGEST, DEMO_METHODS, IngestFormat, Ing
 from dpgnn_core.specs.subgraph import DpgnnSpec, DrwSpec, SubgraphSpec
 
 __all__ = ["DEMO_INGEST", "DEMO_METHODS", "EDGE_BATCH", "EDGE_BATCHES_PER_EPOCH", "AnySpec",
-           "DpMlpSpec", "DpdgcSpec", "DpgnnSpec", "DrwSpec", "GapSpec", "GraphClsSpec",
-           "IngestFormat", "IngestSpec", "LargeBatchDefaults", "Method", "PrivateSpec",
-           "ProgapSpec", "Spec", "SubgraphSpec", "TrainSpec", "edge_batch_for",
-           "method_specs", "parse_spec"]
+           "DpMlpSpec", "DpdgcSpec", "DpgnnSpec", "DrwSpec", "Family", "GapSpec",
+           "GraphClsSpec", "IngestFormat", "IngestSpec", "LargeBatchDefaults", "Method",
+           "PrivateSpec", "ProgapSpec", "Spec", "SubgraphSpec", "TrainSpec", "edge_batch_for",
+           "parse_spec", "spec_classes"]
+
+for _m in pkgutil.iter_modules(__path__):  # a new family's spec module, without an edit here
+    importlib.import_module(f"{__name__}.{_m.name}")
 
 #: Every method's spec, told apart by ``method`` (its registered name): one spec object,
-#: from Python, a TOML/YAML/JSON file or CLI options, selects the method.
-AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | ProgapSpec
-                    | GraphClsSpec | DpdgcSpec, Field(discriminator="method")]
-_ANY = TypeAdapter(AnySpec)
+#: from Python, a TOML/YAML/JSON file or CLI options, selects the method. Made of every spec
+#: class of this package (:func:`~dpgnn_core.specs.base.spec_classes`).
+if TYPE_CHECKING:  # what mypy sees: the classes written here (the union is made at import)
+    AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | ProgapSpec
+                        | GraphClsSpec | DpdgcSpec, Field(discriminator="method")]
+else:
+    AnySpec = Annotated[Union[tuple(spec_classes())],  # noqa: UP007 (a union made at run time)
+                        Field(discriminator="method")]
+_ADAPTERS: dict[tuple[type[Spec], ...], TypeAdapter[Any]] = {}
 
 
 def parse_spec(data: dict[str, Any]) -> Spec:
     """Validate a spec given as a mapping with a ``method`` key (e.g. ``{"method":
-    "dp-gcn", "epsilon": 4}``): the discriminated union picks the spec class; fields the
-    method does not take are refused."""
+    "dp-gcn", "epsilon": 4}``): the discriminated union of every spec class defined so far
+    picks the spec class; fields the method does not take are refused."""
     if "method" not in data:
         raise ValueError("a spec needs a 'method' (e.g. dp-gcn, drw-gcn, gap-edp, gcn)")
-    spec: Spec = _ANY.validate_python(data)
+    classes = tuple(spec_classes())
+    if classes not in _ADAPTERS:
+        union: Any = Annotated[Union[classes],  # noqa: UP007 (a union made at run time)
+                               Field(discriminator="method")]
+        _ADAPTERS[classes] = TypeAdapter(union)
+    spec: Spec = _ADAPTERS[classes].validate_python(data)
     return spec
-
-
-def method_specs() -> dict[str, type[Spec]]:
-    """Every registered name and its spec class (from the method catalogue, light: no
-    torch), for the CLI's per-method commands."""
-    from dpgnn_core.methods.catalog import spec_types
-
-    return spec_types()

@@ -1,12 +1,15 @@
 """What every spec shares: the frozen, hashable :class:`Spec`; :class:`PrivateSpec`, the
 fields of every private training method; :class:`LargeBatchDefaults`, the recipe of the
-methods whose defaults were swept; and :func:`link`, which keeps a spec's ``method`` and the
-fields its name implies in step (each family's name validator calls it)."""
+methods whose defaults were swept; :func:`link`, which keeps a spec's ``method`` and the
+fields its name implies in step (each family's name validator calls it); and the record of
+every spec class and the names it takes (:func:`spec_classes`, :class:`Family`), which the
+method catalogue reads: specs import nothing of ``dpgnn_core.methods``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -18,6 +21,69 @@ from pydantic import (
 )
 
 from dpgnn_core.io import sha256_json
+
+# --- the record of spec classes, read by the method catalogue ------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """A method family's catalogue entries, declared beside its spec (the spec class's
+    ``catalogue``), so that a new method is its spec module and its method module:
+    :mod:`dpgnn_core.methods.catalog` makes one ``Entry`` per name from it, with
+    ``spec`` the declaring class (docs/adding-a-method.md).
+
+    Args:
+        family (str): the family's name (what its module registers).
+        module (str): the module that implements and registers the family.
+        names (Mapping): each name -> the entry fields of its own (``fixed``,
+            ``private``, ``protection``, ...).
+        common (Mapping, optional): the entry fields every name shares (``task``,
+            ``private``, ``protection``, ``checks``, ``releases``, ...). (default: ``{}``)
+    """
+
+    family: str
+    module: str
+    names: Mapping[str, Mapping[str, Any]]
+    common: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Spec classes by the names they take (``method``), in the order they were defined.
+_BY_NAME: dict[str, type[Spec]] = {}
+#: Who is told of each spec class recorded (the catalogue), now and later.
+_LISTENERS: list[Callable[[type[Spec]], None]] = []
+
+
+def method_names(cls: type) -> tuple[str, ...]:
+    """The names a spec class's ``method`` field takes (its ``Literal``); ``()`` for a spec
+    without one (:class:`PrivateSpec`, ``IngestSpec``)."""
+    f = getattr(cls, "model_fields", {}).get("method")
+    if f is None or get_origin(f.annotation) is not Literal:
+        return ()
+    return tuple(str(a) for a in get_args(f.annotation))
+
+
+def _declare(cls: type[Spec]) -> None:
+    taken = sorted(n for n in method_names(cls) if n in _BY_NAME)
+    if taken:
+        raise ValueError(f"{cls.__name__}: method names {taken} belong to "
+                         f"{_BY_NAME[taken[0]].__name__} already")
+    for name in method_names(cls):
+        _BY_NAME[name] = cls
+    for listener in list(_LISTENERS):
+        listener(cls)
+
+
+def spec_classes() -> list[type[Spec]]:
+    """Every spec class that takes ``method`` names, each once, in definition order."""
+    return list(dict.fromkeys(_BY_NAME.values()))
+
+
+def on_spec_class(listener: Callable[[type[Spec]], None]) -> None:
+    """Call ``listener`` with every spec class recorded so far and every one recorded
+    later (how the catalogue reads the specs without the specs importing it)."""
+    _LISTENERS.append(listener)
+    for cls in spec_classes():
+        listener(cls)
 
 
 class Spec(BaseModel):
@@ -35,6 +101,21 @@ class Spec(BaseModel):
     #: whose implied fields take one of the values; a field not listed, to every name. The
     #: CLI offers a name only the fields that apply to it (``dpgnn run NAME --help``).
     applies_when: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
+    #: A levelled family's names (GAP, ProGAP, DPDGC): ``level`` -> the name that implies
+    #: it (``{"edge": "gap-edp", ...}``); the spec's name validator and the catalogue read it.
+    level_names: ClassVar[Mapping[str, str]] = {}
+    #: The family's catalogue declaration, for a family whose catalogue entries are written
+    #: beside its spec (:class:`Family`); None: the catalogue's own table lists it.
+    catalogue: ClassVar[Family | None] = None
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Record a spec class that declares its own ``method`` names
+        (:func:`spec_classes`)."""
+        super().__pydantic_init_subclass__(**kwargs)
+        if method_names(cls) and not any(method_names(b) == method_names(cls)
+                                         for b in cls.__mro__[1:]):
+            _declare(cls)
 
     def cache_key(self) -> str:
         """sha256 of the spec's JSON form (sorted keys)."""
@@ -194,14 +275,6 @@ def link(data: Any, name_of: Any, fields_of: Any) -> Any:
     return d
 
 
-def level_names(family: str) -> Any:
-    """``level`` -> registered name of a family's names (GAP, ProGAP, DPDGC; from the
-    catalogue)."""
-    from dpgnn_core.methods.catalog import LEVEL_NAMES
-
-    return LEVEL_NAMES[family]
-
-
 def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]],
                         key: Callable[[str], str] | None = None) -> Any:
     """``data`` with the defaults of its level filled in where it leaves a field out (a
@@ -224,12 +297,43 @@ def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]],
         k: v for k, v in data.items() if not (k in defaults and v is None)}}
 
 
-def link_level(data: Any, family: str, defaults: dict[str, dict[str, Any]],
+def link_level(data: Any, names: Mapping[str, str], defaults: dict[str, dict[str, Any]],
                key: Callable[[str], str] | None = None) -> Any:
     """A levelled family's input (GAP, ProGAP, DPDGC): the method name and ``level`` made
-    to agree (``gap-ndp`` <-> ``level="node"``; :func:`level_names`), then the level's
-    defaults filled in (:func:`fill_level_defaults` with ``defaults`` and ``key``)."""
-    names = level_names(family)
+    to agree (``gap-ndp`` <-> ``level="node"``; ``names`` is the spec's
+    :attr:`Spec.level_names`), then the level's defaults filled in
+    (:func:`fill_level_defaults` with ``defaults`` and ``key``)."""
     data = link(data, lambda d: names[d.get("level", "edge")],
                 lambda m: {"level": {v: k for k, v in names.items()}[m]})
     return fill_level_defaults(data, defaults, key)
+
+
+# --- pre-flight checks shared by the node-level families (GAP, ProGAP, DPDGC) --------------
+
+
+def degree_alternatives(spec: Any) -> str:
+    """The names of ``spec``'s family that bound no degree (``gap-edp``; DPDGC's k-neighbour,
+    edge and node_feature levels), which a degree refusal offers instead."""
+    names = [n for lvl, n in spec.level_names.items() if lvl not in ("node", "none")]
+    return " / ".join(names) or "a level without a degree bound"
+
+
+def degree_within_bound(spec: Any, manifest: Mapping[str, Any]) -> None:
+    """The pre-flight degree check of a node-level spec (GAP-NDP, ProGAP-NDP, DPDGC-NDP):
+    every degree within ``max_degree``, read from the dataset's edge list (without the rest
+    of the dataset), the refusal training would make
+    (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`), before anything starts.
+    Nothing to check at another level or without the dataset folder (``path``).
+
+    Raises:
+        DataError: a degree above ``max_degree`` (naming D, never the observed degrees).
+    """
+    if getattr(spec, "level", None) != "node" or not manifest.get("path"):
+        return
+    from dpgnn_core.data.store import read_edges
+    from dpgnn_core.graph.gap_degree import check_degree_bound
+
+    ei, _ = read_edges(manifest["path"])
+    check_degree_bound(ei, int(manifest["num_nodes"]), int(spec.max_degree),
+                       directed=bool(manifest.get("directed", False)), method=spec.method,
+                       instead=degree_alternatives(spec))

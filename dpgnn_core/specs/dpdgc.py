@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -94,6 +95,9 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         "adj_steps": {"level": _PRIVATE}, "clip": {"level": _PRIVATE},
         "row_clip": {"level": _PRIVATE}, "budget_split": {"level": _PRIVATE},
         "noise_multiplier": {"level": ()}}
+    level_names: ClassVar[Mapping[str, str]] = {
+        "edge": "dpdgc-edp", "node": "dpdgc-ndp", "k_neighbor": "dpdgc-kndp",
+        "node_feature": "dpdgc-fdp", "none": "dpdgc-inf"}
     method: Literal["dpdgc-edp", "dpdgc-ndp", "dpdgc-kndp", "dpdgc-fdp", "dpdgc-inf"]
     level: Literal["edge", "node", "k_neighbor", "node_feature", "none"] = "edge"
     messages: Literal["adjacency", "labels"] = "adjacency"
@@ -123,7 +127,8 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        data = link_level(data, "dpdgc", cls.defaults_for(data), key=str)  # each level its own
+        # each level its own defaults (key=str)
+        data = link_level(data, cls.level_names, cls.defaults_for(data), key=str)
         if (isinstance(data, dict) and data.get("level") == "node"
                 and data.get("messages") == "labels" and data.get("row_clip") is None
                 and isinstance(data.get("max_degree"), int | float)):

@@ -6,6 +6,7 @@ defaults that depend on the level, the unset mini-batch of their non-private mod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -81,6 +82,8 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
                  "selection": "best-val"},
         "node": {"encoder_dim": 16, "dropout": 0.0, "norm": "none", "lr": 1e-2,
                  "selection": "last"}}
+    level_names: ClassVar[Mapping[str, str]] = {
+        "edge": "gap-edp", "node": "gap-ndp", "none": "gap-inf"}
     method: Literal["gap-edp", "gap-ndp", "gap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     hops: int = Field(2, ge=1, le=10)
@@ -101,7 +104,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return link_level(data, "gap", cls.level_defaults)
+        return link_level(data, cls.level_names, cls.level_defaults)
 
     @model_validator(mode="after")
     def _gap(self) -> GapSpec:
@@ -185,6 +188,8 @@ class ProgapSpec(PrivateSpec):
                  "selection": "best-val"},
         "node": {"hidden": 16, "dropout": 0.0, "norm": "none", "lr": 1e-2,
                  "selection": "last"}}
+    level_names: ClassVar[Mapping[str, str]] = {
+        "edge": "progap-edp", "node": "progap-ndp", "none": "progap-inf"}
     method: Literal["progap-edp", "progap-ndp", "progap-inf"]
     level: Literal["edge", "node", "none"] = "edge"
     stages: int = Field(2, ge=1, le=10)
@@ -201,7 +206,7 @@ class ProgapSpec(PrivateSpec):
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return link_level(data, "progap", cls.level_defaults)
+        return link_level(data, cls.level_names, cls.level_defaults)
 
     @model_validator(mode="after")
     def _progap(self) -> ProgapSpec:

@@ -4,10 +4,12 @@ model, its clipping, model selection), and its two families, DP-GNN
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from dpgnn_core.errors import PrivacyError
 from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link
 
 
@@ -132,8 +134,6 @@ class DpgnnSpec(LargeBatchDefaults, SubgraphSpec):
         if self.max_degree is None and self.level == "node":
             return self.node_level_degree
         if self.max_degree is None:
-            from dpgnn_core.errors import PrivacyError
-
             raise PrivacyError("max_degree is unset: at level node_feature it is chosen from "
                                "the graph's degrees when the run starts; give max_degree to "
                                "plan the run's privacy without the graph (e.g. for private "
@@ -204,3 +204,21 @@ class DrwSpec(LargeBatchDefaults, SubgraphSpec):
         if self.variant == "drw" and self.restarts != 1:
             raise ValueError("drw walks once from each root; use variant drw-r for restarts")
         return self
+
+
+def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
+    """DP-GNN's pre-flight check: refuse level ``node`` (a node with its edges) on an
+    undirected dataset: there one node's edges change its neighbours' keep probabilities
+    and over-K drops, and so subgraphs that never hold it; no occurrence bound covers that
+    (docs/privacy.md). Decided from the dataset's ``directed`` flag (its manifest), never
+    from the edges; training runs it too (:mod:`dpgnn_core.methods.dp_gnn`).
+
+    Raises:
+        PrivacyError: level ``node`` on an undirected dataset.
+    """
+    if spec.level == "node" and not manifest.get("directed", False):
+        raise PrivacyError(
+            "level 'node' (a node with its edges) is only sound on directed datasets; "
+            f"{manifest.get('name', 'this dataset')!r} is undirected (manifest.json: "
+            "directed = false): one node's edges change the sampled subgraphs of its "
+            "neighbours. Use level 'node_feature' (features and labels, structure public)")

@@ -144,9 +144,9 @@ def _preflight(spec: Any, dataset: Path, manifest: dict[str, Any], *, canaries: 
     apply, and bad audit options, each naming the option and value."""
     from dpgnn_core.audit.canaries import guesses_per_side, plan_audit
     from dpgnn_core.errors import DpgnnError
-    from dpgnn_core.methods.catalog import entry
+    from dpgnn_core.methods import preflight
 
-    entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
+    preflight.check(spec, {**manifest, "path": str(dataset)})
     from flows.cli.execute import refuse_unbounded
 
     refuse_unbounded(spec, dataset, manifest)  # the audit is charged to this dataset

@@ -32,13 +32,13 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         raise typer.Exit(2)
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
-    from dpgnn_core.methods.catalog import entry
+    from dpgnn_core.methods import preflight
     from flows import clilog
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
-        # catalogue's preflight, which the flow runs too; it imports no torch)
+        # method's pre-flight, which the flow runs too; it imports no torch)
         manifest = json.loads(manifest_path.read_text())
-        notes = entry(spec.method).preflight(spec, {**manifest, "path": str(dataset)})
+        notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         refuse_non_private(spec, dataset, manifest, explain_graphs,
                             allow_non_private_release)

@@ -40,7 +40,7 @@ def sweep_command(
     pipeline tasks on Dask; results table, privacy-utility plot, nested MLflow runs."""
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
-    from dpgnn_core.methods.catalog import entry
+    from dpgnn_core.methods import preflight
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
@@ -72,7 +72,7 @@ def sweep_command(
                              "(no manifest.json); create one with `dpgnn ingest`")
         manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
         notes = list(dict.fromkeys(n for p in pts
-                                   for n in entry(p.spec.method).preflight(p.spec, manifest)))
+                                   for n in preflight.check(p.spec, manifest)))
         from dpgnn_core.sweep_tuning import preflight_private_selection
 
         preflight_private_selection(spec, pts, int(  # E[K] and its floor, before Prefect
