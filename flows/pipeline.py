@@ -87,10 +87,10 @@ def pipeline(
     admit_units(ds, the_method.name, release_levels(spec))  # a unit the run cannot bound
     twin_spec, twin_tags = plan_twin(the_method, spec, ds, explain_graphs,
                                      allowed=allow_non_private_release)
-    if the_method.staged:  # GAP, ProGAP: their cached stages (calibrate, graph, modules,
-        from flows.staged import STAGED_RUNNERS  # aggregations, composition)
+    if the_method.staged:  # GAP, ProGAP: the cached stages they declare (calibrate,
+        from tasks.staged import run_stages  # graph, modules, aggregations, composition)
 
-        model, report = STAGED_RUNNERS[the_method.staged](ds, spec, refresh, states)
+        model, report = run_stages(the_method, ds, spec, refresh, states)
     else:
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = report_of(model)  # the core's typed report (JSON on the wire)

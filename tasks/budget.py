@@ -2,14 +2,14 @@
 installs, and what the flows record after a run (re-use of a cached release).
 
 The store is ``$DPGNN_HOME/budget.sqlite`` (:class:`dpgnn_core.budget.BudgetStore`). A task
-that computes something private (``train``, GAP's ``gap_encoder``, ``gap_aggregate`` and
-``gap_classifier``) runs its core call inside :func:`gate_for`: the core calls the gate
-with its calibrated plan before its first release, and the gate reserves that plan against
-the dataset's budget in one transaction, refusing (:class:`~dpgnn_core.budget.
-BudgetExceeded`) before anything private is computed. The first trained step (or the PMA
-release) makes the reservation spent for good; a task that fails before that gives it
-back. A cached task never runs, so a cache hit costs nothing: the flow records it as a
-re-use (:func:`account_after`).
+that computes something private (``train``, a staged method's gated stages such as GAP's
+``gap_encoder``, ``gap_aggregate`` and ``gap_classifier``) runs its core call inside
+:func:`gate_for`: the core calls the gate with its calibrated plan before its first
+release, and the gate reserves that plan against the dataset's budget in one transaction,
+refusing (:class:`~dpgnn_core.budget.BudgetExceeded`) before anything private is
+computed. The first trained step (or the PMA release) makes the reservation spent for good;
+a task that fails before that gives it back. A cached task never runs, so a cache hit costs
+nothing: the flow records it as a re-use (:func:`account_after`).
 
 One release, one reservation: a task adopts another's reservation only when its flow hands
 it the same explicit owner token (:func:`new_owner`): GAP's and ProGAP's stages are

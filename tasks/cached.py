@@ -1,21 +1,20 @@
 """Running cached tasks from a flow: a cached step whose artifact went missing is rebuilt
-(or, for a private release, refused), and a staged method's steps share one owner token.
+(or, for a private release, refused).
 
-The flows (``pipeline``, ``audit``, ``sweep``) and the staged runners of GAP and ProGAP
-(:func:`tasks.gap.run_stages`, :func:`tasks.progap.run_stages`, reached through the method
-catalogue's ``staged`` key) call these; they hold no Prefect flow of their own.
+The flows (``pipeline``, ``audit``, ``sweep``) and the staged runner
+(:func:`tasks.staged.run_stages`, for a method whose catalogue entry is ``staged``) call
+these; they hold no Prefect flow of their own.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from dpgnn_core.errors import DataError
-from tasks.budget import LostReleaseError, new_owner
+from tasks.budget import LostReleaseError
 from tasks.evaluate import artifact_intact
 from tasks.ingest import dataset_summary
-from tasks.refs import DatasetRef, report_of
+from tasks.refs import report_of
 
 
 def intact(result: dict[str, Any]) -> bool:
@@ -33,7 +32,7 @@ def intact(result: dict[str, Any]) -> bool:
 
 def private_release(result: Any) -> bool:
     """Whether a step's result is a private release: a private report (a trained model),
-    or privacy events (GAP's and ProGAP's encoder, aggregation and stage modules)."""
+    or privacy events (a staged method's stage: GAP's encoder, an aggregation)."""
     if not isinstance(result, dict):
         return False
     if report_of(result).private:
@@ -67,24 +66,3 @@ def run_cached(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
         state = task_fn.with_options(refresh_cache=True)(return_state=True, **kwargs)
         return state.result(), "Rebuilt"
     return result, state.name
-
-
-@dataclass
-class StagedTasks:
-    """A staged family's cached tasks of one run: each step records its cache state. The
-    stages that release something get the run's ``owner`` token: they share one budget
-    reservation, and no other task can adopt it (:func:`tasks.budget.gate_for`)."""
-
-    ds: DatasetRef
-    spec: Any
-    refresh: bool
-    states: dict[str, str]
-    owner: str = field(default_factory=new_owner)
-
-    def _step(self, name: str, task_fn: Any, **kwargs: Any) -> Any:
-        out, self.states[name] = run_cached(task_fn, self.refresh, dataset=self.ds, spec=self.spec,
-                                      **kwargs)
-        return out
-
-    def noise_scale(self, calibration: Any) -> float:
-        return float(calibration["z"])

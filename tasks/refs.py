@@ -47,10 +47,11 @@ class ArtifactRef(TypedDict):
 
 
 class ModelRef(ArtifactRef, total=False):
-    """A trained model (the ``train``, ``gap_classifier`` and ``progap_finish`` tasks): the
-    method's name, its spec, the dataset's sha256, the privacy report and the ledger of
-    privacy events (private methods' paths: flows read them here, never from the artifact
-    folder) and, for GAP, the private aggregations it predicts from."""
+    """A trained model (the ``train`` task, or a staged method's last stage: GAP's
+    ``gap_classifier``, ProGAP's ``progap_finish``): the method's name, its spec, the
+    dataset's sha256, the privacy report and the ledger of privacy events (private
+    methods' paths: flows read them here, never from the artifact folder) and, for GAP
+    and ProGAP, the private aggregations it predicts from."""
 
     method: str
     spec: dict[str, Any]

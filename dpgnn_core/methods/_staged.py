@@ -1,26 +1,41 @@
-"""What the staged compositions of GAP and ProGAP share: the graph their private
+"""The staged compositions (GAP, ProGAP): the :class:`Stage` contract each declares, the
+in-memory runner (:func:`run_in_memory`), and what they share: the graph their private
 aggregation reads (:func:`prepare_graph`, the node-level degree check), one noise scale for
 the whole composition (:func:`solve_composition`), the budget keeper's gate before a stage's
-private computation (:func:`gate_plan`), what the privacy report says about the release
-(:func:`release_report`), and the in-memory stages' common state (:class:`InMemoryStages`)."""
+private computation (:func:`gate_plan`) and what the privacy report says about the release
+(:func:`release_report`).
+
+A staged method declares its stages (:class:`Staged`): a calibration, then, for the
+calibrated noise scale z, stages in order, each naming the earlier stages it reads. A stage
+computes values (each named by the file it is written to), privacy events and JSON info from
+what it reads; the last one composes the run (its ledger, report and history). Two runners
+run any declaration: :func:`run_in_memory` (the library, the registry) passes the values
+themselves; ``tasks/staged.py`` runs each stage as a cached task that writes its values to
+files and passes references. Neither knows a method's stages; no method calls a runner.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import check_degree_bound
+from dpgnn_core.methods._private import OnStep, StageProgress
 from dpgnn_core.privacy import Ledger, PrivacyError, calibrate_noise, make_accountant
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec, ProgapSpec
+from dpgnn_core.training.checkpoint import suspended
 
 #: Largest noise multiplier the calibrations of GAP, ProGAP and DPDGC accept: beyond it every
 #: release is noise, so a budget that needs more is refused with the smallest ε reached at
@@ -136,20 +151,188 @@ def _plan_info(spec: GapSpec | ProgapSpec, n_train: int) -> dict[str, Any]:
     return {"method": spec.method, "epsilon": spec.epsilon, "delta": delta}
 
 
-@dataclass
-class InMemoryStages:
-    """What the in-memory stages of GAP and ProGAP share: the data, the spec, the progress
-    callback, the calibrated noise scale and the graph (with what was checked on it)."""
+# --- the stage contract ------------------------------------------------------------------
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a runner hands a stage besides what it reads: the data, the spec, the progress
+    callback of a training stage (``on_step``) and of an aggregation (``progress``)."""
 
     data: GraphData
     spec: Any
-    on_step: Callable[[int, dict[str, float]], None] | None
-    graph_info: dict[str, Any] | None = None
+    on_step: OnStep | None = None
+    progress: StageProgress | None = None
 
-    def noise_scale(self, calibration: tuple[Ledger, float, dict[str, Any]]) -> float:
-        return calibration[1]
 
-    def graph(self) -> np.ndarray:
-        ei, self.graph_info = prepare_graph(self.data, self.spec)
-        return ei
+@dataclass(frozen=True)
+class StageOutput:
+    """What a stage computed.
 
+    Attributes:
+        values (Mapping): each value by the file a cached run writes it to (the suffix
+            says how: ``.pt`` a module's weights or a tensor, ``.npy`` an array, ``.json``
+            JSON); a stage that reads it gets the value (in memory) or the file's content.
+        events (Ledger): the privacy events of what it released.
+        info (Mapping): JSON the stages that read it see (and its artifact's manifest).
+        manifest (Mapping): JSON for its artifact's manifest only.
+        report (dict, optional): the last stage's: the run's privacy report (its
+            ``ledger`` the composed ledger).
+    """
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    events: Ledger = field(default_factory=Ledger)
+    info: Mapping[str, Any] = field(default_factory=dict)
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] | None = None
+
+
+#: A stage's computation: ``(context, reads) -> output``; ``reads`` maps each argument of
+#: :attr:`Stage.reads` to the output of the stage it names (a list for a tuple of names,
+#: None for None).
+StageRun = Callable[[StageContext, Mapping[str, Any]], StageOutput]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged method: what it reads, computes and writes.
+
+    Args:
+        name (str): its name in the run (the pipeline's cache state: ``encoder``,
+            ``stage1``; the last stage is ``train``).
+        kind (str): what it computes: its cache key's and artifact folder's namespace
+            (``gap_encoder``).
+        run (StageRun): the computation.
+        reads (Mapping, optional): argument -> the earlier stage it reads (a name, a tuple
+            of names, or None). (default: none)
+        params (Mapping, optional): JSON parameters beside the dataset, the spec and what
+            it reads (``z``, ``stage``): with them, its cache key. (default: none)
+        folder (tuple, optional): what names its artifact folder beside the dataset and
+            the files it reads. (default: the spec and ``params``)
+        gated (bool, optional): it computes something private: it runs under the budget
+            keeper's gate and its events travel with it. (default: :obj:`False`)
+        steps (callable, optional): a training stage's optimisation steps for ``n``
+            training records: it gets ``on_step`` and a checkpoint. (default: :obj:`None`)
+        label (str, optional): its name on the progress display. (default: ``name``)
+        step_releases (bool, optional): each training step is a release (it changes what
+            the run publishes): the step marks the reservation spent. (default: :obj:`True`)
+        resumable (bool, optional): in one process it may resume from a checkpoint; False
+            when it trains on a release a rerun redraws (a cached run keys its checkpoint
+            on the stored release instead). (default: :obj:`True`)
+        aggregates (bool, optional): it reports progress per hop (``progress``).
+            (default: :obj:`False`)
+    """
+
+    name: str
+    kind: str
+    run: StageRun
+    reads: Mapping[str, str | tuple[str, ...] | None] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    folder: tuple[Any, ...] | None = None
+    gated: bool = False
+    steps: Callable[[int], int] | None = None
+    label: str = ""
+    step_releases: bool = True
+    resumable: bool = True
+    aggregates: bool = False
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A staged method's declaration.
+
+    Args:
+        family (str): the catalogue's family (the saved model's kind).
+        calibrate (callable): ``(data, spec) -> (planned ledger, z, report)``: checks the
+            input and calibrates the composition's one noise scale z.
+        stages (callable): ``(spec, z) -> stages``, in order; the last composes the run.
+    """
+
+    family: str
+    calibrate: Callable[[GraphData, Any], tuple[Ledger, float, dict[str, Any]]]
+    stages: Callable[[Any, float], tuple[Stage, ...]]
+
+    def calibration(self) -> Stage:
+        """The first stage: its info holds ``z``, the ``planned`` ledger (JSON), the
+        ``report`` and ``num_train``."""
+        def run(ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+            planned, z, report = self.calibrate(ctx.data, ctx.spec)
+            return StageOutput(info={"z": z, "planned": planned.to_dict(), "report": report,
+                                     "num_train": int(ctx.data.mask("train").sum())})
+        return Stage("calibrate", f"{self.family}_calibrate", run)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration stage's info, typed."""
+
+    planned: Ledger
+    z: float
+    report: dict[str, Any]
+    num_train: int
+
+    @classmethod
+    def of(cls, out: StageOutput) -> Calibration:
+        i = out.info
+        return cls(Ledger.from_dict(i["planned"]), float(i["z"]), dict(i["report"]),
+                   int(i["num_train"]))
+
+
+_DECLARED: dict[str, Staged] = {}
+
+
+def declare(staged: Staged) -> Staged:
+    """Register a family's stages (its module does, on import)."""
+    _DECLARED[staged.family] = staged
+    return staged
+
+
+def declared(family: str) -> Staged:
+    """The stages ``family`` declared (its module is imported by the registry)."""
+    return _DECLARED[family]
+
+
+def pick(outputs: Mapping[str, Any], source: str | tuple[str, ...] | None) -> Any:
+    """What a stage reads from ``outputs`` (by stage name): one, a list, or None."""
+    if source is None:
+        return None
+    if isinstance(source, tuple):
+        return [outputs[s] for s in source]
+    return outputs[source]
+
+
+def module(value: Any, build: Callable[[], torch.nn.Module]) -> Any:
+    """A module read from an earlier stage: itself (in memory), or ``build()`` with the
+    weights its file held."""
+    if isinstance(value, torch.nn.Module):
+        return value
+    out = build()
+    out.load_state_dict(value)
+    return out
+
+
+def run_in_memory(staged: Staged, data: GraphData, spec: Any, on_step: OnStep | None = None
+                  ) -> dict[str, StageOutput]:
+    """Every stage of ``staged`` in memory, in order: the outputs by stage name (the last
+    one's report is the run's). A stage that may not resume runs without checkpoints."""
+    outputs = {"calibrate": staged.calibration().run(StageContext(data, spec), _EMPTY)}
+    for stage in staged.stages(spec, float(outputs["calibrate"].info["z"])):
+        reads = {arg: pick(outputs, src) for arg, src in stage.reads.items()}
+        ctx = StageContext(data, spec, on_step if stage.steps is not None else None)
+        with contextlib.nullcontext() if stage.resumable else suspended():
+            outputs[stage.name] = stage.run(ctx, reads)
+    return outputs
+
+
+def _graph(ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+    ei, info = prepare_graph(ctx.data, ctx.spec)
+    return StageOutput({"edge_index.npy": ei}, info={"graph": info})
+
+
+def graph_stage(family: str, spec: GapSpec | ProgapSpec) -> Stage:
+    """The graph stage of GAP and ProGAP (:func:`prepare_graph`): ``edge_index.npy``, with
+    what was checked on it in ``graph``; its folder is named by the level and D only (no
+    edge is sampled, so nothing here depends on a seed)."""
+    return Stage("graph", f"{family}_graph", _graph,
+                 folder=({"level": spec.level, "max_degree": spec.max_degree},))

@@ -24,8 +24,8 @@ What an entry says (and so what no caller derives from a family string or a spec
 * how a run is shown and tracked: ``progress_unit`` (``step`` or ``epoch``),
   ``run_tags`` (spec fields logged as ``dpgnn.<field>`` MLflow tags), ``extra_metrics``
   (test metrics beside accuracy in the run summary);
-* how it runs in the pipeline: ``staged`` (the name of the runner of its cached stages,
-  a key of ``flows.staged.STAGED_RUNNERS``, or None for one ``train`` task), ``explains``
+* how it runs in the pipeline: ``staged`` (as the cached stages its module declares, or
+  as one ``train`` task), ``explains``
   (a private run also explains test graphs);
 * what the privacy tooling may do with it: ``private_path`` (the method's path writes a
   ledger and report, also when run without privacy), ``private_selection`` (private
@@ -68,9 +68,10 @@ class Entry:
         fixed (Mapping): spec fields implied by the name (``{"conv": "gcn"}``).
         progress_unit (str, optional): ``step`` or ``epoch``; the spec field
             ``<unit>s`` is the length of a run. (default: ``"step"``)
-        staged (str, optional): the name of the runner whose cached stages run the method
-            in the pipeline (GAP, ProGAP: a key of ``flows.staged.STAGED_RUNNERS``, data,
-            not a module to load); None: one ``train`` task. (default: :obj:`None`)
+        staged (bool, optional): the pipeline runs the method as the stages its module
+            declares (GAP, ProGAP: :class:`~dpgnn_core.methods._staged.Staged`), each a
+            cached task (``tasks/staged.py``); else as one ``train`` task.
+            (default: :obj:`False`)
         explains (bool, optional): a private run also explains test graphs with
             GNNExplainer beside a non-private twin. (default: :obj:`False`)
         extra_metrics (tuple, optional): test metrics the run summary reports beside
@@ -111,7 +112,7 @@ class Entry:
     protection: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
     progress_unit: str = "step"
-    staged: str | None = None
+    staged: bool = False
     explains: bool = False
     extra_metrics: tuple[str, ...] = ()
     run_tags: tuple[str, ...] = ()
@@ -222,7 +223,7 @@ for _fam, _tags in (("gap", ("hops",)), ("progap", ("stages",))):
     _spec = GapSpec if _fam == "gap" else ProgapSpec
     _family(_levelled(_spec, _GAP_PROTECTS),
             family=_fam, spec=_spec.__name__,
-            module=f"dpgnn_core.methods.{_fam}", task="node", staged=_fam,
+            module=f"dpgnn_core.methods.{_fam}", task="node", staged=True,
             run_tags=_tags, canary=("edge", "add/remove"),
             canary_by_level={"node": ("star", "add/remove")}, **_NODE_LEVELS)
 for _conv in ("gcn", "sage", "gat"):

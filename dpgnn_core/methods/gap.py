@@ -52,9 +52,9 @@ import dataclasses
 import functools
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,11 +72,19 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
 from dpgnn_core.methods._staged import (
-    InMemoryStages,
+    Calibration,
+    Stage,
+    StageContext,
+    Staged,
+    StageOutput,
     admit_plan,
+    declare,
     gate_plan,
+    graph_stage,
     is_directed,
+    module,
     release_report,
+    run_in_memory,
     solve_composition,
 )
 from dpgnn_core.methods._staged import prepare_graph as prepare_graph
@@ -105,7 +113,6 @@ from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import GapSpec
-from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
@@ -113,8 +120,8 @@ from dpgnn_core.training.metrics import metrics_by_split
 # The PMA math (dpgnn_core/privacy/pma.py) and the modules (dpgnn_core/models/gap.py) live in
 # their own modules (issue 27 §3); their names stay importable from here. What GAP shares with
 # ProGAP lives beside it: the row training of its modules (methods/_row_training.py) and the
-# staged composition's graph, noise scale, gate and report (methods/_staged.py); GAP's graph
-# stage, prepare_graph, stays importable from here (tasks/gap.py runs it).
+# staged composition's stage contract, graph, noise scale, gate and report
+# (methods/_staged.py).
 
 #: The ledger's note on the data-dependent degree check of GAP-NDP.
 DEGREE_CHECK_NOTE = (
@@ -339,68 +346,66 @@ def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: L
     return report, history
 
 
-class GapStages(Protocol):
-    """GAP's five stages, as :func:`orchestrate` calls them. Two implementations: in
-    memory (:func:`train_gap`, the library and the registry) and as cached Prefect tasks
-    that pass artifact references (the pipeline flow). Each stage's value is whatever the
-    implementation passes along (tensors here, artifact references in the flow)."""
-
-    def calibrate(self) -> Any: ...
-    def noise_scale(self, calibration: Any) -> float: ...
-    def graph(self) -> Any: ...
-    def encoder(self, z: float) -> Any: ...
-    def aggregate(self, graph: Any, encoder: Any, z: float) -> Any: ...
-    def classifier(self, aggregations: Any, z: float, calibration: Any, encoder: Any) -> Any: ...
+# --- the stages (run by _staged.run_in_memory here, by tasks/staged.py in the pipeline) ---
+def _encoder_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+    enc, hist, events = fit_encoder(ctx.data, ctx.spec, z, ctx.on_step)
+    return StageOutput({"encoder.pt": enc, "history.json": hist}, events)
 
 
-def orchestrate(stages: GapStages) -> Any:
-    """GAP's composition, written once: calibrate the common noise scale z (checking the
-    input before anything trains), the graph PMA aggregates over (the degree check at node
-    level), the encoder, PMA's K releases, then the classifier, which composes the stages'
-    privacy events into the run's ledger and refuses one that differs from the plan."""
-    calibration = stages.calibrate()
-    z = stages.noise_scale(calibration)
-    graph = stages.graph()
-    encoder = stages.encoder(z)
-    aggregations = stages.aggregate(graph, encoder, z)
-    return stages.classifier(aggregations, z, calibration, encoder)
+def _encoder_of(ctx: StageContext, encoder: StageOutput) -> GapEncoder:
+    return module(encoder.values["encoder.pt"],  # type: ignore[no-any-return]
+                  lambda: new_encoder(ctx.spec, ctx.data.num_features, ctx.data.num_classes))
 
 
-class _InMemory(InMemoryStages):
-    """:class:`GapStages` on in-memory data: what :func:`train_gap` runs."""
+def _aggregate_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+    spec = ctx.spec
+    xs, events = aggregate(ctx.data, reads["graph"].values["edge_index.npy"],
+                           _encoder_of(ctx, reads["encoder"]), spec, z, ctx.progress)
+    assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
+    return StageOutput({"aggregations.pt": xs}, events, manifest={
+        "shape": list(xs.shape),
+        "release": "X(1..K): the private aggregations; X(0) is not stored"})
 
-    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
-        return calibrate_gap(self.data, self.spec)
 
-    def encoder(self, z: float) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
-        return fit_encoder(self.data, self.spec, z, self.on_step)
+def _classifier_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+    """The classifier, then the run: the encoder's, PMA's and the classifier's events
+    composed into its ledger (refused if it differs from the plan), its report, history."""
+    data, spec, encoder = ctx.data, ctx.spec, reads["encoder"]
+    enc = _encoder_of(ctx, encoder)
+    clf, hist, events = fit_classifier(data, reads["aggregations"].values["aggregations.pt"],
+                                       spec, z, ctx.on_step, encoder=enc)
+    cal = Calibration.of(reads["calibration"])
+    ledger = encoder.events + reads["aggregations"].events + events
+    report, history = finish_run(spec, {**cal.report, "graph": reads["graph"].info["graph"]},
+                                 cal.planned, ledger, cal.num_train, z,
+                                 list(encoder.values["history.json"]), hist)
+    return StageOutput({"model.pt": clf, "history.json": history}, report=report)
 
-    def aggregate(self, graph: np.ndarray, encoder: tuple[GapEncoder, Any, Any], z: float
-                  ) -> tuple[Tensor, Ledger]:
-        return aggregate(self.data, graph, encoder[0], self.spec, z)
 
-    def classifier(self, aggregations: tuple[Tensor, Ledger], z: float,
-                   calibration: tuple[Ledger, float, dict[str, Any]],
-                   encoder: tuple[GapEncoder, list[dict[str, float]], Ledger]) -> GapResult:
-        planned, _, report = calibration
-        enc, h1, e1 = encoder
-        xs, e2 = aggregations
-        # In one task a rerun redraws PMA's noise: resuming a classifier trained on the
-        # earlier release would mix two releases the ledger counts once. No checkpoint here
-        # (the staged pipeline checkpoints its classifier task, keyed on its release).
-        with suspended():
-            clf, h2, e3 = fit_classifier(self.data, xs, self.spec, z, self.on_step,
-                                         encoder=enc)
-        ledger = e1 + e2 + e3
-        report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
-                                     ledger, int(self.data.mask("train").sum()), z, h1, h2)
-        return GapResult(encoder=enc, classifier=clf, aggregations=xs,
-                         ledger=report["ledger"], report=report, history=history)
+def gap_stages(spec: GapSpec, z: float) -> tuple[Stage, ...]:
+    """GAP's stages after the calibration of z: the graph PMA aggregates over (the degree
+    check at node level), the encoder, PMA's K releases (computed once, cached), then the
+    classifier, which composes the run. The classifier trains on PMA's release: in one
+    process a rerun redraws it, so it never resumes there (the pipeline keys its
+    checkpoint on the stored release)."""
+    def steps(n: int) -> int:
+        return module_steps(spec, n)
+    return (graph_stage("gap", spec),
+            Stage("encoder", "gap_encoder", functools.partial(_encoder_stage, z),
+                  params={"z": z}, gated=True, steps=steps, label="encoder"),
+            Stage("aggregate", "gap_aggregate", functools.partial(_aggregate_stage, z),
+                  reads={"graph": "graph", "encoder": "encoder"}, params={"z": z},
+                  gated=True, aggregates=True),
+            Stage("train", "gap_classifier", functools.partial(_classifier_stage, z),
+                  reads={"aggregations": "aggregate", "calibration": "calibrate",
+                         "encoder": "encoder", "graph": "graph"}, params={"z": z},
+                  folder=(spec, z), gated=True, steps=steps, label="classifier",
+                  resumable=False))
 
 
 def train_gap(data: GraphData, spec: GapSpec,
               on_step: Callable[[int, dict[str, float]], None] | None = None) -> GapResult:
-    """Calibrate, then encoder -> PMA -> classifier (:func:`orchestrate`, in memory); the
+    """Calibrate, then encoder -> PMA -> classifier (:func:`gap_stages`, in memory); the
     ledger is the composition of the events each stage returned (and equals the calibrated
     plan).
 
@@ -409,8 +414,14 @@ def train_gap(data: GraphData, spec: GapSpec,
             larger than the training set, or a graph beyond the degree bound (node level).
         PrivacyError: a budget too small for the composition (names the smallest ε).
     """
-    result: GapResult = orchestrate(_InMemory(data, spec, on_step))
-    return result
+    out = run_in_memory(STAGED, data, spec, on_step)
+    final = out["train"]
+    assert final.report is not None
+    return GapResult(encoder=out["encoder"].values["encoder.pt"],
+                     classifier=final.values["model.pt"],
+                     aggregations=out["aggregate"].values["aggregations.pt"],
+                     ledger=final.report["ledger"], report=final.report,
+                     history=final.values["history.json"])
 
 
 def evaluate_gap(classifier: GapClassifier, aggregations: Tensor, data: GraphData,
@@ -535,5 +546,6 @@ def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Any:
 
 from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
+STAGED = declare(Staged("gap", calibrate_gap, gap_stages))
 register_aggregating("gap", "GAP", fit=_fit, ledger_for=ledger_for, save=save_gap,
                      load=load_gap, evaluate=evaluate_gap)

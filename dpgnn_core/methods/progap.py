@@ -42,11 +42,11 @@ target (ε, δ); every release and every DP-Adam stage is its own event in the l
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,11 +65,19 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
 from dpgnn_core.methods._staged import (
-    InMemoryStages,
+    Calibration,
+    Stage,
+    StageContext,
+    Staged,
+    StageOutput,
     admit_plan,
+    declare,
     gate_plan,
+    graph_stage,
     is_directed,
+    module,
     release_report,
+    run_in_memory,
     solve_composition,
 )
 from dpgnn_core.models.gap import selu_block
@@ -91,7 +99,6 @@ from dpgnn_core.privacy.pma import (
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import with_loss_note
 from dpgnn_core.specs import ProgapSpec
-from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
@@ -437,43 +444,6 @@ def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger
     return report, history
 
 
-class ProgapStages(Protocol):
-    """ProGAP's stages, as :func:`orchestrate` calls them. Two implementations: in memory
-    (:func:`train_progap`, the library and the registry) and as cached Prefect tasks that
-    pass artifact references (the pipeline flow)."""
-
-    def calibrate(self) -> Any: ...
-    def noise_scale(self, calibration: Any) -> float: ...
-    def graph(self) -> Any: ...
-    def train(self, k: int, previous: Any, aggregation: Any, z: float) -> Any: ...
-    def aggregate(self, k: int, graph: Any, previous: Any, z: float) -> Any: ...
-    def finish(self, calibration: Any, z: float, graph: Any, last: Any) -> Any: ...
-
-
-def orchestrate(stages: ProgapStages) -> Any:
-    """ProGAP's composition, written once: calibrate the common noise scale z (checking the
-    input before anything trains), the graph (the degree check at node level), stage 0,
-    then for k = 1..K the stage-k aggregation of stage k-1's embeddings and stage k; the
-    last step composes the stages' events into the run's ledger and refuses one that
-    differs from the plan."""
-    calibration = stages.calibrate()
-    z = stages.noise_scale(calibration)
-    graph = stages.graph()
-    trained = stages.train(0, None, None, z)
-    k = 1
-    while k <= stages_of(calibration):
-        aggregation = stages.aggregate(k, graph, trained, z)
-        trained = stages.train(k, trained, aggregation, z)
-        k += 1
-    return stages.finish(calibration, z, graph, trained)
-
-
-def stages_of(calibration: Any) -> int:
-    """K, from a calibration (the in-memory tuple or the task's JSON)."""
-    report = calibration[2] if isinstance(calibration, tuple) else calibration["report"]
-    return int(report["stages"])
-
-
 @dataclass
 class ProgapResult:
     """Everything a ProGAP run produces."""
@@ -485,58 +455,93 @@ class ProgapResult:
     history: list[dict[str, float]]
 
 
-@dataclass
-class _Trained:
-    """The in-memory state after a stage: the model, the releases so far, the histories
-    and events of every stage so far."""
-
-    model: ProgapModel
-    aggregations: Tensor
-    histories: list[list[dict[str, float]]]
-    events: Ledger
+# --- the stages (run by _staged.run_in_memory here, by tasks/staged.py in the pipeline) ---
+def _model_of(ctx: StageContext, stage: StageOutput | None) -> ProgapModel:
+    """The model after ``stage`` (untrained before stage 0)."""
+    if stage is None:
+        return new_model(ctx.data, ctx.spec)
+    return module(stage.values["model.pt"],  # type: ignore[no-any-return]
+                  lambda: new_model(ctx.data, ctx.spec))
 
 
-class _InMemory(InMemoryStages):
-    """:class:`ProgapStages` on in-memory data: what :func:`train_progap` runs."""
+def _stacked(ctx: StageContext, aggregations: list[StageOutput]) -> Tensor:
+    """X(1..k) ``[n, k, hidden]`` from the aggregation stages read."""
+    if not aggregations:
+        return _no_aggregations(ctx.data, ctx.spec)
+    return torch.stack([a.values["aggregation.pt"] for a in aggregations], 1)
 
-    def calibrate(self) -> tuple[Ledger, float, dict[str, Any]]:
-        return calibrate_progap(self.data, self.spec)
 
-    def train(self, k: int, previous: _Trained | None, aggregation: tuple[Tensor, Ledger] | None,
-              z: float) -> _Trained:
-        state = previous or _Trained(new_model(self.data, self.spec),
-                                     _no_aggregations(self.data, self.spec), [], Ledger())
-        aggs, events = state.aggregations, state.events
-        if aggregation is not None:
-            aggs = torch.cat([aggs, aggregation[0][:, None]], 1)
-            events = events + aggregation[1]
-        # Stage 0 may resume from a checkpoint of a killed run; a later stage may not: a
-        # rerun recomputed its aggregations with fresh noise, and weights trained on the old
-        # ones would carry a release the ledger does not count (the staged tasks key their
-        # checkpoints on the stored release instead).
-        with suspended() if k > 0 else contextlib.nullcontext():
-            model, hist, trained = fit_stage(self.data, self.spec, z, k, state.model, aggs,
-                                             self.on_step)
-        return _Trained(model, aggs, [*state.histories, hist], events + trained)
+def _train_stage(z: float, k: int, ctx: StageContext, reads: Mapping[str, Any]
+                 ) -> StageOutput:
+    model, hist, events = fit_stage(ctx.data, ctx.spec, z, k,
+                                    _model_of(ctx, reads["previous"]),
+                                    _stacked(ctx, reads["aggregations"]), ctx.on_step)
+    return StageOutput({"model.pt": model, "history.json": hist}, events, info={"stage": k})
 
-    def aggregate(self, k: int, graph: np.ndarray, previous: _Trained, z: float
-                  ) -> tuple[Tensor, Ledger]:
-        return aggregate_stage(self.data, graph, self.spec, z, k, previous.model,
-                               previous.aggregations)
 
-    def finish(self, calibration: tuple[Ledger, float, dict[str, Any]], z: float,
-               graph: np.ndarray, last: _Trained) -> ProgapResult:
-        planned, _, report = calibration
-        report, history = finish_run(self.spec, {**report, "graph": self.graph_info}, planned,
-                                     last.events, int(self.data.mask("train").sum()), z,
-                                     last.histories)
-        return ProgapResult(last.model, last.aggregations, report["ledger"], report, history)
+def _aggregate_stage(z: float, k: int, ctx: StageContext, reads: Mapping[str, Any]
+                     ) -> StageOutput:
+    xk, events = aggregate_stage(ctx.data, reads["graph"].values["edge_index.npy"], ctx.spec,
+                                 z, k, _model_of(ctx, reads["previous"]),
+                                 _stacked(ctx, reads["aggregations"]), ctx.progress)
+    return StageOutput({"aggregation.pt": xk}, events, info={"stage": k}, manifest={
+        "shape": list(xk.shape),
+        "release": f"X({k}): the private aggregation of stage {k - 1}'s embeddings"})
+
+
+def _finish_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
+    """The run: the stages' events (aggregation k before stage k) composed into its ledger
+    (refused if it differs from the plan), the model (the last stage's), X(1..K) stacked
+    for evaluation, the report and the history."""
+    stages, aggs = reads["stages"], reads["aggregations"]
+    ledger = stages[0].events
+    for a, s in zip(aggs, stages[1:], strict=True):
+        ledger = ledger + a.events + s.events
+    cal = Calibration.of(reads["calibration"])
+    report, history = finish_run(ctx.spec, {**cal.report, "graph": reads["graph"].info["graph"]},
+                                 cal.planned, ledger, cal.num_train, z,
+                                 [list(s.values["history.json"]) for s in stages])
+    return StageOutput({"model.pt": _model_of(ctx, stages[-1]),
+                        "aggregations.pt": _stacked(ctx, aggs), "history.json": history},
+                       report=report)
+
+
+def progap_stages(spec: ProgapSpec, z: float) -> tuple[Stage, ...]:
+    """ProGAP's stages after the calibration of z: the graph (the degree check at node
+    level), stage 0, then for k = 1..K the stage-k aggregation of stage k-1's embeddings
+    and stage k; the last composes the run. Stage k >= 1 trains on a release a rerun in
+    one process redraws, so it never resumes there (the pipeline keys its checkpoint on
+    the stored release); its steps are releases at node level only."""
+    def steps(n: int) -> int:
+        return stage_steps(spec, n)
+    out = [graph_stage("progap", spec)]
+    for k in range(spec.stages + 1):
+        earlier = tuple(f"aggregate{j}" for j in range(1, k))
+        if k > 0:
+            out.append(Stage(f"aggregate{k}", "progap_aggregate",
+                             functools.partial(_aggregate_stage, z, k),
+                             reads={"graph": "graph", "previous": f"stage{k - 1}",
+                                    "aggregations": earlier},
+                             params={"z": z, "stage": k}, gated=True, aggregates=True))
+        out.append(Stage(f"stage{k}", "progap_stage", functools.partial(_train_stage, z, k),
+                         reads={"previous": f"stage{k - 1}" if k else None,
+                                "aggregations": (*earlier, f"aggregate{k}") if k else ()},
+                         params={"z": z, "stage": k}, gated=True, steps=steps,
+                         label=f"stage {k}", step_releases=spec.level == "node",
+                         resumable=k == 0))
+    stages = tuple(f"stage{k}" for k in range(spec.stages + 1))
+    out.append(Stage("train", "progap_finish", functools.partial(_finish_stage, z),
+                     reads={"calibration": "calibrate", "graph": "graph", "stages": stages,
+                            "aggregations": tuple(f"aggregate{k}"
+                                                  for k in range(1, spec.stages + 1))},
+                     params={"z": z}, gated=True))
+    return tuple(out)
 
 
 def train_progap(data: GraphData, spec: ProgapSpec, on_step: OnStep | None = None
                  ) -> ProgapResult:
     """Calibrate, then stage 0, then (aggregate k -> stage k) for k = 1..K
-    (:func:`orchestrate`, in memory); the ledger is the composition of the events each
+    (:func:`progap_stages`, in memory); the ledger is the composition of the events each
     stage returned (and equals the calibrated plan).
 
     Raises:
@@ -544,8 +549,11 @@ def train_progap(data: GraphData, spec: ProgapSpec, on_step: OnStep | None = Non
             larger than the training set, or a graph beyond the degree bound (node level).
         PrivacyError: a budget too small for the composition (names the smallest ε).
     """
-    result: ProgapResult = orchestrate(_InMemory(data, spec, on_step))
-    return result
+    out = run_in_memory(STAGED, data, spec, on_step)
+    final = out["train"]
+    assert final.report is not None
+    return ProgapResult(final.values["model.pt"], final.values["aggregations.pt"],
+                        final.report["ledger"], final.report, final.values["history.json"])
 
 
 def evaluate_progap(model: ProgapModel, aggregations: Tensor, data: GraphData,
@@ -583,5 +591,6 @@ def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Any:
 
 from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
+STAGED = declare(Staged("progap", calibrate_progap, progap_stages))
 register_aggregating("progap", "ProGAP", fit=_fit, ledger_for=ledger_for,
                      save=save_progap, load=load_progap, evaluate=evaluate_progap)

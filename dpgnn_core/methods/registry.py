@@ -126,7 +126,7 @@ class Method:
         return self.entry.progress_unit
 
     @property
-    def staged(self) -> str | None:
+    def staged(self) -> bool:
         return self.entry.staged
 
     @property
