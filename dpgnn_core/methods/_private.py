@@ -1,11 +1,14 @@
 """What every private method shares: calibrating its plan to the target (ε, δ) with the
-report that goes with it, and saving its model."""
+report that goes with it, declaring that plan so the registry computes the run's ε curve
+(:class:`StepPlan`, :class:`EpsilonCurve`), and saving its model."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +33,8 @@ from dpgnn_core.serialize import torch_save
 M = TypeVar("M", bound=torch.nn.Module)
 
 #: What a fit calls after every step: (step, record); the record is the step's history
-#: entry, a private fit adds ``epsilon`` and ``total_steps`` (see :func:`with_epsilon`).
+#: entry, to which the registry adds ``epsilon`` and ``total_steps`` in a private fit
+#: (:class:`EpsilonCurve`; a staged method's stages with :func:`with_epsilon`).
 OnStep = Callable[[int, dict[str, float]], None]
 #: The generic progress callback of long stages (subgraph sampling, PMA hops): (stage name,
 #: done, total). Callers that only pass ``on_step`` (the registry) can attach it to their
@@ -40,7 +44,9 @@ StageProgress = Callable[[str, int, int], None]
 
 @dataclass
 class PrivateResult(Generic[M]):
-    """A trained model with its ledger, privacy report and per-step history."""
+    """A trained model with its ledger, its privacy report's entries (a dict: the
+    registry's ``Method.fit`` adds the ε curve and freezes it into a
+    :class:`~dpgnn_core.privacy.report.PrivacyReport`) and its per-step history."""
 
     model: M
     ledger: Ledger
@@ -111,37 +117,107 @@ def stage_progress(on_step: OnStep | None,
     return found if callable(found) else None
 
 
-def epsilon_plan(spec: Any, num_train: int,
-                 ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
-                 report: dict[str, Any]) -> list[tuple[int, float]]:
-    """ε spent after step t of the calibrated plan (the noise and the steps are fixed): every
-    step with RDP, 20 points with PLD (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`).
-    The one author of a run's ε curve: the methods that train by steps call it before
-    training (for ``on_step``), and the registry calls it after ``fit`` for the methods that
-    did not. Stored in the report as ``epsilon_by_step``; empty for a non-private run.
+@dataclass(frozen=True)
+class StepPlan:
+    """A private fit's calibrated plan by steps, what its ε curve is computed from. The
+    fit declares it (:func:`calibrated_plan` does, given ``ledger_for``); the registry's
+    :meth:`~dpgnn_core.methods.registry.Method.fit` computes the curve from it, once.
 
-    Args:
-        spec: the run's spec (its ``steps`` and ``accountant`` unless the report has them).
-        num_train (int): the number of training records.
-        ledger_for: (spec, N) ↦ (noise multiplier ↦ the ledger of the spec's steps).
-        report (dict): the calibrated report (``noise_multiplier``, ``delta``, and
-            ``steps`` / ``accountant`` when set); updated in place.
+    Attributes:
+        ledger_after (callable): t ↦ the ledger of the plan's first t steps at the
+            calibrated noise.
+        steps (int): the plan's steps T.
+        delta (float): δ.
+        accountant (str): the run's accountant (``rdp`` or ``pld``).
     """
-    if not report.get("private"):
-        return []
-    from dpgnn_core.privacy.calibrate import epsilon_curve
 
-    lam = float(report["noise_multiplier"])
+    ledger_after: Callable[[int], Ledger]
+    steps: int
+    delta: float
+    accountant: str
 
-    def ledger_after(t: int) -> Ledger:
-        return ledger_for(spec.model_copy(update={"steps": t}), num_train)(lam)
+    def curve(self) -> list[tuple[int, float]]:
+        """ε spent after step t: every step with RDP, 20 points with PLD
+        (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`); the last is the plan's ε."""
+        from dpgnn_core.privacy.calibrate import epsilon_curve
 
-    steps = int(report.get("steps") or spec.steps)
-    accountant = report.get("accountant") or spec.accountant
-    curve = epsilon_curve(ledger_after, steps, float(report["delta"]),
-                          make_accountant(accountant))
-    report["epsilon_by_step"] = curve
-    return curve
+        return epsilon_curve(self.ledger_after, self.steps, self.delta,
+                             make_accountant(self.accountant))
+
+
+class EpsilonCurve:
+    """The ε curve of one fit, kept by :meth:`~dpgnn_core.methods.registry.Method.fit`
+    (:func:`follow_epsilon` installs it): it receives the :class:`StepPlan` the fit
+    declares at calibration, and its :attr:`on_step` gives the caller's ``on_step`` every
+    record with ``epsilon`` (ε spent so far, an upper bound) and ``total_steps`` from then
+    on. A record that already holds ``epsilon`` (a staged method's own hook,
+    :func:`with_epsilon`) passes unchanged.
+
+    Attributes:
+        on_step (callable, optional): what the fit is given as its ``on_step`` (None
+            when the caller passed none); the ``progress`` attribute of the caller's is
+            kept.
+        plan (StepPlan, optional): the declared plan (None: none declared yet).
+    """
+
+    def __init__(self, on_step: OnStep | None) -> None:
+        self.plan: StepPlan | None = None
+        self._inner = on_step
+        self._points: list[tuple[int, float]] | None = None
+        self._per_step: list[float] = []
+        self.on_step: OnStep | None = None
+        if on_step is not None:
+            def call(step: int, rec: dict[str, float]) -> None:
+                self._call(step, rec)
+
+            progress = getattr(on_step, "progress", None)
+            if callable(progress):
+                call.progress = progress  # type: ignore[attr-defined]
+            self.on_step = call
+
+    def declare(self, plan: StepPlan) -> None:
+        """The fit's calibrated plan (the last declared counts)."""
+        self.plan, self._points, self._per_step = plan, None, []
+
+    def points(self) -> list[tuple[int, float]]:
+        """The declared plan's ε curve, computed once (empty without a plan)."""
+        if self._points is None:
+            self._points = self.plan.curve() if self.plan is not None else []
+            self._per_step = epsilon_per_step(self._points, self.plan.steps if self.plan
+                                              else 0)
+        return self._points
+
+    def _call(self, step: int, rec: dict[str, float]) -> None:
+        assert self._inner is not None
+        if self.plan is not None and "epsilon" not in rec:
+            self.points()
+            rec = _with_step_epsilon(rec, step, self._per_step)
+        self._inner(step, rec)
+
+
+_CURVE: ContextVar[EpsilonCurve | None] = ContextVar("dpgnn_epsilon_curve", default=None)
+
+
+@contextmanager
+def follow_epsilon(on_step: OnStep | None) -> Iterator[EpsilonCurve]:
+    """Keep the ε curve of the fit run inside the block (what
+    :meth:`~dpgnn_core.methods.registry.Method.fit` does around every method's fit). A
+    context variable, as :mod:`dpgnn_core.privacy.gate`'s: threads and nested fits each
+    see their own."""
+    curve = EpsilonCurve(on_step)
+    token = _CURVE.set(curve)
+    try:
+        yield curve
+    finally:
+        _CURVE.reset(token)
+
+
+def declare_plan(plan: StepPlan) -> None:
+    """Give the fit's calibrated plan to the curve kept for it (nothing outside
+    :func:`follow_epsilon`: a method's function called directly returns no curve)."""
+    curve = _CURVE.get()
+    if curve is not None:
+        curve.declare(plan)
 
 
 def epsilon_per_step(curve: Sequence[tuple[int, float]], total: int) -> list[float]:
@@ -170,17 +246,25 @@ def with_epsilon(on_step: OnStep | None, epsilons: Sequence[float]) -> OnStep | 
     ``progress`` attribute of ``on_step`` is kept."""
     if on_step is None or not epsilons:
         return on_step
-    total = len(epsilons)
     inner = on_step
 
     def call(step: int, rec: dict[str, float]) -> None:
-        eps = epsilons[min(max(step, 1), total) - 1]
-        inner(step, {**rec, "epsilon": eps, "total_steps": total})
+        inner(step, _with_step_epsilon(rec, step, epsilons))
 
     progress = getattr(on_step, "progress", None)
     if callable(progress):
         call.progress = progress  # type: ignore[attr-defined]
     return call
+
+
+def _with_step_epsilon(rec: dict[str, float], step: int, epsilons: Sequence[float]
+                       ) -> dict[str, float]:
+    """A copy of ``rec`` with ``epsilon`` (``epsilons[step - 1]``, clamped to the list)
+    and ``total_steps``; ``rec`` itself unchanged when ``epsilons`` is empty."""
+    if not epsilons:
+        return rec
+    total = len(epsilons)
+    return {**rec, "epsilon": epsilons[min(max(step, 1), total) - 1], "total_steps": total}
 
 
 def record_epsilon(history: list[dict[str, float]], curve: Sequence[tuple[int, float]]
@@ -241,11 +325,17 @@ def check_weak_budget(epsilon: float | None, delta: float, n_train: int, *,
 
 
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
-                    method: str, protects: str, delta_scale: float = 10.0
+                    method: str, protects: str, delta_scale: float = 10.0,
+                    ledger_for: Callable[[Any, int], Callable[[float], Ledger]] | None = None
                     ) -> tuple[Ledger, float, dict[str, Any]]:
     """Calibrate ``plan`` (noise ↦ ledger) to ``spec.epsilon`` at ``spec.delta`` (1/(10 N)
     by default). Without ``spec.epsilon`` the run is non-private: an empty ledger, noise 0
     and ε = inf in the report, which says so.
+
+    With ``ledger_for`` ((spec, N) ↦ ``plan`` for the spec's steps) a private plan is
+    declared as the fit's :class:`StepPlan` (:func:`declare_plan`): the registry's
+    ``Method.fit`` then gives every ``on_step`` record ε spent so far, and adds the ε
+    curve to the report (``epsilon_by_step``) and to the history (``epsilon_spent``).
 
     Returns:
         (Ledger, float, dict): the ledger of the whole plan, the noise multiplier, and the
@@ -275,6 +365,10 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
                    "noise_multiplier": lam, "accountant": spec.accountant})
     ledger = plan(lam)
     report.update(guarantee_scope(ledger))
+    if ledger_for is not None:
+        declare_plan(StepPlan(lambda t: ledger_for(spec.model_copy(update={"steps": t}),
+                                                   num_train)(lam),
+                              int(spec.steps), delta, str(spec.accountant)))
     # The calibrated plan, before anything private is computed: a budget keeper installed
     # by the caller (tasks.budget) reserves it against the dataset's budget, or refuses.
     release_gate.before_release(ledger, {"method": method, "epsilon": eps, "delta": delta})
