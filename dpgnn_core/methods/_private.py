@@ -117,52 +117,65 @@ def stage_progress(on_step: OnStep | None,
     return found if callable(found) else None
 
 
+#: (spec, N) ↦ (noise multiplier ↦ the ledger of the spec's steps): a method's plan.
+LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
+
+
 @dataclass(frozen=True)
 class StepPlan:
-    """A private fit's calibrated plan by steps, what its ε curve is computed from. The
-    fit declares it (:func:`calibrated_plan` does, given ``ledger_for``); the registry's
-    :meth:`~dpgnn_core.methods.registry.Method.fit` computes the curve from it, once.
+    """A private fit's calibrated plan, what its ε curve is computed from: the fit declares
+    it when it calibrates (:func:`calibrated_plan` does), and the registry's
+    :meth:`~dpgnn_core.methods.registry.Method.fit` computes the curve from it with the
+    method's registered ``ledger_for``, once.
 
     Attributes:
-        ledger_after (callable): t ↦ the ledger of the plan's first t steps at the
-            calibrated noise.
-        steps (int): the plan's steps T.
+        spec: the spec the fit calibrated, as it trains it (``steps``, the batch size and
+            any option the method resolved for the data set; ``accountant``).
+        num_train (int): the number of training records N.
+        noise_multiplier (float): the calibrated noise multiplier.
         delta (float): δ.
-        accountant (str): the run's accountant (``rdp`` or ``pld``).
     """
 
-    ledger_after: Callable[[int], Ledger]
-    steps: int
+    spec: Any
+    num_train: int
+    noise_multiplier: float
     delta: float
-    accountant: str
 
-    def curve(self) -> list[tuple[int, float]]:
-        """ε spent after step t: every step with RDP, 20 points with PLD
+    def curve(self, ledger_for: LedgerFor) -> list[tuple[int, float]]:
+        """ε spent after step t of the plan: every step with RDP, 20 points with PLD
         (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`); the last is the plan's ε."""
         from dpgnn_core.privacy.calibrate import epsilon_curve
 
-        return epsilon_curve(self.ledger_after, self.steps, self.delta,
-                             make_accountant(self.accountant))
+        def ledger_after(t: int) -> Ledger:
+            return ledger_for(self.spec.model_copy(update={"steps": t}), self.num_train)(
+                self.noise_multiplier)
+
+        return epsilon_curve(ledger_after, int(self.spec.steps), self.delta,
+                             make_accountant(self.spec.accountant))
 
 
 class EpsilonCurve:
     """The ε curve of one fit, kept by :meth:`~dpgnn_core.methods.registry.Method.fit`
     (:func:`follow_epsilon` installs it): it receives the :class:`StepPlan` the fit
-    declares at calibration, and its :attr:`on_step` gives the caller's ``on_step`` every
-    record with ``epsilon`` (ε spent so far, an upper bound) and ``total_steps`` from then
-    on. A record that already holds ``epsilon`` (a staged method's own hook,
-    :func:`with_epsilon`) passes unchanged.
+    declares when it calibrates, and its :attr:`on_step` gives the caller's ``on_step``
+    every later record with ``epsilon`` (ε spent so far, an upper bound:
+    :func:`epsilon_per_step`) and ``total_steps``. A record that already holds
+    ``epsilon`` (a staged method's own hook, :func:`with_epsilon`) passes unchanged.
+
+    Args:
+        on_step (callable, optional): the caller's ``on_step``.
+        ledger_for (callable): the method's plan, (spec, N) ↦ (z ↦ ledger).
 
     Attributes:
-        on_step (callable, optional): what the fit is given as its ``on_step`` (None
-            when the caller passed none); the ``progress`` attribute of the caller's is
-            kept.
+        on_step (callable, optional): what the fit is given as its ``on_step`` (None when
+            the caller passed none); the caller's ``progress`` attribute is kept.
         plan (StepPlan, optional): the declared plan (None: none declared yet).
     """
 
-    def __init__(self, on_step: OnStep | None) -> None:
+    def __init__(self, on_step: OnStep | None, ledger_for: LedgerFor) -> None:
         self.plan: StepPlan | None = None
         self._inner = on_step
+        self._ledger_for = ledger_for
         self._points: list[tuple[int, float]] | None = None
         self._per_step: list[float] = []
         self.on_step: OnStep | None = None
@@ -182,9 +195,10 @@ class EpsilonCurve:
     def points(self) -> list[tuple[int, float]]:
         """The declared plan's ε curve, computed once (empty without a plan)."""
         if self._points is None:
-            self._points = self.plan.curve() if self.plan is not None else []
-            self._per_step = epsilon_per_step(self._points, self.plan.steps if self.plan
-                                              else 0)
+            self._points, self._per_step = [], []
+            if self.plan is not None:
+                self._points = self.plan.curve(self._ledger_for)
+                self._per_step = epsilon_per_step(self._points, int(self.plan.spec.steps))
         return self._points
 
     def _call(self, step: int, rec: dict[str, float]) -> None:
@@ -199,12 +213,12 @@ _CURVE: ContextVar[EpsilonCurve | None] = ContextVar("dpgnn_epsilon_curve", defa
 
 
 @contextmanager
-def follow_epsilon(on_step: OnStep | None) -> Iterator[EpsilonCurve]:
+def follow_epsilon(on_step: OnStep | None, ledger_for: LedgerFor) -> Iterator[EpsilonCurve]:
     """Keep the ε curve of the fit run inside the block (what
     :meth:`~dpgnn_core.methods.registry.Method.fit` does around every method's fit). A
     context variable, as :mod:`dpgnn_core.privacy.gate`'s: threads and nested fits each
     see their own."""
-    curve = EpsilonCurve(on_step)
+    curve = EpsilonCurve(on_step, ledger_for)
     token = _CURVE.set(curve)
     try:
         yield curve
@@ -325,17 +339,17 @@ def check_weak_budget(epsilon: float | None, delta: float, n_train: int, *,
 
 
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
-                    method: str, protects: str, delta_scale: float = 10.0,
-                    ledger_for: Callable[[Any, int], Callable[[float], Ledger]] | None = None
+                    method: str, protects: str, delta_scale: float = 10.0
                     ) -> tuple[Ledger, float, dict[str, Any]]:
     """Calibrate ``plan`` (noise ↦ ledger) to ``spec.epsilon`` at ``spec.delta`` (1/(10 N)
     by default). Without ``spec.epsilon`` the run is non-private: an empty ledger, noise 0
     and ε = inf in the report, which says so.
 
-    With ``ledger_for`` ((spec, N) ↦ ``plan`` for the spec's steps) a private plan is
-    declared as the fit's :class:`StepPlan` (:func:`declare_plan`): the registry's
-    ``Method.fit`` then gives every ``on_step`` record ε spent so far, and adds the ε
-    curve to the report (``epsilon_by_step``) and to the history (``epsilon_spent``).
+    A private plan is declared as the fit's :class:`StepPlan` (:func:`declare_plan`):
+    ``spec`` is the one the fit trains (``plan`` must be the method's ``ledger_for(spec,
+    num_train)``), so the registry's ``Method.fit`` gives every ``on_step`` record ε
+    spent so far, and adds the ε curve to the report (``epsilon_by_step``) and to the
+    history (``epsilon_spent``).
 
     Returns:
         (Ledger, float, dict): the ledger of the whole plan, the noise multiplier, and the
@@ -365,10 +379,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
                    "noise_multiplier": lam, "accountant": spec.accountant})
     ledger = plan(lam)
     report.update(guarantee_scope(ledger))
-    if ledger_for is not None:
-        declare_plan(StepPlan(lambda t: ledger_for(spec.model_copy(update={"steps": t}),
-                                                   num_train)(lam),
-                              int(spec.steps), delta, str(spec.accountant)))
+    declare_plan(StepPlan(spec, num_train, lam, delta))
     # The calibrated plan, before anything private is computed: a budget keeper installed
     # by the caller (tasks.budget) reserves it against the dataset's budget, or refuses.
     release_gate.before_release(ledger, {"method": method, "epsilon": eps, "delta": delta})

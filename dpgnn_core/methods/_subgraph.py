@@ -58,7 +58,6 @@ def train_on_subgraphs(
     plan: Callable[[float], Ledger], unit_sensitivity: float, protects: str,
     subgraphs_at: Callable[[int], Subgraphs], all_nodes: bool,
     on_step: OnStep | None = None,
-    ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
 ) -> SubgraphResult:
     """Calibrate, then train ``spec``'s model on fixed-size batches of subgraphs.
 
@@ -72,11 +71,9 @@ def train_on_subgraphs(
             its root's loss (DP-GNN).
         randomness: the source of the batches and the noise (secret unless the spec asks
             for insecure reproducible noise).
-        ledger_for: (spec, N) ↦ ``plan`` for the spec's steps: the plan declared for the
-            registry's ε curve (:func:`~dpgnn_core.methods._private.calibrated_plan`).
     """
     ledger, lam, report = calibrated_plan(spec, n_train, plan, method=method,
-                                          protects=protects, ledger_for=ledger_for)
+                                          protects=protects)
     private = spec.epsilon is not None
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
     report["inference"] = (

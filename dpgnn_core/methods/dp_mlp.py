@@ -49,7 +49,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
-        "label)", ledger_for=ledger_for)
+        "label)")
     private = spec.epsilon is not None
     if private:
         report["noise_std"] = z * spec.clip

@@ -147,7 +147,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "
-        "features and label)", ledger_for=ledger_for)
+        "features and label)")
     private = spec.epsilon is not None
     report["method"] = f"dp-graph-{spec.conv}" if private else f"graph-{spec.conv}"
     report["num_train"] = n_train

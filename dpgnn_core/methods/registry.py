@@ -200,7 +200,8 @@ class Method:
         The method's fit runs inside :func:`~dpgnn_core.methods._private.follow_epsilon`:
         the plan it calibrates (:func:`~dpgnn_core.methods._private.calibrated_plan`)
         is declared there, and from then on every ``on_step`` record carries ``epsilon``,
-        ε spent so far (an upper bound), and ``total_steps``. A staged method (GAP,
+        ε spent so far (an upper bound, from the registered ``ledger_for`` of the
+        calibrated spec), and ``total_steps``. A staged method (GAP,
         ProGAP, DPDGC) instead gives its stages' records their ε itself
         (:func:`~dpgnn_core.methods._private.with_epsilon`) and its curve in its report.
         The result's report is a frozen :class:`~dpgnn_core.privacy.report.PrivacyReport`
@@ -211,7 +212,7 @@ class Method:
             PrivacyError: a private fit declared no plan and gave no curve.
         """
         self._check_spec(spec)
-        with follow_epsilon(on_step) as curve:
+        with follow_epsilon(on_step, self._ledger_for) as curve:
             fitted = self._fit(data, spec, curve.on_step)
         self._finish(fitted, spec, curve)
         return fitted
@@ -226,8 +227,9 @@ class Method:
             points = report.get("epsilon_by_step") or curve.points()
             if not points:
                 raise PrivacyError(f"{self.name}'s fit declared no calibrated plan and gave "
-                                   "no epsilon curve (calibrate with calibrated_plan("
-                                   "..., ledger_for=...))")
+                                   "no epsilon curve: calibrate with _private."
+                                   "calibrated_plan, or put the curve in the report's "
+                                   "epsilon_by_step")
             report["epsilon_by_step"] = points
             record_epsilon(history, points)
         report, fitted.ledger = with_loss_note(report, fitted.ledger,
