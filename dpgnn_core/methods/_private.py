@@ -176,7 +176,7 @@ class EpsilonCurve:
         self.plan: StepPlan | None = None
         self._inner = on_step
         self._ledger_for = ledger_for
-        self._points: list[tuple[int, float]] | None = None
+        self._points: list[tuple[int, float]] = []
         self._per_step: list[float] = []
         self.on_step: OnStep | None = None
         if on_step is not None:
@@ -189,22 +189,19 @@ class EpsilonCurve:
             self.on_step = call
 
     def declare(self, plan: StepPlan) -> None:
-        """The fit's calibrated plan (the last declared counts)."""
-        self.plan, self._points, self._per_step = plan, None, []
+        """The fit's calibrated plan (the last declared counts): its curve is computed
+        here, before the fit's first step, as the fit calibrates."""
+        self.plan = plan
+        self._points = plan.curve(self._ledger_for)
+        self._per_step = epsilon_per_step(self._points, int(plan.spec.steps))
 
     def points(self) -> list[tuple[int, float]]:
-        """The declared plan's ε curve, computed once (empty without a plan)."""
-        if self._points is None:
-            self._points, self._per_step = [], []
-            if self.plan is not None:
-                self._points = self.plan.curve(self._ledger_for)
-                self._per_step = epsilon_per_step(self._points, int(self.plan.spec.steps))
-        return self._points
+        """The declared plan's ε curve (empty without a plan)."""
+        return list(self._points)
 
     def _call(self, step: int, rec: dict[str, float]) -> None:
         assert self._inner is not None
-        if self.plan is not None and "epsilon" not in rec:
-            self.points()
+        if "epsilon" not in rec:
             rec = _with_step_epsilon(rec, step, self._per_step)
         self._inner(step, rec)
 
@@ -379,10 +376,10 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
                    "noise_multiplier": lam, "accountant": spec.accountant})
     ledger = plan(lam)
     report.update(guarantee_scope(ledger))
-    declare_plan(StepPlan(spec, num_train, lam, delta))
     # The calibrated plan, before anything private is computed: a budget keeper installed
     # by the caller (tasks.budget) reserves it against the dataset's budget, or refuses.
     release_gate.before_release(ledger, {"method": method, "epsilon": eps, "delta": delta})
+    declare_plan(StepPlan(spec, num_train, lam, delta))
     return ledger, lam, report
 
 
