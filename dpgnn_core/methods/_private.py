@@ -1,11 +1,14 @@
 """What every private method shares: calibrating its plan to the target (ε, δ) with the
-report that goes with it, and saving its model."""
+report that goes with it, declaring that plan so the registry computes the run's ε curve
+(:class:`StepPlan`, :class:`EpsilonCurve`), and saving its model."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +33,8 @@ from dpgnn_core.serialize import torch_save
 M = TypeVar("M", bound=torch.nn.Module)
 
 #: What a fit calls after every step: (step, record); the record is the step's history
-#: entry, a private fit adds ``epsilon`` and ``total_steps`` (see :func:`with_epsilon`).
+#: entry, to which the registry adds ``epsilon`` and ``total_steps`` in a private fit
+#: (:class:`EpsilonCurve`; a staged method's stages with :func:`with_epsilon`).
 OnStep = Callable[[int, dict[str, float]], None]
 #: The generic progress callback of long stages (subgraph sampling, PMA hops): (stage name,
 #: done, total). Callers that only pass ``on_step`` (the registry) can attach it to their
@@ -40,7 +44,9 @@ StageProgress = Callable[[str, int, int], None]
 
 @dataclass
 class PrivateResult(Generic[M]):
-    """A trained model with its ledger, privacy report and per-step history."""
+    """A trained model with its ledger, its privacy report's entries (a dict: the
+    registry's ``Method.fit`` adds the ε curve and freezes it into a
+    :class:`~dpgnn_core.privacy.report.PrivacyReport`) and its per-step history."""
 
     model: M
     ledger: Ledger
@@ -111,37 +117,118 @@ def stage_progress(on_step: OnStep | None,
     return found if callable(found) else None
 
 
-def epsilon_plan(spec: Any, num_train: int,
-                 ledger_for: Callable[[Any, int], Callable[[float], Ledger]],
-                 report: dict[str, Any]) -> list[tuple[int, float]]:
-    """ε spent after step t of the calibrated plan (the noise and the steps are fixed): every
-    step with RDP, 20 points with PLD (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`).
-    The one author of a run's ε curve: the methods that train by steps call it before
-    training (for ``on_step``), and the registry calls it after ``fit`` for the methods that
-    did not. Stored in the report as ``epsilon_by_step``; empty for a non-private run.
+#: (spec, N) ↦ (noise multiplier ↦ the ledger of the spec's steps): a method's plan.
+LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """A private fit's calibrated plan, what its ε curve is computed from: the fit declares
+    it when it calibrates (:func:`calibrated_plan` does), and the registry's
+    :meth:`~dpgnn_core.methods.registry.Method.fit` computes the curve from it with the
+    method's registered ``ledger_for``, once.
+
+    Attributes:
+        spec: the spec the fit calibrated, as it trains it (``steps``, the batch size and
+            any option the method resolved for the data set; ``accountant``).
+        num_train (int): the number of training records N.
+        noise_multiplier (float): the calibrated noise multiplier.
+        delta (float): δ.
+    """
+
+    spec: Any
+    num_train: int
+    noise_multiplier: float
+    delta: float
+
+    def curve(self, ledger_for: LedgerFor) -> list[tuple[int, float]]:
+        """ε spent after step t of the plan: every step with RDP, 20 points with PLD
+        (:func:`~dpgnn_core.privacy.calibrate.epsilon_curve`); the last is the plan's ε."""
+        from dpgnn_core.privacy.calibrate import epsilon_curve
+
+        def ledger_after(t: int) -> Ledger:
+            return ledger_for(self.spec.model_copy(update={"steps": t}), self.num_train)(
+                self.noise_multiplier)
+
+        return epsilon_curve(ledger_after, int(self.spec.steps), self.delta,
+                             make_accountant(self.spec.accountant))
+
+
+class EpsilonCurve:
+    """The ε curve of one fit, kept by :meth:`~dpgnn_core.methods.registry.Method.fit`
+    (:func:`follow_epsilon` installs it): it receives the :class:`StepPlan` the fit
+    declares when it calibrates, and its :attr:`on_step` gives the caller's ``on_step``
+    every later record with ``epsilon`` (ε spent so far, an upper bound:
+    :func:`epsilon_per_step`) and ``total_steps``. A record that already holds
+    ``epsilon`` (a staged method's own hook, :func:`with_epsilon`) passes unchanged.
 
     Args:
-        spec: the run's spec (its ``steps`` and ``accountant`` unless the report has them).
-        num_train (int): the number of training records.
-        ledger_for: (spec, N) ↦ (noise multiplier ↦ the ledger of the spec's steps).
-        report (dict): the calibrated report (``noise_multiplier``, ``delta``, and
-            ``steps`` / ``accountant`` when set); updated in place.
+        on_step (callable, optional): the caller's ``on_step``.
+        ledger_for (callable): the method's plan, (spec, N) ↦ (z ↦ ledger).
+
+    Attributes:
+        on_step (callable, optional): what the fit is given as its ``on_step`` (None when
+            the caller passed none); the caller's ``progress`` attribute is kept.
+        plan (StepPlan, optional): the declared plan (None: none declared yet).
     """
-    if not report.get("private"):
-        return []
-    from dpgnn_core.privacy.calibrate import epsilon_curve
 
-    lam = float(report["noise_multiplier"])
+    def __init__(self, on_step: OnStep | None, ledger_for: LedgerFor) -> None:
+        self.plan: StepPlan | None = None
+        self._inner = on_step
+        self._ledger_for = ledger_for
+        self._points: list[tuple[int, float]] = []
+        self._per_step: list[float] = []
+        self.on_step: OnStep | None = None
+        if on_step is not None:
+            def call(step: int, rec: dict[str, float]) -> None:
+                self._call(step, rec)
 
-    def ledger_after(t: int) -> Ledger:
-        return ledger_for(spec.model_copy(update={"steps": t}), num_train)(lam)
+            progress = getattr(on_step, "progress", None)
+            if callable(progress):
+                call.progress = progress  # type: ignore[attr-defined]
+            self.on_step = call
 
-    steps = int(report.get("steps") or spec.steps)
-    accountant = report.get("accountant") or spec.accountant
-    curve = epsilon_curve(ledger_after, steps, float(report["delta"]),
-                          make_accountant(accountant))
-    report["epsilon_by_step"] = curve
-    return curve
+    def declare(self, plan: StepPlan) -> None:
+        """The fit's calibrated plan (the last declared counts): its curve is computed
+        here, before the fit's first step, as the fit calibrates."""
+        self.plan = plan
+        self._points = plan.curve(self._ledger_for)
+        self._per_step = epsilon_per_step(self._points, int(plan.spec.steps))
+
+    def points(self) -> list[tuple[int, float]]:
+        """The declared plan's ε curve (empty without a plan)."""
+        return list(self._points)
+
+    def _call(self, step: int, rec: dict[str, float]) -> None:
+        assert self._inner is not None
+        if "epsilon" not in rec:
+            rec = _with_step_epsilon(rec, step, self._per_step)
+        self._inner(step, rec)
+
+
+_CURVE: ContextVar[EpsilonCurve | None] = ContextVar("dpgnn_epsilon_curve", default=None)
+
+
+@contextmanager
+def follow_epsilon(on_step: OnStep | None, ledger_for: LedgerFor) -> Iterator[EpsilonCurve]:
+    """Keep the ε curve of the fit run inside the block (what
+    :meth:`~dpgnn_core.methods.registry.Method.fit` does around every method's fit). A
+    context variable, as :mod:`dpgnn_core.privacy.gate`'s: threads and nested fits each
+    see their own."""
+    curve = EpsilonCurve(on_step, ledger_for)
+    token = _CURVE.set(curve)
+    try:
+        yield curve
+    finally:
+        _CURVE.reset(token)
+
+
+def declare_plan(plan: StepPlan) -> None:
+    """Give the fit's calibrated plan to the curve kept for it (nothing outside
+    :func:`follow_epsilon`: a method's function called directly returns no curve)."""
+    curve = _CURVE.get()
+    if curve is not None:
+        curve.declare(plan)
 
 
 def epsilon_per_step(curve: Sequence[tuple[int, float]], total: int) -> list[float]:
@@ -170,17 +257,25 @@ def with_epsilon(on_step: OnStep | None, epsilons: Sequence[float]) -> OnStep | 
     ``progress`` attribute of ``on_step`` is kept."""
     if on_step is None or not epsilons:
         return on_step
-    total = len(epsilons)
     inner = on_step
 
     def call(step: int, rec: dict[str, float]) -> None:
-        eps = epsilons[min(max(step, 1), total) - 1]
-        inner(step, {**rec, "epsilon": eps, "total_steps": total})
+        inner(step, _with_step_epsilon(rec, step, epsilons))
 
     progress = getattr(on_step, "progress", None)
     if callable(progress):
         call.progress = progress  # type: ignore[attr-defined]
     return call
+
+
+def _with_step_epsilon(rec: dict[str, float], step: int, epsilons: Sequence[float]
+                       ) -> dict[str, float]:
+    """A copy of ``rec`` with ``epsilon`` (``epsilons[step - 1]``, clamped to the list)
+    and ``total_steps``; ``rec`` itself unchanged when ``epsilons`` is empty."""
+    if not epsilons:
+        return rec
+    total = len(epsilons)
+    return {**rec, "epsilon": epsilons[min(max(step, 1), total) - 1], "total_steps": total}
 
 
 def record_epsilon(history: list[dict[str, float]], curve: Sequence[tuple[int, float]]
@@ -247,6 +342,12 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     by default). Without ``spec.epsilon`` the run is non-private: an empty ledger, noise 0
     and ε = inf in the report, which says so.
 
+    A private plan is declared as the fit's :class:`StepPlan` (:func:`declare_plan`):
+    ``spec`` is the one the fit trains (``plan`` must be the method's ``ledger_for(spec,
+    num_train)``), so the registry's ``Method.fit`` gives every ``on_step`` record ε
+    spent so far, and adds the ε curve to the report (``epsilon_by_step``) and to the
+    history (``epsilon_spent``).
+
     Returns:
         (Ledger, float, dict): the ledger of the whole plan, the noise multiplier, and the
         privacy report.
@@ -278,6 +379,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
     # The calibrated plan, before anything private is computed: a budget keeper installed
     # by the caller (tasks.budget) reserves it against the dataset's budget, or refuses.
     release_gate.before_release(ledger, {"method": method, "epsilon": eps, "delta": delta})
+    declare_plan(StepPlan(spec, num_train, lam, delta))
     return ledger, lam, report
 
 

@@ -17,11 +17,7 @@ from dpgnn_core.methods._private import (
     OnStep,
     PrivateResult,
     calibrated_plan,
-    epsilon_per_step,
-    epsilon_plan,
-    record_epsilon,
     save_model,
-    with_epsilon,
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN, sparse_logits
 from dpgnn_core.privacy import Ledger
@@ -62,7 +58,6 @@ def train_on_subgraphs(
     plan: Callable[[float], Ledger], unit_sensitivity: float, protects: str,
     subgraphs_at: Callable[[int], Subgraphs], all_nodes: bool,
     on_step: OnStep | None = None,
-    ledger_for: Callable[[Any, int], Callable[[float], Ledger]] | None = None,
 ) -> SubgraphResult:
     """Calibrate, then train ``spec``'s model on fixed-size batches of subgraphs.
 
@@ -76,15 +71,10 @@ def train_on_subgraphs(
             its root's loss (DP-GNN).
         randomness: the source of the batches and the noise (secret unless the spec asks
             for insecure reproducible noise).
-        ledger_for: (spec, N) ↦ ``plan`` for the spec's steps: with it, ε spent is
-            computed before training (the report's ``epsilon_by_step``, the history's
-            ``epsilon_spent``) and every ``on_step`` record carries ``epsilon``.
     """
     ledger, lam, report = calibrated_plan(spec, n_train, plan, method=method,
                                           protects=protects)
-    private = report["private"]
-    curve = epsilon_plan(spec, n_train, ledger_for, report) if ledger_for else []
-    on_step = with_epsilon(on_step, epsilon_per_step(curve, spec.steps))
+    private = spec.epsilon is not None
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
     report["inference"] = (
         "inductive: predictions on the validation / test graphs, which share no edge with "
@@ -173,7 +163,6 @@ def train_on_subgraphs(
                               clipping=clipping, generator=noise_gen, on_step=on_step,
                               select=select, select_every=spec.select_every,
                               log_raw_loss=spec.log_raw_loss)
-    record_epsilon(history, curve)
     report["unaccounted"] = list(ledger.unaccounted)
     return SubgraphResult(model=model.eval(), ledger=ledger, report=report, history=history)
 

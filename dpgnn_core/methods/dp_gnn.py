@@ -139,8 +139,7 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=ledger_for(spec, n_train),
         randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.degree_bound, spec.layers),
-        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step,
-        ledger_for=ledger_for)
+        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
     result.report["occurrence_bound"] = sg.occurrence_bound
     result.report["marked_subgraphs"] = marked_subgraphs(spec)
     result.report["max_degree"] = spec.degree_bound

@@ -16,13 +16,9 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     check_node_task,
-    epsilon_per_step,
-    epsilon_plan,
     poisson_plan,
-    record_epsilon,
     resolve_steps,
     save_model,
-    with_epsilon,
 )
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
@@ -54,11 +50,9 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
         spec, n_train, ledger_for(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
         "label)")
-    private = report["private"]
+    private = spec.epsilon is not None
     if private:
         report["noise_std"] = z * spec.clip
-    curve = epsilon_plan(spec, n_train, ledger_for, report)  # before training: for on_step
-    on_step = with_epsilon(on_step, epsilon_per_step(curve, spec.steps))
     device = resolve_device(spec.device)
     randomness = Randomness.for_spec(spec)
     report.update(randomness.describe())
@@ -87,7 +81,6 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
                               generator=noise_gen, on_step=on_step,
                               log_raw_loss=spec.log_raw_loss)
-    record_epsilon(history, curve)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

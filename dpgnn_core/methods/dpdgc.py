@@ -65,6 +65,7 @@ from dpgnn_core.methods._private import (
     check_node_task,
     check_weak_budget,
     guarantee_scope,
+    record_epsilon,
     save_model,
     with_epsilon,
 )
@@ -470,8 +471,7 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         history.append({"step": i + 1, **({name: rec["train_loss"],
                                            "train_loss": rec["train_loss"]}
                                           if "train_loss" in rec else {})})
-    for t, eps in report.get("epsilon_by_step", []):
-        history[t - 1]["epsilon_spent"] = eps
+    record_epsilon(history, report.get("epsilon_by_step", []))
     return clf, h.cpu(), ledger, report, history
 
 

@@ -105,7 +105,7 @@ def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
         protects="model parameters against replacing one training node's features and label "
         "(replace-one, Ayle et al.'s relation); the graph structure is public: the walks and "
         "the number of subgraphs are functions of the edges, which are not protected",
-        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step, ledger_for=ledger_for)
+        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step)
     return result
 
 

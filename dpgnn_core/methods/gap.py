@@ -67,6 +67,7 @@ from dpgnn_core.methods._private import (
     check_node_task,
     check_weak_budget,
     guarantee_scope,
+    record_epsilon,
     save_model,
     with_epsilon,
 )
@@ -340,9 +341,8 @@ def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: L
         rec: dict[str, Any] = {"step": i + 1}
         if "train_loss" in h:  # private stages record none unless log_raw_loss
             rec.update({name: h["train_loss"], "train_loss": h["train_loss"]})
-        if eps:
-            rec["epsilon_spent"] = eps[i]
         history.append(rec)
+    record_epsilon(history, report.get("epsilon_by_step", []))
     return report, history
 
 

@@ -24,13 +24,9 @@ from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
 from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
-    epsilon_per_step,
-    epsilon_plan,
     poisson_plan,
-    record_epsilon,
     resolve_steps,
     save_model,
-    with_epsilon,
 )
 from dpgnn_core.models.graph_gnn import GraphGNN
 from dpgnn_core.privacy import Ledger
@@ -152,12 +148,9 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
         spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "
         "features and label)")
-    report["method"] = (f"dp-graph-{spec.conv}" if report["private"]
-                        else f"graph-{spec.conv}")
+    private = spec.epsilon is not None
+    report["method"] = f"dp-graph-{spec.conv}" if private else f"graph-{spec.conv}"
     report["num_train"] = n_train
-    private = report["private"]
-    curve = epsilon_plan(spec, n_train, ledger_for, report)  # before training: for on_step
-    on_step = with_epsilon(on_step, epsilon_per_step(curve, spec.steps))
     records = graph_records(data)
     device = resolve_device(spec.device)
     randomness = Randomness.for_spec(spec)
@@ -201,7 +194,6 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
                               generator=noise_gen, on_step=log,
                               log_raw_loss=spec.log_raw_loss)
-    record_epsilon(history, curve)
     return GraphClsResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 

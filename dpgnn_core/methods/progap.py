@@ -60,6 +60,7 @@ from dpgnn_core.methods._private import (
     check_node_task,
     check_weak_budget,
     guarantee_scope,
+    record_epsilon,
     save_model,
     with_epsilon,
 )
@@ -434,13 +435,12 @@ def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger
             rec: dict[str, Any] = {"step": len(history) + 1, "stage": k}
             if "train_loss" in h:  # private stages record none unless log_raw_loss
                 rec.update({f"stage{k}_loss": h["train_loss"], "train_loss": h["train_loss"]})
-            if eps:
-                rec["epsilon_spent"] = eps[k]
             history.append(rec)
     if eps:
         ends = np.cumsum([len(h) for h in histories])
         report["epsilon_by_step"] = [(t + 1, eps[int(np.searchsorted(ends, t + 1))])
                                      for t in range(len(history))]
+        record_epsilon(history, report["epsilon_by_step"])
     return report, history
 
 

@@ -38,10 +38,10 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.methods import preflight
-from dpgnn_core.methods._private import epsilon_plan
+from dpgnn_core.methods._private import EpsilonCurve, follow_epsilon, record_epsilon
 from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.catalog import modules as catalog_modules
-from dpgnn_core.privacy import Ledger
+from dpgnn_core.privacy import Ledger, PrivacyError
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import Spec
 
@@ -199,23 +199,48 @@ class Method:
         return preflight.check(spec, manifest)
 
     def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
-        """Train ``spec`` on ``data``. The result's report is a frozen
-        :class:`~dpgnn_core.privacy.report.PrivacyReport` with the ε-by-step curve, and a
-        private run's history has ``epsilon_spent`` at the steps of that curve."""
+        """Train ``spec`` on ``data``.
+
+        The method's fit runs inside :func:`~dpgnn_core.methods._private.follow_epsilon`:
+        the plan it calibrates (:func:`~dpgnn_core.methods._private.calibrated_plan`)
+        is declared there, and from then on every ``on_step`` record carries ``epsilon``,
+        ε spent so far (an upper bound, from the registered ``ledger_for`` of the
+        calibrated spec), and ``total_steps``. A staged method (GAP,
+        ProGAP, DPDGC) instead gives its stages' records their ε itself
+        (:func:`~dpgnn_core.methods._private.with_epsilon`) and its curve in its report.
+        The result's report is a frozen :class:`~dpgnn_core.privacy.report.PrivacyReport`
+        with the ε-by-step curve, and a private run's history has ``epsilon_spent`` at the
+        steps of that curve.
+
+        Raises:
+            PrivacyError: a private fit declared no plan and gave no curve.
+        """
         self._check_spec(spec)
-        fitted = self._fit(data, spec, on_step)
+        with follow_epsilon(on_step, self._ledger_for) as curve:
+            fitted = self._fit(data, spec, curve.on_step)
+        self._finish(fitted, spec, curve)
+        return fitted
+
+    def _finish(self, fitted: Fitted, spec: Any, curve: EpsilonCurve) -> None:
+        """The report and history of ``fitted``, finished: the ε curve (the method's own,
+        or its declared plan's) in both, the raw-loss note, the ledger; the report
+        frozen."""
         report = dict(fitted.report)
         history = [dict(r) for r in fitted.history]
-        if report.get("private") and "epsilon_by_step" not in report:
-            n_train = int(report.get("num_train") or data.mask("train").sum())
-            for t, eps in epsilon_plan(spec, n_train, self.ledger_for, report):
-                history[t - 1]["epsilon_spent"] = eps
+        if report.get("private"):
+            points = report.get("epsilon_by_step") or curve.points()
+            if not points:
+                raise PrivacyError(f"{self.name}'s fit declared no calibrated plan and gave "
+                                   "no epsilon curve: calibrate with _private."
+                                   "calibrated_plan, or put the curve in the report's "
+                                   "epsilon_by_step")
+            report["epsilon_by_step"] = points
+            record_epsilon(history, points)
         report, fitted.ledger = with_loss_note(report, fitted.ledger,
                                                bool(getattr(spec, "log_raw_loss", False)))
         report["ledger"] = fitted.ledger
         fitted.report = PrivacyReport.from_dict(report)
         fitted.history = history
-        return fitted
 
     def ledger_for(self, spec: Any, n_train: int) -> Callable[[float], Ledger]:
         """The plan: noise multiplier -> the ledger of the whole run (empty ledgers for

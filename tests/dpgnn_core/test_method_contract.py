@@ -8,6 +8,7 @@ registry maps the spec back to the method.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ import torch
 
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
-from dpgnn_core.methods.registry import METHODS, UnknownMethodError, get, method_for
-from dpgnn_core.privacy import PrivacyReport, make_accountant
+from dpgnn_core.methods import dp_mlp, registry
+from dpgnn_core.methods._private import StepPlan, declare_plan, follow_epsilon
+from dpgnn_core.methods.registry import METHODS, Fitted, UnknownMethodError, get, method_for
+from dpgnn_core.privacy import Ledger, PrivacyError, PrivacyReport, make_accountant
 from dpgnn_core.privacy.report import TRAINING_LOSS_NOTE
 
 NODES = csbm(num_nodes=300, avg_degree=5, feature_dim=8, seed=5)
@@ -92,6 +95,11 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         assert fitted.report.ledger == fitted.ledger
         assert fitted.report.epsilon_by_step[-1][1] == pytest.approx(fitted.report.epsilon)
         assert fitted.history[-1]["epsilon_spent"] == pytest.approx(fitted.report.epsilon)
+        # Every step's record reached on_step with ε spent so far (the registry's, or a
+        # staged method's own per stage), never above the run's, the last at it.
+        assert shown and all("epsilon" in r for r in shown)
+        assert max(r["epsilon"] for r in shown) <= fitted.report.epsilon * (1 + 1e-9)
+        assert shown[-1]["epsilon"] == pytest.approx(fitted.report.epsilon)
         # No raw loss on the private batch leaves a private run by default (history,
         # on_step records): a DP-SGD phase's loss is not recorded at all. Only GAP-EDP's
         # and ProGAP-EDP's modules, trained without noise on the noisy aggregations and on
@@ -177,6 +185,51 @@ def test_raw_loss_only_behind_the_flag_and_marked(name: str) -> None:
     assert list(fitted.report.unaccounted) == list(fitted.ledger.unaccounted)
     assert fitted.report.to_dict()["unaccounted_release"] == [TRAINING_LOSS_NOTE]
     assert "log_raw_loss" in spec.model_dump() and "log_raw_loss" not in _spec(name).model_dump()
+
+
+def test_a_private_fit_that_declares_no_plan_is_refused(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A method whose private fit neither calibrates with a declared plan nor gives its
+    curve cannot return a report without an ε curve: the registry refuses it."""
+    m = get("dp-mlp")
+
+    def fit(data: Any, spec: Any, on_step: Any) -> Fitted:
+        return Fitted(torch.nn.Linear(1, 1), Ledger(), {"method": "x", "private": True,
+                                                        "epsilon": 1.0}, [{"step": 1}])
+
+    bare = dataclasses.replace(m, _fit=fit)
+    monkeypatch.setitem(registry._REGISTRY, "dp-mlp", bare)
+    with pytest.raises(PrivacyError, match="declared no calibrated plan"):
+        bare.fit(NODES, m.spec(epsilon=1.0, steps=1))
+
+
+def test_the_declared_plan_gives_on_step_its_epsilon() -> None:
+    """What Method.fit wraps a fit in: the plan declared inside gives every later record ε
+    and ``total_steps`` (a record with its own ε passes unchanged), the ``progress``
+    attribute is kept; outside, a declaration does nothing."""
+    spec = get("dp-mlp").spec(epsilon=1.0, steps=4, batch_size=10, accountant="rdp")
+    plan = StepPlan(spec, 100, 1.5, 1e-3)
+    declare_plan(plan)  # no fit is followed: nothing to declare to
+    seen: list[dict[str, float]] = []
+
+    def on_step(step: int, rec: dict[str, float]) -> None:
+        seen.append(rec)
+
+    on_step.progress = print  # type: ignore[attr-defined]
+    with follow_epsilon(on_step, dp_mlp.ledger_for) as curve:
+        assert curve.on_step is not None and curve.on_step.progress is print  # type: ignore[attr-defined]
+        curve.on_step(1, {"step": 1})  # before calibration: no ε yet
+        declare_plan(plan)
+        curve.on_step(2, {"step": 2})
+        curve.on_step(3, {"step": 3, "epsilon": 9.0})
+    eps = dict(curve.points())  # RDP: every step, from the plan's ledger after t steps
+    acc = make_accountant("rdp")
+    assert sorted(eps) == [1, 2, 3, 4] and eps[2] == pytest.approx(acc.epsilon(
+        dp_mlp.ledger_for(spec.model_copy(update={"steps": 2}), 100)(1.5), 1e-3))
+    assert seen == [{"step": 1}, {"step": 2, "epsilon": eps[2], "total_steps": 4},
+                    {"step": 3, "epsilon": 9.0}]
+    with follow_epsilon(None, dp_mlp.ledger_for) as quiet:
+        assert quiet.on_step is None and quiet.points() == []
 
 
 @pytest.mark.slow
