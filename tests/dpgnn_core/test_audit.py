@@ -68,6 +68,8 @@ def test_non_private_control_has_power(data, name, opts):
     ("gap-ndp", {"epsilon": 4.0, "steps": 50, "max_degree": 12}),  # star canaries
     ("progap-edp", {"epsilon": 1.0}),
     ("progap-ndp", {"epsilon": 4.0, "max_degree": 12}),  # star canaries
+    ("dpdgc-fdp", {"epsilon": 1.0, "steps": 20}),  # label messages: node canaries
+    ("dpdgc-kndp", {"epsilon": 1.0, "steps": 20}),  # label messages, k = 1: edge canaries
 ])
 def test_private_run_stays_below_reported_epsilon(data, name, opts):
     res = _audit(name, data, **opts)
