@@ -84,9 +84,7 @@ def _trained(home: Path) -> dict[str, int]:
 def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
         dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """dp-mlp 2 lr × 2 ε plus an mlp reference (5 points) on a LocalCluster of 2 workers;
-    then the same sweep again, on one worker (a worker's start-up is most of what a cached
-    point costs; the cache keys do not depend on the cluster): every point cached,
-    nothing trained."""
+    then the same sweep again: every point cached, nothing trained."""
     from mlflow.tracking import MlflowClient
 
     spec = _spec_file(tmp_path / "sweep.toml", "local2", dataset, steps=8,
@@ -131,7 +129,6 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
     # the same sweep again: every point from the cache, no training
     trained = _trained(home)
     assert len(trained) == 5
-    args[args.index("--workers") + 1] = "1"
     for _attempt in range(2):
         r = _dpgnn(args, env)
         assert r.returncode == 0, r.stderr[-3000:]
