@@ -1,7 +1,8 @@
 """`dpgnn sweep` on a real Dask cluster: results, nested MLflow runs, the cache across
 reruns, an unreachable cluster refused up front, and a worker killed mid-sweep.
 
-Every sweep runs as a `dpgnn` subprocess, as a user's command would. The points are tiny
+Every sweep runs as a `dpgnn` subprocess, as a user's command would (a refusal before
+any point, in this process). The points are tiny
 (a 300-node cSBM, a few DP-MLP steps): on a loaded 2-core machine the cost is process
 start-up, Prefect and the DP calibration, not training.
 """
@@ -156,15 +157,21 @@ def _closed_port() -> int:
 
 def test_unreachable_cluster_is_refused_before_any_point(dataset: Path, tmp_path: Path
                                                          ) -> None:
+    """In this process (the refusal comes before Prefect or Dask start, so a subprocess
+    would only add its imports): one ``error:`` line, exit 2, nothing written."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
     spec = _spec_file(tmp_path / "sweep.toml", "noclu", dataset, steps=5, lrs=[1e-2],
                       epsilons=[4.0])
     home = tmp_path / "home"
     address = f"tcp://127.0.0.1:{_closed_port()}"
     t = time.perf_counter()
-    r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address],
-               _env(), timeout=120)
+    r = CliRunner().invoke(app, ["--home", str(home), "sweep", str(spec),
+                                 "--dask-address", address])
     wall = time.perf_counter() - t
-    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.exit_code == 2, r.output[-2000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     assert address in lines[0] and "does not answer" in lines[0]
@@ -383,13 +390,13 @@ def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
     ~2.4x slower there (benchmarks/RESULTS.md); the sweep's LocalCluster workers must not
     have it, also when a nanny started earlier in this process (with distributed's
     defaults) left it in this process's environment."""
-    from flows.sweep import NANNY_DEFAULT_TRIM, _malloc_trim_threshold, task_runner
+    from flows.sweep import NANNY_DEFAULT_TRIM, task_runner
 
     if earlier_nanny:
         monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", NANNY_DEFAULT_TRIM)
     else:
         monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     runner = task_runner(workers=1)
-    with runner:
-        found = runner.client.run(_malloc_trim_threshold)
+    with runner:  # os.getenv, not flows.sweep's probe: that would import torch on the worker
+        found = runner.client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_")
     assert list(found.values()) == [None], found
