@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy.special import log_ndtr, ndtr
@@ -126,10 +127,28 @@ def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occ
     w[0] = 1.0 - big_a[0]
     # Rounding leaves entries of order 1e-16 / d below zero; they carry no mass.
     w = np.maximum(w, 0.0)
+    return _pld_from_grid(w, lo, w_inf, d)
+
+
+def _pld_from_grid(w: npt.NDArray[np.float64], lo: int, w_inf: float, d: float) -> PLD:
+    """The symmetric pessimistic PLD with mass ``w[i]`` on loss ``(lo + i) * d`` (zero and
+    negative entries carry none): what ``create_from_rounded_probability`` makes of the dict
+    ``{lo + i: w[i]}`` of the positive entries, built from the array directly. The dict
+    round trip (a Python dict of every grid point, then a Python list back) was a third of
+    a DP-GNN step's PLD; a sparse PMF, or a library without these classes, takes it."""
     nz = np.flatnonzero(w > 0)
-    rounded = {lo + int(i): float(w[i]) for i in nz}
-    return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-        rounded, w_inf, d, pessimistic_estimate=True)
+    dense = getattr(pld_pmf, "DensePLDPmf", None)
+    limit = getattr(pld_pmf, "_MAX_PMF_SPARSE_SIZE", None)
+    if dense is None or limit is None or len(nz) <= limit:
+        rounded = {lo + int(i): float(w[i]) for i in nz}
+        return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+            rounded, w_inf, d, pessimistic_estimate=True)
+    # dictionary_to_list: from the smallest key to the largest, 0 where a key is missing
+    first, last = int(nz[0]), int(nz[-1])
+    part = w[first:last + 1]
+    probs = np.where(part > 0, part, 0.0).astype(np.float64)
+    pmf = dense(d, lo + first, probs, w_inf, True)
+    return pld_lib.PrivacyLossDistribution(pmf)
 
 
 class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):  # type: ignore[misc]
