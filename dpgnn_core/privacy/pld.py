@@ -250,22 +250,48 @@ def _composed_pld(kind: str, params: tuple[Any, ...], count: int, d: float) -> P
     return base.self_compose(count) if count > 1 else base
 
 
-def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
-    """The composed PLD of one event (cached by its numbers)."""
-    d = float(value_discretization_interval)
+EventKey = tuple[str, tuple[Any, ...], int]
+
+
+def event_key(event: PrivacyEvent) -> EventKey:
+    """The numbers that define an event's PLD: (kind, step parameters, steps)."""
     if isinstance(event, GaussianEvent):
-        return _composed_pld("gaussian", (float(event.noise_multiplier),), int(event.count), d)
+        return "gaussian", (float(event.noise_multiplier),), int(event.count)
     if isinstance(event, PoissonGaussianEvent):
-        return _composed_pld("poisson_gaussian", (float(event.noise_multiplier),
-                                                  float(event.sampling_rate)),
-                             int(event.steps), d)
+        return ("poisson_gaussian", (float(event.noise_multiplier), float(event.sampling_rate)),
+                int(event.steps))
     if isinstance(event, DpgnnEvent):
-        return _composed_pld("dpgnn", (float(event.noise_multiplier), int(event.num_train),
-                                       int(event.batch_size), int(event.occurrences),
-                                       int(event.marked_subgraphs)), int(event.steps), d)
+        return ("dpgnn", (float(event.noise_multiplier), int(event.num_train),
+                          int(event.batch_size), int(event.occurrences),
+                          int(event.marked_subgraphs)), int(event.steps))
     raise PrivacyError(f"the PLD accountant does not analyse {event.kind} events "
                        "(dp-accounting has no PLD for sampling without replacement); "
                        "use the RDP accountant")
+
+
+def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
+    """The composed PLD of one event (cached by its numbers)."""
+    return _composed_pld(*event_key(event), float(value_discretization_interval))
+
+
+def composed_pld(keys: tuple[EventKey, ...], value_discretization_interval: float) -> PLD:
+    """The PLD of events (by :func:`event_key`) composed in order."""
+    out = None
+    for key in keys:
+        p = _composed_pld(*key, float(value_discretization_interval))
+        out = p if out is None else out.compose(p)
+    return out
+
+
+# ε is cached by the events' numbers too (a float each): the PLD cache holds 8 composed
+# events, fewer than a calibration's evaluations, so a run that calibrates the same plan
+# again (a resumed run, a twin, a test) recomputed every PLD. The answer is a pure function
+# of the numbers, so a cached ε is the one the computation gives.
+@functools.lru_cache(maxsize=4096)
+def epsilon_for_events(keys: tuple[EventKey, ...], value_discretization_interval: float,
+                       delta: float) -> float:
+    """ε for ``delta`` of the events (by :func:`event_key`) composed in order."""
+    return epsilon_for_delta(composed_pld(keys, value_discretization_interval), delta)
 
 
 # --- ε for δ, vectorised -------------------------------------------------------------------
