@@ -103,3 +103,34 @@ def test_grid_pld_equals_the_rounded_dict_route(size: int) -> None:
     for delta in (1e-9, 1e-4, 0.1):
         assert epsilon_for_delta(fast.self_compose(3), delta) == epsilon_for_delta(
             slow.self_compose(3), delta)
+
+
+def test_accountant_epsilon_is_the_composed_plds_also_when_cached() -> None:
+    """The PLD accountant's ε (cached by the events' numbers) is ε of the composed PLD, in
+    the ledger's order, on the first and on a repeated call; a ledger it cannot analyse is
+    refused every time (a refusal is not cached as an answer)."""
+    from dpgnn_core.privacy.accountants import PldAccountant
+    from dpgnn_core.privacy.events import (
+        GaussianEvent,
+        Ledger,
+        PoissonGaussianEvent,
+        PrivacyError,
+        UniformGaussianEvent,
+    )
+
+    acc = PldAccountant(1e-3)
+    ledger = Ledger().add(PoissonGaussianEvent(noise_multiplier=0.9, sampling_rate=0.05,
+                                               steps=30), sampler_scheme="poisson").add(
+        GaussianEvent(noise_multiplier=3.0, count=2))
+    direct = [epsilon_for_delta(acc.pld(ledger), d) for d in (1e-6, 1e-3)]
+    assert direct[0] > direct[1] > 0
+    for _ in range(2):
+        assert [acc.epsilon(ledger, d) for d in (1e-6, 1e-3)] == direct
+    assert acc.epsilon(Ledger().add(GaussianEvent(noise_multiplier=3.0, count=2)), 1e-6) \
+        < direct[0]  # another ledger, another answer
+    wor = Ledger().add(UniformGaussianEvent(noise_multiplier=1.0, sampling_rate=0.05,
+                                            steps=3),
+                       sampler_scheme="fixed_size_without_replacement")
+    for _ in range(2):
+        with pytest.raises(PrivacyError, match="does not analyse"):
+            acc.epsilon(wor, 1e-6)
