@@ -139,22 +139,21 @@ class PldAccountant(Accountant):
         return PldAccountant(d) if d <= 1e-2 else None
 
     def pld(self, ledger: Ledger) -> Any:
-        from dpgnn_core.privacy.pld import pld_for_event
+        from dpgnn_core.privacy.pld import composed_pld, event_key
 
         self.validate(ledger)
-        out = None
-        for event in ledger.events:
-            p = pld_for_event(event, self.value_discretization_interval)
-            out = p if out is None else out.compose(p)
-        return out
+        return composed_pld(tuple(event_key(e) for e in ledger.events),
+                            self.value_discretization_interval)
 
     def epsilon(self, ledger: Ledger, delta: float) -> float:
         check_delta(delta)
         if not ledger.entries:
             return 0.0
-        from dpgnn_core.privacy.pld import epsilon_for_delta
+        from dpgnn_core.privacy.pld import epsilon_for_events, event_key
 
-        return epsilon_for_delta(self.pld(ledger), delta)
+        self.validate(ledger)
+        return epsilon_for_events(tuple(event_key(e) for e in ledger.events),
+                                  float(self.value_discretization_interval), float(delta))
 
     def delta(self, ledger: Ledger, epsilon: float) -> float:
         check_epsilon(epsilon)

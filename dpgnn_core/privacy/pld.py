@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from dp_accounting.pld import common as pld_common
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy.special import log_ndtr, ndtr
@@ -180,10 +181,28 @@ def pld_dpgnn_step(noise_multiplier: float, num_train: int, batch_size: int, occ
     w[0] = 1.0 - big_a[0]
     # Rounding leaves entries of order 1e-16 / d below zero; they carry no mass.
     w = np.maximum(w, 0.0)
+    return _pld_from_grid(w, lo, w_inf, d)
+
+
+def _pld_from_grid(w: npt.NDArray[np.float64], lo: int, w_inf: float, d: float) -> PLD:
+    """The symmetric pessimistic PLD with mass ``w[i]`` on loss ``(lo + i) * d`` (zero and
+    negative entries carry none): what ``create_from_rounded_probability`` makes of the dict
+    ``{lo + i: w[i]}`` of the positive entries, built from the array directly. The dict
+    round trip (a Python dict of every grid point, then a Python list back) was a third of
+    a DP-GNN step's PLD; a sparse PMF, or a library without these classes, takes it."""
     nz = np.flatnonzero(w > 0)
-    rounded = {lo + int(i): float(w[i]) for i in nz}
-    return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-        rounded, w_inf, d, pessimistic_estimate=True)
+    dense = getattr(pld_pmf, "DensePLDPmf", None)
+    limit = getattr(pld_pmf, "_MAX_PMF_SPARSE_SIZE", None)
+    if dense is None or limit is None or len(nz) <= limit:
+        rounded = {lo + int(i): float(w[i]) for i in nz}
+        return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+            rounded, w_inf, d, pessimistic_estimate=True)
+    # dictionary_to_list: from the smallest key to the largest, 0 where a key is missing
+    first, last = int(nz[0]), int(nz[-1])
+    part = w[first:last + 1]
+    probs = np.where(part > 0, part, 0.0).astype(np.float64)
+    pmf = dense(d, lo + first, probs, w_inf, True)
+    return pld_lib.PrivacyLossDistribution(pmf)
 
 
 class _VectorisedGaussianPrivacyLoss(plm.GaussianPrivacyLoss):  # type: ignore[misc]
@@ -285,22 +304,48 @@ def _composed_pld(kind: str, params: tuple[Any, ...], count: int, d: float) -> P
     return base.self_compose(count) if count > 1 else base
 
 
-def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
-    """The composed PLD of one event (cached by its numbers)."""
-    d = float(value_discretization_interval)
+EventKey = tuple[str, tuple[Any, ...], int]
+
+
+def event_key(event: PrivacyEvent) -> EventKey:
+    """The numbers that define an event's PLD: (kind, step parameters, steps)."""
     if isinstance(event, GaussianEvent):
-        return _composed_pld("gaussian", (float(event.noise_multiplier),), int(event.count), d)
+        return "gaussian", (float(event.noise_multiplier),), int(event.count)
     if isinstance(event, PoissonGaussianEvent):
-        return _composed_pld("poisson_gaussian", (float(event.noise_multiplier),
-                                                  float(event.sampling_rate)),
-                             int(event.steps), d)
+        return ("poisson_gaussian", (float(event.noise_multiplier), float(event.sampling_rate)),
+                int(event.steps))
     if isinstance(event, DpgnnEvent):
-        return _composed_pld("dpgnn", (float(event.noise_multiplier), int(event.num_train),
-                                       int(event.batch_size), int(event.occurrences),
-                                       int(event.marked_subgraphs)), int(event.steps), d)
+        return ("dpgnn", (float(event.noise_multiplier), int(event.num_train),
+                          int(event.batch_size), int(event.occurrences),
+                          int(event.marked_subgraphs)), int(event.steps))
     raise PrivacyError(f"the PLD accountant does not analyse {event.kind} events "
                        "(dp-accounting has no PLD for sampling without replacement); "
                        "use the RDP accountant")
+
+
+def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
+    """The composed PLD of one event (cached by its numbers)."""
+    return _composed_pld(*event_key(event), float(value_discretization_interval))
+
+
+def composed_pld(keys: tuple[EventKey, ...], value_discretization_interval: float) -> PLD:
+    """The PLD of events (by :func:`event_key`) composed in order."""
+    out = None
+    for key in keys:
+        p = _composed_pld(*key, float(value_discretization_interval))
+        out = p if out is None else out.compose(p)
+    return out
+
+
+# ε is cached by the events' numbers too (a float each): the PLD cache holds 8 composed
+# events, fewer than a calibration's evaluations, so a run that calibrates the same plan
+# again (a resumed run, a twin, a test) recomputed every PLD. The answer is a pure function
+# of the numbers, so a cached ε is the one the computation gives.
+@functools.lru_cache(maxsize=4096)
+def epsilon_for_events(keys: tuple[EventKey, ...], value_discretization_interval: float,
+                       delta: float) -> float:
+    """ε for ``delta`` of the events (by :func:`event_key`) composed in order."""
+    return epsilon_for_delta(composed_pld(keys, value_discretization_interval), delta)
 
 
 # --- ε for δ, vectorised -------------------------------------------------------------------

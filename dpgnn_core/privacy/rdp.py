@@ -61,20 +61,33 @@ def rdp_poisson_gaussian(sampling_rate: float, noise_multiplier: float, steps: i
     out = np.full(orders.shape, np.inf)
     usable = orders >= POISSON_MIN_ORDER
     if usable.any():
-        acc = dpa_rdp.RdpAccountant(list(orders[usable]))
-        # dp-accounting logs a warning for each fractional order whose series does not
-        # converge and excludes it (+inf), as we would; the message would repeat at every
-        # bisection step of a calibration, so it is held back for this call only.
-        absl = logging.getLogger("absl")
-        level = absl.level
-        absl.setLevel(logging.ERROR)
-        try:
-            acc.compose(dp_event.PoissonSampledDpEvent(
-                sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)), int(steps))
-        finally:
-            absl.setLevel(level)
-        out[usable] = np.asarray(acc.rdp, dtype=np.float64)
+        # dp-accounting composes T steps as 0 + T · (one step's RDP): the same numbers
+        one = _poisson_gaussian_step_rdp(float(sampling_rate), float(noise_multiplier),
+                                         tuple(float(o) for o in orders[usable]))
+        out[usable] = int(steps) * one
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _poisson_gaussian_step_rdp(sampling_rate: float, noise_multiplier: float,
+                               orders: tuple[float, ...]) -> FloatArray:
+    """One Poisson-subsampled Gaussian step's RDP by dp-accounting (read-only; cached: a
+    calibration or an ε-by-step curve asks for the same step at many step counts)."""
+    acc = dpa_rdp.RdpAccountant(list(orders))
+    # dp-accounting logs a warning for each fractional order whose series does not
+    # converge and excludes it (+inf), as we would; the message would repeat at every
+    # bisection step of a calibration, so it is held back for this call only.
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        acc.compose(dp_event.PoissonSampledDpEvent(
+            sampling_rate, dp_event.GaussianDpEvent(noise_multiplier)), 1)
+    finally:
+        absl.setLevel(level)
+    one: FloatArray = np.array(acc.rdp, dtype=np.float64)
+    one.flags.writeable = False
+    return one
 
 
 def rdp_uniform_gaussian(sampling_rate: float, noise_multiplier: float, steps: int,

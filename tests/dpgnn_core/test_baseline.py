@@ -24,10 +24,13 @@ def cora(shared: Path):
 @pytest.mark.slow
 @pytest.mark.parametrize(("method", "floor"), [("gcn", 0.79), ("mlp", 0.55)])
 def test_cora_accuracy_over_three_seeds(cora, method: str, floor: float) -> None:
+    """60 epochs, not the default 200 (a third of the CPU): measured over seeds 0-5 GCN
+    gets 0.803-0.826 at 60 epochs and MLP (seeds 0-4) 0.583-0.597, so every seed clears
+    its floor; a GCN that did not propagate would score as the MLP."""
     accs = []
     for seed in range(3):
-        fit = baseline.fit(cora, TrainSpec(method=method, seed=seed))
-        spec = TrainSpec(method=method, seed=seed)
+        spec = TrainSpec(method=method, seed=seed, epochs=60)
+        fit = baseline.fit(cora, spec)
         accs.append(baseline.evaluate(cora, baseline.predict(fit.model, cora, spec))["test"]
                     ["accuracy"])
     assert np.mean(accs) >= floor, accs

@@ -70,3 +70,67 @@ def test_equals_dp_accounting(name: str, delta: float) -> None:
 def test_below_the_infinite_mass_is_infinite() -> None:
     pld = CASES["infinite-mass"]
     assert math.isinf(epsilon_for_delta(pld, 1e-4))  # δ below the mass at +∞ (1e-3)
+
+
+@pytest.mark.parametrize("size", [40, 5000])  # a sparse PMF (<= 1000 points) and a dense one
+def test_grid_pld_equals_the_rounded_dict_route(size: int) -> None:
+    """The DP-GNN step's PLD, built from its grid array directly, is the one dp-accounting
+    makes from the dict of its positive entries: the same PMF type, offset, masses (zeros
+    and tiny negative rounding left out inside the support) and mass at +∞."""
+    import numpy as np
+
+    from dpgnn_core.privacy.pld import _pld_from_grid
+
+    rng = np.random.default_rng(size)
+    w = rng.random(size)
+    w[:3] = 0.0  # leading zeros move the offset
+    w[-2:] = [-1e-17, 0.0]  # trailing non-positive entries end the support early
+    w[rng.choice(np.arange(5, size - 5), size // 10, replace=False)] = -0.0
+    w[size // 2] = -1e-18
+    w = w / w.sum() * (1 - 1e-6)
+    lo = -size // 3
+    fast = _pld_from_grid(w, lo, 1e-6, D)
+    slow = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        {lo + int(i): float(w[i]) for i in np.flatnonzero(w > 0)}, 1e-6, D,
+        pessimistic_estimate=True)
+    a, b = fast._pmf_remove, slow._pmf_remove
+    assert type(a) is type(b) and fast._symmetric and slow._symmetric
+    assert a._infinity_mass == b._infinity_mass
+    if size > 1000:
+        assert a._lower_loss == b._lower_loss and a._probs.dtype == b._probs.dtype
+        assert np.array_equal(a._probs, b._probs)
+        assert not np.signbit(a._probs).any()
+    for delta in (1e-9, 1e-4, 0.1):
+        assert epsilon_for_delta(fast.self_compose(3), delta) == epsilon_for_delta(
+            slow.self_compose(3), delta)
+
+
+def test_accountant_epsilon_is_the_composed_plds_also_when_cached() -> None:
+    """The PLD accountant's ε (cached by the events' numbers) is ε of the composed PLD, in
+    the ledger's order, on the first and on a repeated call; a ledger it cannot analyse is
+    refused every time (a refusal is not cached as an answer)."""
+    from dpgnn_core.privacy.accountants import PldAccountant
+    from dpgnn_core.privacy.events import (
+        GaussianEvent,
+        Ledger,
+        PoissonGaussianEvent,
+        PrivacyError,
+        UniformGaussianEvent,
+    )
+
+    acc = PldAccountant(1e-3)
+    ledger = Ledger().add(PoissonGaussianEvent(noise_multiplier=0.9, sampling_rate=0.05,
+                                               steps=30), sampler_scheme="poisson").add(
+        GaussianEvent(noise_multiplier=3.0, count=2))
+    direct = [epsilon_for_delta(acc.pld(ledger), d) for d in (1e-6, 1e-3)]
+    assert direct[0] > direct[1] > 0
+    for _ in range(2):
+        assert [acc.epsilon(ledger, d) for d in (1e-6, 1e-3)] == direct
+    assert acc.epsilon(Ledger().add(GaussianEvent(noise_multiplier=3.0, count=2)), 1e-6) \
+        < direct[0]  # another ledger, another answer
+    wor = Ledger().add(UniformGaussianEvent(noise_multiplier=1.0, sampling_rate=0.05,
+                                            steps=3),
+                       sampler_scheme="fixed_size_without_replacement")
+    for _ in range(2):
+        with pytest.raises(PrivacyError, match="does not analyse"):
+            acc.epsilon(wor, 1e-6)
