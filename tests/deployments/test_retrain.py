@@ -1,11 +1,14 @@
 """Integration: the ``private-retrain`` deployment served against a real ``prefect server``,
-triggered with ``prefect deployment run`` until the dataset's privacy budget is spent.
+triggered until the dataset's privacy budget is spent: first with ``prefect deployment
+run`` (the documented route), then through the API call that command makes (each command
+costs seconds of Prefect's imports).
 
 One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpgnn ingest``;
 run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
 that calibrated plan; the source changes and run 2 re-ingests it into the same folder (a
 new version that shares the folder's budget) and trains; run 3 is refused before training:
-its flow run ends Failed with the budget's line, and nothing is recorded or written.
+its flow run ends Failed with the budget's line, and nothing is recorded or written. The
+home's Prefect and MLflow databases start migrated (copies of the session's).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -71,8 +74,9 @@ def _write_source(raw: Path, shift: float = 0.0) -> None:
 
 
 def _cli(env: dict[str, str], args: list[str]) -> Any:
-    """A ``dpgnn`` command that needs no Prefect (``budget``), in this process on the
-    commands' project home: a subprocess would cost seconds of imports."""
+    """A ``dpgnn`` command that needs no Prefect (``ingest``, ``budget``, ``server stop``),
+    in this process on the commands' project home: a subprocess would cost seconds of
+    imports."""
     from typer.testing import CliRunner
 
     from flows.cli import app
@@ -87,12 +91,13 @@ def _run_id(out: str) -> str:
 
 
 @pytest.fixture
-def server(tmp_path: Path, fresh_home: Path
+def server(tmp_path: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]
            ) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
     """``dpgnn server start`` (a Prefect server in its own session, with its own home, its
     database already migrated), started in the background while the test prepares; stopped
     (its group only) at the end. The server's scheduler is off, so only triggered runs
     happen."""
+    seeded_mlflow(fresh_home)
     env = _clean_env(fresh_home)
     port = _free_port()
     start = subprocess.Popen(
@@ -105,8 +110,7 @@ def server(tmp_path: Path, fresh_home: Path
     finally:
         if start.poll() is None:
             start.communicate(timeout=180)
-        subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
-                       timeout=60)
+        _cli(env, ["server", "stop"])  # the server is not this process's child
 
 
 def test_retrain_until_the_budget_is_spent(
@@ -118,9 +122,9 @@ def test_retrain_until_the_budget_is_spent(
     _write_source(raw)
     source = {"format": "csv", "source": str(raw / "edges.csv"),
               "options": {"nodes": str(raw / "nodes.csv"), "undirected": True}}
-    subprocess.run([BIN / "dpgnn", "ingest", "-f", "csv", "--source", source["source"],
-                    "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)],
-                   env=env, check=True, capture_output=True, timeout=120)
+    ingest = _cli(env, ["ingest", "-f", "csv", "--source", str(raw / "edges.csv"),
+                        "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)])
+    assert ingest.exit_code == 0, ingest.output
     first = json.loads((ds / "manifest.json").read_text())
     _, err = start.communicate(timeout=180)  # returns once the server is healthy
     assert start.returncode == 0, err[-2000:]
@@ -135,12 +139,19 @@ def test_retrain_until_the_budget_is_spent(
                  "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
-    def run() -> dict[str, Any]:
-        """Trigger the deployment with the CLI; wait for the run's final state."""
-        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=api_env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        run_id, deadline = _run_id(r.stdout), time.time() + 240
+    def run(cli: bool = False) -> dict[str, Any]:
+        """Trigger the deployment (with the CLI when ``cli``, else with the API call the CLI
+        makes); wait for the run's final state."""
+        if cli:
+            r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT],
+                               env=api_env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+            run_id = _run_id(r.stdout)
+        else:
+            (dep,) = _api(url, "/deployments/filter", {"deployments": {"name": {
+                "any_": [DEPLOYMENT.split("/")[1]]}}})
+            run_id = _api(url, f"/deployments/{dep['id']}/create_flow_run", {})["id"]
+        deadline = time.time() + 240
         while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, got["state_name"]
@@ -153,7 +164,7 @@ def test_retrain_until_the_budget_is_spent(
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, "the deployment was not registered"
             time.sleep(0.5)
-        run1 = run()
+        run1 = run(cli=True)
         assert run1["state_type"] == "COMPLETED", run1["state"]
         summary1 = _wait_for_log(url, run1["id"], "new release ")
         store = BudgetStore(home / "budget.sqlite")

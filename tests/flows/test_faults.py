@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -231,10 +231,12 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
 
 @pytest.mark.slow
 def test_two_identical_runs_started_together_make_one_release(
-        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str,
+        seeded_mlflow: Callable[[Path], bool]) -> None:
     """Two identical `dpgnn run`s started together: the second waits for the first and
     reuses its model; one release, one folder, one charge to the budget."""
     home = tmp_path / "home"
+    seeded_mlflow(home)  # its MLflow store already migrated: nothing to create
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
             "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]
@@ -255,8 +257,8 @@ def test_two_identical_runs_started_together_make_one_release(
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
-                                                            fresh_home: Path) -> None:
+def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
+        dataset: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
     training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
     checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
@@ -264,6 +266,7 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     import re
     import threading
 
+    seeded_mlflow(fresh_home)  # the home's MLflow store too: the resumed run migrates none
     steps = 4000  # long enough that the signal lands in training on a fast or loaded machine
     args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
@@ -387,7 +390,8 @@ def _fill(folder: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
-        dataset: Path, small_disk: Path) -> None:
+        dataset: Path, small_disk: Path, seeded_prefect: Callable[[Path], bool],
+        seeded_mlflow: Callable[[Path], bool]) -> None:
     """The project home's disk (a small tmpfs) fills while the run trains: one `error:`
     line naming the home within seconds, exit 1, nothing half-written in the artifacts;
     once space is freed the same command finishes."""
@@ -395,6 +399,10 @@ def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
     import threading
 
     home = small_disk / "home"
+    # Its Prefect and MLflow databases already migrated (copies of the session's, on the
+    # small disk like the rest of the home): ~20 s of CPU that shows nothing here.
+    seeded_prefect(home / "prefect")
+    seeded_mlflow(home)
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "4",
             "--steps", "4000", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]  # long enough that the disk fills while it trains
