@@ -158,27 +158,55 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
             p.wait()
 
 
-_LOG_ONE_RUN = ("from tasks.tracking import log_run; "
-                "log_run.fn(run_name='r', params={'a': 1}, history_path=None, "
-                "metrics={'test': {'accuracy': 0.5}}, artifacts=[], tags={})")
+#: One process logs a first MLflow run on a fresh home twice: quiet (no DPGNN_VERBOSE), then
+#: with DPGNN_VERBOSE set (what --verbose sets) on a second fresh home; a line on both
+#: streams divides what each wrote. One process, not two: its imports (Prefect, MLflow)
+#: cost ~8 s of CPU.
+_PHASE = "-- dpgnn test: next phase --"
+_LOG_FIRST_RUNS = f"""
+import os, sys
+from tasks.tracking import log_run
+for home, verbose in zip(sys.argv[1:], ("", "1"), strict=True):
+    os.environ["DPGNN_HOME"] = home
+    if verbose:
+        os.environ["DPGNN_VERBOSE"] = verbose
+    log_run.fn(run_name="r", params={{"a": 1}}, history_path=None,
+               metrics={{"test": {{"accuracy": 0.5}}}}, artifacts=[], tags={{}})
+    for stream in (sys.stdout, sys.stderr):
+        print({_PHASE!r}, file=stream, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def first_mlflow_runs(tmp_path_factory: pytest.TempPathFactory
+                      ) -> dict[bool, tuple[Path, str]]:
+    """Per ``verbose``: the fresh home of the first MLflow run and what the process wrote
+    to stdout and stderr while logging it."""
+    tmp = tmp_path_factory.mktemp("first-mlflow-run")
+    homes = [tmp / "quiet", tmp / "verbose"]
+    env = _env(DPGNN_HOME=str(homes[0]))
+    for var in ("MLFLOW_LOGGING_LEVEL", "DPGNN_VERBOSE"):
+        env.pop(var, None)
+    r = subprocess.run([sys.executable, "-c", _LOG_FIRST_RUNS, *map(str, homes)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs, errs = r.stdout.split(_PHASE + "\n"), r.stderr.split(_PHASE + "\n")
+    assert len(outs) == len(errs) == 3, r.stderr[-2000:]
+    return {v: (homes[v], outs[v] + errs[v]) for v in (False, True)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("verbose", [False, True])
-def test_first_mlflow_run_is_quiet_unless_verbose(tmp_path: Path, verbose: bool) -> None:
+def test_first_mlflow_run_is_quiet_unless_verbose(
+        first_mlflow_runs: dict[bool, tuple[Path, str]], verbose: bool) -> None:
     """MLflow's "Creating initial MLflow database tables" INFO lines (a fresh store) reach
     the terminal only with --verbose (DPGNN_VERBOSE)."""
-    env = _env(DPGNN_HOME=str(tmp_path / "home"), **({"DPGNN_VERBOSE": "1"} if verbose
-                                                     else {}))
-    env.pop("MLFLOW_LOGGING_LEVEL", None)
-    r = subprocess.run([sys.executable, "-c", _LOG_ONE_RUN], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert (tmp_path / "home" / "mlflow.db").is_file()
-    shown = "Creating initial MLflow database tables" in r.stderr + r.stdout
-    assert shown == verbose, r.stderr
+    home, output = first_mlflow_runs[verbose]
+    assert (home / "mlflow.db").is_file()
+    shown = "Creating initial MLflow database tables" in output
+    assert shown == verbose, output
     if not verbose:
-        assert " INFO " not in r.stderr + r.stdout, r.stderr
+        assert " INFO " not in output, output
 
 
 def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
