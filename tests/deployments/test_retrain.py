@@ -1,7 +1,5 @@
 """Integration: the ``private-retrain`` deployment served against a real ``prefect server``,
-triggered until the dataset's privacy budget is spent: first with ``prefect deployment
-run`` (the documented route), then through the API call that command makes (each command
-costs seconds of Prefect's imports).
+triggered with ``prefect deployment run`` until the dataset's privacy budget is spent.
 
 One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpgnn ingest``;
 run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
@@ -139,19 +137,12 @@ def test_retrain_until_the_budget_is_spent(
                  "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
-    def run(cli: bool = False) -> dict[str, Any]:
-        """Trigger the deployment (with the CLI when ``cli``, else with the API call the CLI
-        makes); wait for the run's final state."""
-        if cli:
-            r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT],
-                               env=api_env, capture_output=True, text=True, timeout=120)
-            assert r.returncode == 0, r.stdout + r.stderr
-            run_id = _run_id(r.stdout)
-        else:
-            (dep,) = _api(url, "/deployments/filter", {"deployments": {"name": {
-                "any_": [DEPLOYMENT.split("/")[1]]}}})
-            run_id = _api(url, f"/deployments/{dep['id']}/create_flow_run", {})["id"]
-        deadline = time.time() + 240
+    def run() -> dict[str, Any]:
+        """Trigger the deployment with the CLI; wait for the run's final state."""
+        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=api_env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        run_id, deadline = _run_id(r.stdout), time.time() + 240
         while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, got["state_name"]
@@ -164,7 +155,7 @@ def test_retrain_until_the_budget_is_spent(
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, "the deployment was not registered"
             time.sleep(0.5)
-        run1 = run(cli=True)
+        run1 = run()
         assert run1["state_type"] == "COMPLETED", run1["state"]
         summary1 = _wait_for_log(url, run1["id"], "new release ")
         store = BudgetStore(home / "budget.sqlite")
