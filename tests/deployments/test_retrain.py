@@ -5,7 +5,8 @@ One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpg
 run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
 that calibrated plan; the source changes and run 2 re-ingests it into the same folder (a
 new version that shares the folder's budget) and trains; run 3 is refused before training:
-its flow run ends Failed with the budget's line, and nothing is recorded or written.
+its flow run ends Failed with the budget's line, and nothing is recorded or written. The
+home's Prefect and MLflow databases start migrated (copies of the session's).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,9 @@ def _write_source(raw: Path, shift: float = 0.0) -> None:
 
 
 def _cli(env: dict[str, str], args: list[str]) -> Any:
-    """A ``dpgnn`` command that needs no Prefect (``budget``), in this process on the
-    commands' project home: a subprocess would cost seconds of imports."""
+    """A ``dpgnn`` command that needs no Prefect (``ingest``, ``budget``, ``server stop``),
+    in this process on the commands' project home: a subprocess would cost seconds of
+    imports."""
     from typer.testing import CliRunner
 
     from flows.cli import app
@@ -87,12 +89,13 @@ def _run_id(out: str) -> str:
 
 
 @pytest.fixture
-def server(tmp_path: Path, fresh_home: Path
+def server(tmp_path: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]
            ) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
     """``dpgnn server start`` (a Prefect server in its own session, with its own home, its
     database already migrated), started in the background while the test prepares; stopped
     (its group only) at the end. The server's scheduler is off, so only triggered runs
     happen."""
+    seeded_mlflow(fresh_home)
     env = _clean_env(fresh_home)
     port = _free_port()
     start = subprocess.Popen(
@@ -105,8 +108,7 @@ def server(tmp_path: Path, fresh_home: Path
     finally:
         if start.poll() is None:
             start.communicate(timeout=180)
-        subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
-                       timeout=60)
+        _cli(env, ["server", "stop"])  # the server is not this process's child
 
 
 def test_retrain_until_the_budget_is_spent(
@@ -118,9 +120,9 @@ def test_retrain_until_the_budget_is_spent(
     _write_source(raw)
     source = {"format": "csv", "source": str(raw / "edges.csv"),
               "options": {"nodes": str(raw / "nodes.csv"), "undirected": True}}
-    subprocess.run([BIN / "dpgnn", "ingest", "-f", "csv", "--source", source["source"],
-                    "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)],
-                   env=env, check=True, capture_output=True, timeout=120)
+    ingest = _cli(env, ["ingest", "-f", "csv", "--source", str(raw / "edges.csv"),
+                        "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)])
+    assert ingest.exit_code == 0, ingest.output
     first = json.loads((ds / "manifest.json").read_text())
     _, err = start.communicate(timeout=180)  # returns once the server is healthy
     assert start.returncode == 0, err[-2000:]

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +77,11 @@ def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
-                                       prefect_api_url: str) -> None:
+                                       prefect_api_url: str,
+                                       seeded_mlflow: Callable[[Path], bool]) -> None:
     from dpgnn_core.budget import BudgetStore
 
+    seeded_mlflow(fresh_home)  # the flow run's MLflow store, already migrated
     url, ds = prefect_api_url, tmp_path / "ds"
     _ingest(ds, {})
     env = {**_clean_env(fresh_home), "PREFECT_API_URL": url}

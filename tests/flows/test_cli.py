@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -187,11 +188,13 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
 
 
 @pytest.mark.slow
-def test_run_drw_json_reports_privacy(tmp_path: Path, prefect_api_url: str) -> None:
+def test_run_drw_json_reports_privacy(tmp_path: Path, prefect_api_url: str,
+                                     seeded_mlflow: Callable[[Path], bool]) -> None:
     """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
     clipping threshold flagged as unaccounted in --json and in the report."""
     from dpgnn_core.privacy import Ledger, RdpAccountant
 
+    seeded_mlflow(tmp_path / "home")  # its MLflow store already migrated
     ds = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -158,27 +158,55 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
             p.wait()
 
 
-_LOG_ONE_RUN = ("from tasks.tracking import log_run; "
-                "log_run.fn(run_name='r', params={'a': 1}, history_path=None, "
-                "metrics={'test': {'accuracy': 0.5}}, artifacts=[], tags={})")
+#: One process logs a first MLflow run on a fresh home twice: quiet (no DPGNN_VERBOSE), then
+#: with DPGNN_VERBOSE set (what --verbose sets) on a second fresh home; a line on both
+#: streams divides what each wrote. One process, not two: its imports (Prefect, MLflow)
+#: cost ~8 s of CPU.
+_PHASE = "-- dpgnn test: next phase --"
+_LOG_FIRST_RUNS = f"""
+import os, sys
+from tasks.tracking import log_run
+for home, verbose in zip(sys.argv[1:], ("", "1"), strict=True):
+    os.environ["DPGNN_HOME"] = home
+    if verbose:
+        os.environ["DPGNN_VERBOSE"] = verbose
+    log_run.fn(run_name="r", params={{"a": 1}}, history_path=None,
+               metrics={{"test": {{"accuracy": 0.5}}}}, artifacts=[], tags={{}})
+    for stream in (sys.stdout, sys.stderr):
+        print({_PHASE!r}, file=stream, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def first_mlflow_runs(tmp_path_factory: pytest.TempPathFactory
+                      ) -> dict[bool, tuple[Path, str]]:
+    """Per ``verbose``: the fresh home of the first MLflow run and what the process wrote
+    to stdout and stderr while logging it."""
+    tmp = tmp_path_factory.mktemp("first-mlflow-run")
+    homes = [tmp / "quiet", tmp / "verbose"]
+    env = _env(DPGNN_HOME=str(homes[0]))
+    for var in ("MLFLOW_LOGGING_LEVEL", "DPGNN_VERBOSE"):
+        env.pop(var, None)
+    r = subprocess.run([sys.executable, "-c", _LOG_FIRST_RUNS, *map(str, homes)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs, errs = r.stdout.split(_PHASE + "\n"), r.stderr.split(_PHASE + "\n")
+    assert len(outs) == len(errs) == 3, r.stderr[-2000:]
+    return {v: (homes[v], outs[v] + errs[v]) for v in (False, True)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("verbose", [False, True])
-def test_first_mlflow_run_is_quiet_unless_verbose(tmp_path: Path, verbose: bool) -> None:
+def test_first_mlflow_run_is_quiet_unless_verbose(
+        first_mlflow_runs: dict[bool, tuple[Path, str]], verbose: bool) -> None:
     """MLflow's "Creating initial MLflow database tables" INFO lines (a fresh store) reach
     the terminal only with --verbose (DPGNN_VERBOSE)."""
-    env = _env(DPGNN_HOME=str(tmp_path / "home"), **({"DPGNN_VERBOSE": "1"} if verbose
-                                                     else {}))
-    env.pop("MLFLOW_LOGGING_LEVEL", None)
-    r = subprocess.run([sys.executable, "-c", _LOG_ONE_RUN], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert (tmp_path / "home" / "mlflow.db").is_file()
-    shown = "Creating initial MLflow database tables" in r.stderr + r.stdout
-    assert shown == verbose, r.stderr
+    home, output = first_mlflow_runs[verbose]
+    assert (home / "mlflow.db").is_file()
+    shown = "Creating initial MLflow database tables" in output
+    assert shown == verbose, output
     if not verbose:
-        assert " INFO " not in r.stderr + r.stdout, r.stderr
+        assert " INFO " not in output, output
 
 
 def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
@@ -231,10 +259,12 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
 
 @pytest.mark.slow
 def test_two_identical_runs_started_together_make_one_release(
-        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str,
+        seeded_mlflow: Callable[[Path], bool]) -> None:
     """Two identical `dpgnn run`s started together: the second waits for the first and
     reuses its model; one release, one folder, one charge to the budget."""
     home = tmp_path / "home"
+    seeded_mlflow(home)  # its MLflow store already migrated: nothing to create
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
             "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]
@@ -255,8 +285,8 @@ def test_two_identical_runs_started_together_make_one_release(
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
-                                                            fresh_home: Path) -> None:
+def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
+        dataset: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
     training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
     checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
@@ -264,6 +294,7 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(dataset: Path,
     import re
     import threading
 
+    seeded_mlflow(fresh_home)  # the home's MLflow store too: the resumed run migrates none
     steps = 4000  # long enough that the signal lands in training on a fast or loaded machine
     args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
@@ -387,7 +418,8 @@ def _fill(folder: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
-        dataset: Path, small_disk: Path) -> None:
+        dataset: Path, small_disk: Path, seeded_prefect: Callable[[Path], bool],
+        seeded_mlflow: Callable[[Path], bool]) -> None:
     """The project home's disk (a small tmpfs) fills while the run trains: one `error:`
     line naming the home within seconds, exit 1, nothing half-written in the artifacts;
     once space is freed the same command finishes."""
@@ -395,6 +427,10 @@ def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
     import threading
 
     home = small_disk / "home"
+    # Its Prefect and MLflow databases already migrated (copies of the session's, on the
+    # small disk like the rest of the home): ~20 s of CPU that shows nothing here.
+    seeded_prefect(home / "prefect")
+    seeded_mlflow(home)
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "4",
             "--steps", "4000", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]  # long enough that the disk fills while it trains

@@ -27,12 +27,14 @@ def _api(url: str, path: str, body: dict | None = None) -> object:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, seeded_prefect):
+def served(tmp_path_factory: pytest.TempPathFactory, seeded_prefect, seeded_mlflow):
     """A project home with a dataset and a running `dpgnn server` (faster than the ephemeral
-    server in every subprocess); stopped afterwards. Prefect's database starts migrated."""
+    server in every subprocess); stopped afterwards. Prefect's and MLflow's databases start
+    migrated."""
     tmp_path = tmp_path_factory.mktemp("recover")
     home = tmp_path / "home"
     seeded_prefect(home / "prefect")
+    seeded_mlflow(home)
     env = _clean_env(home)
     _ingest(tmp_path / "ds", env)
     port = _free_port()
@@ -41,9 +43,10 @@ def served(tmp_path_factory: pytest.TempPathFactory, seeded_prefect):
     assert start.returncode == 0, start.stderr[-2000:]
     try:
         yield home, env, tmp_path / "ds", f"http://127.0.0.1:{port}/api"
-    finally:
-        subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
-                       timeout=60)
+    finally:  # `dpgnn server stop`'s work, in this process (the server is not its child)
+        from flows import server
+
+        server.stop_server(home)
 
 
 def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ BIN = Path(sys.executable).parent / "dpgnn"
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path, prefect_api_url: str) -> None:
+def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path, prefect_api_url: str,
+                                                seeded_mlflow: Callable[[Path], bool]) -> None:
     write_dataset(csbm(num_nodes=600, seed=4), tmp_path / "ds")
     home = tmp_path / "home"
+    seeded_mlflow(home)  # its MLflow store already migrated
     steps = 8000  # long enough to be killed mid-training with one compute thread
     args = [str(BIN), "--home", str(home), "run", "dp-mlp", "--epsilon", "4", "--steps",
             str(steps), "--batch-size", "32", "--hidden", "8", "--device", "cpu",

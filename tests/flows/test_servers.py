@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,17 +50,32 @@ def _get(url: str) -> dict:
         return json.loads(r.read())
 
 
-def test_prefect_server_start_run_stop(tmp_path: Path) -> None:
-    env = _clean_env(tmp_path / "home")
+def _cli(home: Path, args: list[str]) -> Any:
+    """A ``dpgnn server`` command that starts nothing (``status``, ``stop``) in this process,
+    on the project ``home``: a subprocess costs ~3 s of CPU in imports (the script itself:
+    test_cli.py's usage-error test)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    return CliRunner().invoke(app, ["--home", str(home), "server", *args])
+
+
+def test_prefect_server_start_run_stop(tmp_path: Path, fresh_home: Path,
+                                       seeded_mlflow: Callable[[Path], bool]) -> None:
+    # fresh_home is tmp_path / "home", its Prefect and MLflow databases already migrated
+    # (a copy of the session's): the server and the run have nothing to migrate
+    seeded_mlflow(fresh_home)
+    env = _clean_env(fresh_home)
     port = _free_port()
     _ingest(tmp_path / "ds", env)
     start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)], env=env,
                            capture_output=True, text=True, timeout=180)
     assert start.returncode == 0, start.stderr[-2000:]
-    info = json.loads((tmp_path / "home" / "server.json").read_text())
+    info = json.loads((fresh_home / "server.json").read_text())
     try:
-        st = subprocess.run([BIN / "dpgnn", "server", "status", "--json"], env=env,
-                            capture_output=True, text=True, check=True)
+        st = _cli(fresh_home, ["status", "--json"])
+        assert st.exit_code == 0, st.output
         assert json.loads(st.stdout)["running"] is True
         r = subprocess.run([BIN / "dpgnn", "run", "--method", "mlp", "--dataset",
                             str(tmp_path / "ds"), "--epochs", "3", "--json"], env=env,
@@ -72,11 +89,11 @@ def test_prefect_server_start_run_stop(tmp_path: Path) -> None:
             runs = json.loads(resp.read())
         assert any(run["state_type"] == "COMPLETED" for run in runs), runs
         assert "Starting temporary server" not in r.stderr
-    finally:
-        stop = subprocess.run([BIN / "dpgnn", "server", "stop"], env=env, capture_output=True,
-                              text=True, timeout=60)
+    finally:  # the server is not this process's child (`server start` has ended)
+        stop = _cli(fresh_home, ["stop"])
+    assert stop.exit_code == 0, stop.output
     assert "stopped" in stop.stdout
-    assert not (tmp_path / "home" / "server.json").exists()
+    assert not (fresh_home / "server.json").exists()
     from flows import procs
 
     assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
@@ -161,12 +178,11 @@ def test_stop_leaves_a_reused_pid_alone(tmp_path: Path, with_identity: bool) -> 
         if with_identity:
             info |= {"start_time": "proc:1", "cmdline": ["prefect", "server", "start"]}
         _write_state(home, info)
-        st = subprocess.run([BIN / "dpgnn", "server", "status", "--json"],
-                            env=_clean_env(home), capture_output=True, text=True, check=True)
+        st = _cli(home, ["status", "--json"])
+        assert st.exit_code == 0, st.output
         assert json.loads(st.stdout)["running"] is False
-        r = subprocess.run([BIN / "dpgnn", "server", "stop"], env=_clean_env(home),
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
+        r = _cli(home, ["stop"])
+        assert r.exit_code == 0, r.output
         time.sleep(0.3)
         assert other.poll() is None, "stop signalled a process that is not our server"
         assert (f"the recorded server (pid {other.pid}) is no longer running; pid {other.pid} "
