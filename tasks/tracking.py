@@ -381,7 +381,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
-    from tasks.run_record import point_privacy  # it imports this module
+    from tasks.run_page import point_privacy
 
     uri = tracking_uri or default_tracking_uri()
     ds = result["dataset"]

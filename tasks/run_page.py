@@ -1,0 +1,301 @@
+"""How one run's privacy reads on its MLflow page: the run name, the privacy parameters,
+the resolved spec, the tags and the page's description (what is protected, what is not),
+and the same for a sweep's point (:func:`point_privacy`).
+
+Pure functions of a run's report, ledger and spec: no Prefect, no MLflow. Both
+:mod:`tasks.run_record` (a single run) and :mod:`tasks.tracking` (a sweep's nested runs)
+read them, so neither imports the other for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpgnn_core.privacy.events import EVENT_TYPES
+from dpgnn_core.privacy.report import PrivacyReport
+from tasks.budget import budget_tags
+from tasks.refs import ledger_of
+
+
+def release_status(report: PrivacyReport, state: str) -> str:
+    """Whether this run made a new private release or reused a cached one."""
+    release = report.release or {}
+    rid = release.get("id", "?")
+    if state == "Cached":
+        return f"reused cached release {rid} (no new privacy cost)"
+    replaced = release.get("replaces")
+    return (f"new release {rid}" + resumed_status(report)
+            + (f", replacing {replaced} (both count)" if replaced else ""))
+
+
+def resumed_status(report: PrivacyReport) -> str:
+    """`` (resumed from step N ...)`` when the release's training resumed from the
+    checkpoint of a stopped or killed run (``""`` otherwise)."""
+    release = report.release or {}
+    steps = release.get("resumed_from_step") or []
+    if not steps:
+        return ""
+    return (f" (resumed from step {', '.join(str(s) for s in steps)} of a stopped run: the "
+            + ("same release, its plan charged once)" if release.get("charged_once") else
+               "reservation its checkpoint carried was not found: charged again)"))
+
+
+#: Report entries that are not run parameters: series, the ledger (logged per event),
+#: the release (a tag) and sentences (the run's description has them, in words).
+_NOT_PARAMS = ("ledger", "epsilon_by_step", "release", "warnings", "unaccounted", "private",
+               "method", "protects", "scope", "public", "randomness", "inference", "budget",
+               "unaccounted_release")
+
+
+def _one_or_all(values: list[Any]) -> Any:
+    distinct = list(dict.fromkeys(values))
+    return distinct[0] if len(distinct) == 1 else distinct
+
+
+def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
+                   spec: dict[str, Any]) -> dict[str, Any]:
+    """What a run's privacy actually used, for MLflow's params under ``privacy.``.
+
+    Every scalar of the report (δ with its default resolved, the calibrated
+    ``noise_multiplier``, ``accountant``, ``steps``, ``batch_size``, ``level``,
+    ``relation``, ...), and from the ledger: each privacy event as ``event<i>`` (its
+    :meth:`~dpgnn_core.privacy.events.PrivacyEvent.summary`: description, noise multiplier,
+    sampling scheme and rate, steps; GAP composes several with one noise scale weighted per
+    stage), ``noise_multipliers`` when events differ, ``sampling_rate`` and, when a phase
+    clips gradients (the event's ``clips_gradients``), ``clip`` (the clipping norm(s)).
+    """
+    if not report.private:
+        return {"private": False}
+    out: dict[str, Any] = {"private": True}
+    out.update({k: v for k, v in report.to_dict().items()
+                if k not in _NOT_PARAMS and v is not None})
+    typed = ledger_of({"ledger": ledger})
+    events = typed.events
+    for i, ev in enumerate(events, 1):
+        out[f"event{i}"] = ev.summary()
+    rates = [ev.rate for ev in events if ev.rate is not None]
+    if len(events) > 1:
+        out["noise_multipliers"] = [getattr(ev, "noise_multiplier", None) for ev in events]
+    if rates:
+        out["sampling_rate"] = _one_or_all(rates)
+    if typed.clips_gradients:
+        clips = list(report.clips or [spec.get("clip")])
+        out["clip"] = _one_or_all(clips)
+    if "batch_size" not in out and spec.get("batch_size") is not None:
+        out["batch_size"] = spec["batch_size"]
+    return out
+
+
+#: Spec fields a private run resolves when they are left unset (defaults, calibration).
+_RESOLVED = ("delta", "noise_multiplier", "batch_size", "accountant", "steps", "max_degree")
+
+
+def resolved_spec(spec: dict[str, Any], privacy: dict[str, Any]) -> dict[str, Any]:
+    """The spec as MLflow's ``train.*`` params: a field left unset (``delta``,
+    ``noise_multiplier``, ``batch_size``, ...) shows the value the run used, and
+    ``resolved`` names those fields (so that ``train.delta`` is never a bare None on a
+    private run, and it stays clear which values the spec fixed)."""
+    out = dict(spec)
+    filled = [k for k in _RESOLVED if k in out and out[k] is None
+              and privacy.get(k) is not None]
+    for k in filled:
+        out[k] = privacy[k]
+    if filled:
+        out["resolved"] = ",".join(filled) + " (unset in the spec: the values the run used)"
+    return out
+
+
+def _fmt_level(level: Any) -> str:
+    return "+".join(map(str, level)) if isinstance(level, list) else str(level)
+
+
+#: Leading hex digits of a release id in a run's name (as ``dpgnn budget show`` lists it).
+RELEASE_ID_CHARS = 12
+
+
+def run_name(method: str, dataset: str, report: PrivacyReport, seed: int) -> str:
+    """``dp-gcn-cora-eps4-edge-s0-3f2a9c01b7de``: the method, the dataset, the target ε and
+    the protected unit (private runs), the seed; ``-insecure`` when the noise is
+    reproducible; last, a private run's short release id, so that successive releases of
+    one spec (scheduled retraining) have distinct names and a run that reuses a cached
+    release has that release's name."""
+    parts = [method, dataset]
+    if report.private:
+        eps = report.target_epsilon or report.epsilon
+        parts.append(f"eps{float(eps):.3g}")
+        if report.level:
+            parts.append(_fmt_level(report.level).replace("_", "-"))
+        if report.insecure_reproducible_noise:
+            parts.append("insecure")
+    parts.append(f"s{seed}")
+    rid = str((report.release or {}).get("id") or "") if report.private else ""
+    return "-".join([*parts, rid[:RELEASE_ID_CHARS]] if rid else parts)
+
+
+#: Each event kind's word for one repetition (GAP's aggregations are "releases").
+_REPETITION = {kind: cls.repetition for kind, cls in EVENT_TYPES.items()}
+
+
+def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
+    """One line: each privacy event's noise multiplier, steps (or releases) and sampling
+    rate, then the batch size and clipping norm."""
+    events = [privacy[k] for k in sorted((k for k in privacy if k.startswith("event")
+                                          and k[5:].isdigit()), key=lambda k: int(k[5:]))]
+
+    def one(ev: dict[str, Any]) -> str:
+        parts = [f"noise multiplier {float(ev.get('noise_multiplier') or 0):.4g}"]
+        if ev.get("steps") is not None:
+            unit = _REPETITION.get(str(ev.get("kind")), "steps")
+            parts.append(f"{ev['steps']} {unit}")
+        if ev.get("sampling_rate") is not None:
+            parts.append(f"sampling rate {float(ev['sampling_rate']):.4g}")
+        return ", ".join(parts)
+
+    if not events:
+        text = f"noise multiplier {report.noise_multiplier:.4g}"
+    elif len(events) == 1:
+        text = one(events[0])
+    else:
+        text = "; ".join(f"{ev.get('description', ev.get('kind'))}: {one(ev)}"
+                         for ev in events)
+    if privacy.get("batch_size") is not None and privacy.get("sampling_rate") is not None:
+        text += f"; batch {privacy['batch_size']}"
+    if privacy.get("clip") is not None:
+        text += f"; clipping norm {privacy['clip']}"
+    return text
+
+
+def with_odometer(tags: dict[str, str], budget: dict[str, Any],
+                  after: str = "this run") -> dict[str, str]:
+    """``tags`` whose run description says, after its (ε, δ) line, the dataset's odometer
+    after the run (``after``: ``"the sweep"`` for a sweep's point)."""
+    if not budget or "mlflow.note.content" not in tags:
+        return tags
+    bt = budget_tags(budget)
+    line = f"**Dataset's cumulative ε after {after}:** {bt['dpgnn.dataset_epsilon_spent']}"
+    if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
+        line += (f" (post hoc per unit, each counting every release bearing on it: "
+                 f"{bt['dpgnn.dataset_epsilon_by_unit']})")
+    if "dpgnn.dataset_budget" in bt:
+        line += f"; **budget:** {bt['dpgnn.dataset_budget']}"
+    head, *rest = tags["mlflow.note.content"].split("\n\n")  # second, visible unexpanded
+    return {**tags, "mlflow.note.content": "\n\n".join([head, line, *rest])}
+
+
+def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | None = None
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """A private sweep point's MLflow params and tags, as a single run's page has them
+    (issue 36 §4): ``privacy.*`` (:func:`privacy_params`, from the point's ``report.json``
+    and ``ledger.json``), the privacy tags and description (:func:`privacy_tags`) and the
+    dataset's odometer after the sweep for the point's own unit.
+
+    Args:
+        row (dict): the sweep's result row (``artifacts_dir``, ``config``, ``cache``).
+        sha256 (str): the dataset's content sha256.
+        readings (dict, optional): odometer readings already taken, by unit (level and
+            relation), filled here: one reading per unit for a whole sweep.
+    """
+    import json
+    from pathlib import Path
+
+    from tasks.budget import odometer
+
+    mdir = Path(row["artifacts_dir"])
+    if not (mdir / "report.json").is_file():  # the model folder is gone: what the row says
+        return ({"privacy": {"delta": row["delta"], "level": row["level"],
+                             "noise_multiplier": row.get("noise_multiplier")}},
+                {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}", "dpgnn.level": str(row["level"])})
+    report = PrivacyReport.from_dict(json.loads((mdir / "report.json").read_text()))
+    ledger = (json.loads((mdir / "ledger.json").read_text())
+              if (mdir / "ledger.json").is_file() else None)
+    privacy = privacy_params(report, ledger, dict(row.get("config") or {}))
+    key = (repr(report.level), repr(report.relation))
+    readings = {} if readings is None else readings
+    if key not in readings:
+        readings[key] = odometer(sha256, report.level, report.relation)
+    budget = readings[key]
+    tags = with_odometer(privacy_tags(report, str(row.get("cache", "")), privacy=privacy),
+                         budget, after="the sweep")
+    odo = {k: v + " (after the sweep)" if k == "dpgnn.dataset_epsilon_spent" else v
+           for k, v in budget_tags(budget).items()}
+    return {"privacy": privacy}, {**tags, **odo}
+
+
+#: What each protected unit leaves unprotected (the report's ``protects`` says it too).
+_NOT_PROTECTED = {
+    "edge": "node features and labels (only the edges are protected)",
+    "node_feature": "the graph structure: edges are treated as public",
+}
+
+
+def privacy_tags(report: PrivacyReport, state: str, *,
+                 privacy: dict[str, Any] | None = None,
+                 explained: bool = False) -> dict[str, str]:
+    """MLflow tags that show what a run's privacy means at a glance, and the run page's
+    description (``mlflow.note.content``): the (ε, δ) statement, noise, what is and is not
+    protected, what is assumed public."""
+    if not report.private:
+        return {}
+    privacy = privacy or {}
+    insecure = bool(report.insecure_reproducible_noise)
+    tags = {"dpgnn.level": _fmt_level(report.level),
+            "dpgnn.relation": str(report.relation),
+            "dpgnn.epsilon": f"{report.epsilon:.4g}" if report.epsilon else "",
+            "dpgnn.delta": f"{report.delta:.3g}" if report.delta else "",
+            "dpgnn.randomness": "NOT PRIVATE: noise reproducible from the stored seed"
+            if insecure else "secret (OS entropy, never stored)",
+            "dpgnn.release": release_status(report, state)}
+    if state != "Cached" and resumed_status(report):
+        tags["dpgnn.resumed_from_step"] = ", ".join(
+            str(x) for x in (report.release or {})["resumed_from_step"])
+    if insecure:
+        tags["dpgnn.private"] = "false"
+        tags["dpgnn.warning"] = "not private: noise reproducible from the stored seed"
+    if report.unaccounted_release:  # e.g. --log-raw-loss: released outside ε
+        tags["dpgnn.unaccounted_release"] = "; ".join(report.unaccounted_release)[:5000]
+    # The run page's description: the privacy statement in words.
+    head = (f"**(ε = {report.epsilon:.4g}, δ = {report.delta or 0:.3g})-DP**, "
+            f"{report.accountant or '?'} accountant" if report.epsilon else "private")
+    if insecure:
+        head = f"**NOT PRIVATE** (reproducible noise); nominal {head}"
+    noise = _noise_summary(report, privacy)
+    lines = [head, f"**Noise:** {noise}",
+             f"**Protects:** {report.protects}",
+             f"**Unit:** {_fmt_level(report.level)}; "
+             f"**relation:** {report.relation}"]
+    not_protected = [_NOT_PROTECTED[str(report.level)]] \
+        if str(report.level) in _NOT_PROTECTED else []
+    if explained:
+        not_protected.append("the GNNExplainer explanations and their IoUs (they read the "
+                             "test graphs without noise)")
+    lines += [f"**Not protected:** {u}" for u in not_protected]
+    if report.inference:  # whether predictions are covered, in the method's words
+        lines.append(f"**Predictions:** {report.inference}")
+    lines += [f"**Assumed public:** {u}" for u in report.public or ()]
+    if report.scope:
+        lines.append(f"**Scope:** {report.scope}")
+    lines += [f"**Noise and sampling:** {report.randomness}",
+              f"**Release:** {tags['dpgnn.release']}"]
+    lines += [f"**Not accounted:** {u}" for u in report.unaccounted]
+    lines += [f"**Released outside ε:** {u}" for u in report.unaccounted_release or ()]
+    lines += [f"**Warning:** {w}" for w in report.warnings or ()]
+    tags["mlflow.note.content"] = "\n\n".join(lines)
+    return tags
+
+
+def with_twin(tags: dict[str, str], twin_run: dict[str, Any]) -> dict[str, str]:
+    """``tags`` whose run description names the non-private twin's own MLflow run."""
+    if not twin_run or "mlflow.note.content" not in tags:
+        return tags
+    line = (f"**Non-private twin:** MLflow run {twin_run['run_id']} (GNNExplainer "
+            "comparison): a separate release without privacy, not covered by this run's "
+            "guarantee; its explanations and IoUs are logged there")
+    return {**tags, "mlflow.note.content": tags["mlflow.note.content"] + "\n\n" + line}
+
+
+#: The run page's description of a private graph classifier's non-private twin.
+TWIN_NOTE = ("**NOT PRIVATE**: the non-private twin of a private graph classifier (run "
+             "`dpgnn.twin_of`), trained without noise on the same training graphs for the "
+             "GNNExplainer comparison. A release of its own, outside the private run's "
+             "(ε, δ) guarantee; its explanations and their IoUs read the test graphs without "
+             "noise.")
