@@ -78,12 +78,12 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     a PMF convolved ``num_times`` with itself), the same numbers computed with one matrix
     product instead of 40 calls of scipy's ``logsumexp``.
 
-    Why by hand: in dp-accounting 0.4 those 40 calls over the whole PMF were ~90 % of every
+    Why by hand: in dp-accounting 0.6 those 40 calls over the whole PMF were ~90 % of every
     ``self_compose``, so of every PLD calibration and ε curve (a 30-step DP-MLP run spent
     6.3 s of its 9 s in them). The log-moment generating function at order ``o`` is
     ``log Σ_k p_k e^{o k}``; the library's orders keep ``|o k| ≤ 20``, so the sum is
     computed directly (no overflow; every term is ≥ e^{-20} p_k) rather than shifted by its
-    maximum. ``tests/dpgnn_core/privacy/test_pld.py`` checks the bounds equal the library's
+    maximum. ``tests/dpgnn_core/privacy/test_pld_bounds.py`` checks the bounds equal the library's
     on PMFs of every kind dpgnn composes. Installed in place of the library's function at
     import (its ``self_convolve`` looks the name up when it runs).
     """
@@ -321,11 +321,6 @@ def event_key(event: PrivacyEvent) -> EventKey:
     raise PrivacyError(f"the PLD accountant does not analyse {event.kind} events "
                        "(dp-accounting has no PLD for sampling without replacement); "
                        "use the RDP accountant")
-
-
-def pld_for_event(event: PrivacyEvent, value_discretization_interval: float = 1e-4) -> PLD:
-    """The composed PLD of one event (cached by its numbers)."""
-    return _composed_pld(*event_key(event), float(value_discretization_interval))
 
 
 def composed_pld(keys: tuple[EventKey, ...], value_discretization_interval: float) -> PLD:
