@@ -115,11 +115,17 @@ def seed_prefect(prefect_home: Path, timeout: float = 600) -> bool:
         if (_TEMPLATE / "failed").exists() or time.monotonic() > deadline:
             return False
         time.sleep(0.1)
-    prefect_home.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".prefect.db.{os.getpid()}")
-    shutil.copyfile(_TEMPLATE / "prefect.db", tmp)
-    os.replace(tmp, target)
+    _copy_atomically(_TEMPLATE / "prefect.db", target)
     return True
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    """``source`` to ``target`` (its folder created) through a temporary name beside it, so
+    that a process opening ``target`` never sees half a database."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
 
 
 _seeded_home = False
@@ -178,10 +184,7 @@ def seed_mlflow(home: Path) -> bool:
     template = _mlflow_template()
     if template is None:
         return False
-    home.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".mlflow.db.{os.getpid()}")
-    shutil.copyfile(template, tmp)
-    os.replace(tmp, target)
+    _copy_atomically(template, target)
     return True
 
 
