@@ -4,7 +4,9 @@ subsampling, many compositions, losses whose e^{-ℓ} underflows."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import pytest
 from dp_accounting.pld import pld_pmf
@@ -23,42 +25,48 @@ def _dense(step: float, lower: int, probs: list[float], infinity: float
         step, lower, np.asarray(probs), infinity, pessimistic_estimate=True))
 
 
-def _cases() -> dict[str, pld_lib.PrivacyLossDistribution]:
-    g = pld_lib.from_gaussian_mechanism(1.1, value_discretization_interval=D)
-    return {
-        "gaussian": g,
-        "gaussian-composed-50": g.self_compose(50),
-        "gaussian-small-sigma": pld_lib.from_gaussian_mechanism(
-            0.3, value_discretization_interval=D),
-        "poisson-subsampled": pld_lib.from_gaussian_mechanism(
-            0.9, sampling_prob=0.02, value_discretization_interval=D).self_compose(200),
-        "laplace": pld_lib.from_laplace_mechanism(0.7, value_discretization_interval=D),
-        "infinite-mass": pld_lib.from_privacy_parameters(
-            pld_lib.common.DifferentialPrivacyParameters(2.0, 1e-3),
-            value_discretization_interval=D),
-        "underflow": pld_lib.from_two_probability_mass_functions(
-            {0: 0.5, 1: 0.5 - 1e-9, 2: 1e-9}, {0: 0.5, 1: 0.5, 2: 1e-320},
-            value_discretization_interval=D),
-        # dense PMFs built directly: mass at +∞, losses whose e^{-ℓ} underflows to 0
-        # (ℓ ≥ 745), negative losses only, a single point
-        "dense-infinite-mass": _dense(0.01, -50, [0.001] * 100 + [0.8989], 1e-3),
-        "dense-underflow": _dense(1.0, 790, [0.25, 0.25, 0.25, 0.2], 0.0),
-        "dense-underflow-then-finite": _dense(
-            1.0, -3, [0.3, 0.3, 0.2] + [0.0] * 795 + [0.1, 0.1 - 1e-6], 1e-6),
-        "dense-negative": _dense(0.1, -40, [0.1] * 10, 0.0),
-        "dense-one-point": _dense(0.5, 3, [1.0], 0.0),
-        "coarse-grid": pld_lib.from_gaussian_mechanism(
-            2.0, value_discretization_interval=1e-2).self_compose(7),
-    }
+def _gaussian() -> pld_lib.PrivacyLossDistribution:
+    return pld_lib.from_gaussian_mechanism(1.1, value_discretization_interval=D)
 
 
-CASES = _cases()
+#: Each case built when a test first asks for it (``_case``), not at collection: some cost
+#: seconds of dp-accounting's time, and every pytest-xdist worker collects this module.
+_BUILDERS: dict[str, Callable[[], pld_lib.PrivacyLossDistribution]] = {
+    "gaussian": _gaussian,
+    "gaussian-composed-50": lambda: _gaussian().self_compose(50),
+    "gaussian-small-sigma": lambda: pld_lib.from_gaussian_mechanism(
+        0.3, value_discretization_interval=D),
+    "poisson-subsampled": lambda: pld_lib.from_gaussian_mechanism(
+        0.9, sampling_prob=0.02, value_discretization_interval=D).self_compose(200),
+    "laplace": lambda: pld_lib.from_laplace_mechanism(0.7, value_discretization_interval=D),
+    "infinite-mass": lambda: pld_lib.from_privacy_parameters(
+        pld_lib.common.DifferentialPrivacyParameters(2.0, 1e-3),
+        value_discretization_interval=D),
+    "underflow": lambda: pld_lib.from_two_probability_mass_functions(
+        {0: 0.5, 1: 0.5 - 1e-9, 2: 1e-9}, {0: 0.5, 1: 0.5, 2: 1e-320},
+        value_discretization_interval=D),
+    # dense PMFs built directly: mass at +∞, losses whose e^{-ℓ} underflows to 0
+    # (ℓ ≥ 745), negative losses only, a single point
+    "dense-infinite-mass": lambda: _dense(0.01, -50, [0.001] * 100 + [0.8989], 1e-3),
+    "dense-underflow": lambda: _dense(1.0, 790, [0.25, 0.25, 0.25, 0.2], 0.0),
+    "dense-underflow-then-finite": lambda: _dense(
+        1.0, -3, [0.3, 0.3, 0.2] + [0.0] * 795 + [0.1, 0.1 - 1e-6], 1e-6),
+    "dense-negative": lambda: _dense(0.1, -40, [0.1] * 10, 0.0),
+    "dense-one-point": lambda: _dense(0.5, 3, [1.0], 0.0),
+    "coarse-grid": lambda: pld_lib.from_gaussian_mechanism(
+        2.0, value_discretization_interval=1e-2).self_compose(7),
+}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@functools.cache
+def _case(name: str) -> pld_lib.PrivacyLossDistribution:
+    return _BUILDERS[name]()
+
+
+@pytest.mark.parametrize("name", sorted(_BUILDERS))
 @pytest.mark.parametrize("delta", [1e-12, 1e-7, 1e-5, 1e-3, 0.05, 0.3, 0.999])
 def test_equals_dp_accounting(name: str, delta: float) -> None:
-    pld = CASES[name]
+    pld = _case(name)
     want = pld.get_epsilon_for_delta(delta)
     got = epsilon_for_delta(pld, delta)
     if math.isinf(want):
@@ -68,7 +76,7 @@ def test_equals_dp_accounting(name: str, delta: float) -> None:
 
 
 def test_below_the_infinite_mass_is_infinite() -> None:
-    pld = CASES["infinite-mass"]
+    pld = _case("infinite-mass")
     assert math.isinf(epsilon_for_delta(pld, 1e-4))  # δ below the mass at +∞ (1e-3)
 
 
