@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
+from tests.flows.clirunner import CliRunner
 
 
 @pytest.fixture(scope="module")

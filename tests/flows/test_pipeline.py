@@ -168,9 +168,9 @@ def _export_release_as_dgl(artifacts: str, num_nodes: int, hops: int, tmp_path: 
     edges (the dgl extra; make test installs it)."""
     dgl = pytest.importorskip("dgl")
     import torch
-    from typer.testing import CliRunner
 
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     r = CliRunner().invoke(app, ["export-dgl", artifacts, "--out", str(tmp_path / "r.bin")])
     assert r.exit_code == 0, r.output
