@@ -16,7 +16,7 @@ from typing import Any
 import typer
 import typer.main
 import typer.testing
-from click.testing import Result
+from typer.testing import Result
 
 __all__ = ["CliRunner", "click_command"]
 
@@ -30,7 +30,7 @@ def click_command(app: typer.Typer) -> Any:
 class CliRunner(typer.testing.CliRunner):
     """:class:`typer.testing.CliRunner` whose ``invoke`` uses :func:`click_command`."""
 
-    def invoke(self, app: typer.Typer, *args: Any, **kwargs: Any) -> Result:  # type: ignore[override]
+    def invoke(self, app: typer.Typer, *args: Any, **kwargs: Any) -> Result:
         build = typer.testing._get_command  # type: ignore[attr-defined]
         typer.testing._get_command = click_command  # type: ignore[attr-defined]
         try:
