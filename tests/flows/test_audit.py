@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
+from tests.flows.clirunner import CliRunner
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_audit_flow_steps_cache_budget_and_mlflow(dataset: Path) -> None:
     from flows.audit import audit
     from tasks.budget import store
 
-    spec = DpMlpSpec(epsilon=2.0, steps=20, device="cpu")
+    spec = DpMlpSpec(epsilon=2.0, steps=10, device="cpu")
     first = audit(spec=spec, dataset=str(dataset), canaries=60)
     assert first["cache"] == {"canaries": "Completed", "train": "Completed",
                               "score": "Completed"}
@@ -65,7 +65,7 @@ def test_multi_run_audit_flow(dataset: Path) -> None:
     from dpgnn_core.specs import DpMlpSpec
     from flows.audit import audit
 
-    spec = DpMlpSpec(epsilon=None, steps=20, device="cpu", seed=5)
+    spec = DpMlpSpec(epsilon=None, steps=10, device="cpu", seed=5)
     res = audit(spec=spec, dataset=str(dataset), runs=8)
     assert res["audit"] == "multi-run" and res["m"] == 1 and res["guesses"] == 4
     assert len(res["models"]) == 8 and len(set(res["models"])) == 8  # eight trainings

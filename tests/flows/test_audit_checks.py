@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.audit.bounds import largest_lower_bound, one_run_audit
 from dpgnn_core.audit.canaries import (
@@ -21,6 +20,7 @@ from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from flows.cli import app
 from flows.cli import audit as audit_cli
+from tests.flows.clirunner import CliRunner
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.budget import COUNTED, Charge, compose
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.privacy.events import Ledger
+from tests.flows.clirunner import CliRunner
 
 
 def _counted(sha: str) -> list[object]:

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from dpgnn_core.data.options import LOADER_OPTIONS, SYNTHETIC_OPTIONS
 from flows.cli import app
+from tests.flows.clirunner import CliRunner, click_command
 
 runner = CliRunner()
 #: The command's own options.
@@ -31,7 +30,7 @@ OLD_FLAGS = {"--nodes", "--seed", "--disjoint", "--no-disjoint", "--remove-self-
 
 @functools.cache
 def _ingest_params() -> Any:
-    return typer.main.get_command(app).commands["ingest"].params  # type: ignore[attr-defined]
+    return click_command(app).commands["ingest"].params  # type: ignore[attr-defined]
 
 
 def _flags() -> set[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.loaders import load_tabular
 from dpgnn_core.errors import DataError
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 EDGES = "src,dst\n0,1\n1,2\n2,3\n3,4\n4,5\n5,0\n"

@@ -4,16 +4,14 @@ variants) use a field; an option of another name is one clear error line."""
 
 from __future__ import annotations
 
-import functools
 import typing
 from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from dpgnn_core.methods.catalog import CATALOG
 from flows.cli import app
+from tests.flows.clirunner import CliRunner, click_command
 
 runner = CliRunner()
 #: The run's own options (beside the spec's), on every method.
@@ -28,9 +26,8 @@ def _flag(field: str) -> str:
     return f"--{field.replace('_', '-')}"
 
 
-@functools.cache
 def _click_app() -> Any:
-    return typer.main.get_command(app)
+    return click_command(app)
 
 
 def _command_options(group: str, name: str) -> set[str]:

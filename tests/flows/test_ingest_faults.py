@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 DPGNN = Path(sys.executable).parent / "dpgnn"

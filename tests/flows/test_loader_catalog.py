@@ -12,11 +12,10 @@ import sys
 import typing
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from dpgnn_core.data.catalog import format_names, loaders, option_models
 from dpgnn_core.specs import IngestSpec
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 
 def _format_choices(output: str) -> tuple[str, ...]:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import manifest_digest, read_dataset
 from dpgnn_core.errors import DataError
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 

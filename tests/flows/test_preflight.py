@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
@@ -19,6 +18,7 @@ from dpgnn_core.methods import preflight
 from dpgnn_core.methods.registry import get
 from flows import clilog
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 

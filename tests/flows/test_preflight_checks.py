@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
@@ -19,6 +18,7 @@ from dpgnn_core.errors import PrivacyError
 from dpgnn_core.methods import preflight
 from dpgnn_core.methods.registry import get
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 

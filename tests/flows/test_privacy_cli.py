@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 DPGNN = ["--mechanism", "dpgnn", "--num-train", "100000", "--batch-size", "1000",

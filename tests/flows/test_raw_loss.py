@@ -44,9 +44,8 @@ def test_private_run_logs_no_raw_loss_unless_flagged(tmp_path: Path) -> None:
 
 
 def test_log_raw_loss_is_a_flag_of_private_methods_only() -> None:
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     runner = CliRunner()
     assert "--log-raw-loss" in runner.invoke(app, ["run", "dp-mlp", "--help"]).output

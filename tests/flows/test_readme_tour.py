@@ -11,7 +11,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+
+from tests.flows.clirunner import CliRunner
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,15 @@ def _sweep_result(ds: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("selection", ["private", "flagged"])
-def test_private_selection_parent_run_has_no_sweep_wall_time(tmp_path: Path,
-                                                             selection: str) -> None:
+def test_private_selection_parent_run_has_no_sweep_wall_time(
+        tmp_path: Path, selection: str, seeded_mlflow: Callable[[Path], bool]) -> None:
     """The sweep started an hour ago: a flagged sweep's parent run spans that hour; a
     private selection's starts and ends at release time (its duration would reveal K)."""
     from mlflow.tracking import MlflowClient
 
     from tasks.tracking import log_sweep
 
+    seeded_mlflow(tmp_path)  # a migrated, empty store: as a new one, without the migration
     hour_ago = int(time.time() * 1000) - 3_600_000
     before = int(time.time() * 1000)
     logged = log_sweep(result=_sweep_result(tmp_path), paths={},
@@ -206,9 +208,8 @@ def test_audit_of_a_non_private_control_on_a_budgeted_dataset_is_refused(
 ])
 def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
         tmp_path: Path, args: list[str], needle: str) -> None:
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     write_dataset(csbm(num_nodes=200, seed=73), tmp_path / "ds")
     home = ["--home", str(tmp_path / "home")]
@@ -223,9 +224,9 @@ def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
     assert not (tmp_path / "home" / "artifacts").exists()  # nothing trained
 
 
-def test_a_sweep_point_page_says_what_a_single_run_page_says(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+def test_a_sweep_point_page_says_what_a_single_run_page_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        seeded_mlflow: Callable[[Path], bool]) -> None:
     """Issue 36 §4: a private sweep point's child run had six params and no description.
     It now has a single run's ``privacy.*`` params (accountant, spent ε, each event), its
     privacy tags and description, and the odometer of its own unit after the sweep."""
@@ -253,6 +254,7 @@ def test_a_sweep_point_page_says_what_a_single_run_page_says(tmp_path: Path,
     result["rows"][0] |= {"epsilon": 2.0, "epsilon_spent": report.epsilon,
                           "config": {"steps": 4}}
     result["best"] = []
+    seeded_mlflow(tmp_path)  # a migrated, empty store: as a new one, without the migration
     logged = log_sweep(result=result, paths={}, spec={"name": "s", "selection": "flagged"},
                        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient(logged["mlflow_tracking_uri"])

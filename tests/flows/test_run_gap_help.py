@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 
 def test_run_help_lists_the_training_options() -> None:

@@ -8,7 +8,7 @@ import http.server
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -138,7 +138,8 @@ def test_check_tracking_uri_fails_fast_with_one_line(silent_server: str, health_
 
 @pytest.mark.slow
 def test_private_run_logs_what_was_used(dataset: str, spec: Any, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                        monkeypatch: pytest.MonkeyPatch,
+                                        seeded_mlflow: Callable[[Path], bool]) -> None:
     from mlflow.tracking import MlflowClient
 
     import tasks.train
@@ -146,6 +147,7 @@ def test_private_run_logs_what_was_used(dataset: str, spec: Any, tmp_path: Path,
     from tasks.ingest import dataset_summary
     from tasks.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, _experiment
 
+    seeded_mlflow(tmp_path)  # a migrated, empty store: as a new one, without the migration
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     client.create_experiment("pre-existing")  # created elsewhere, without a kind
