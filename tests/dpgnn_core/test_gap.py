@@ -310,7 +310,7 @@ def test_epsilon_by_step_uses_the_runs_accountant(level: str) -> None:
 
 
 def test_release_holds_x1_to_xk_and_predictions_recompute_x0(tmp_path: object) -> None:
-    spec = GapSpec(level="node", epsilon=8.0, max_degree=25, hops=2, **FEW)
+    spec = GapSpec(level="node", epsilon=8.0, max_degree=25, hops=2, **FAST)
     r = train_gap(DATA, spec)
     assert r.aggregations.shape == (DATA.num_nodes, 2, spec.encoder_dim)  # no X(0)
     x0 = row_normalise(r.encoder.encode(torch.tensor(DATA.x))).detach()
