@@ -80,6 +80,27 @@ def test_metrics_binary_and_multiclass() -> None:
     assert np.isnan(classification_metrics(np.zeros(0, int), np.zeros((0, 3)), 3)["accuracy"])
 
 
+def test_f1_is_sklearns() -> None:
+    """The F1 scores equal scikit-learn's ``f1_score`` to the last bit (what they were
+    computed with before): random labels and predictions, classes absent from the labels,
+    from the predictions or from both, ties, one item, two to twelve classes."""
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(0)
+    for case in range(400):
+        c = int(rng.integers(2, 13))
+        n = int(rng.integers(1, 60))
+        present = rng.choice(c, size=int(rng.integers(1, c + 1)), replace=False)
+        y = rng.choice(present, size=n).astype(np.int64)
+        logits = rng.integers(-2, 3, size=(n, c)).astype(float) if case % 2 else \
+            rng.normal(size=(n, c))
+        m = classification_metrics(y, logits, c)
+        pred, labels = logits.argmax(axis=1), list(range(c))
+        assert m["f1_micro"] == float(f1_score(y, pred, average="micro", labels=labels))
+        assert m["f1_macro"] == float(f1_score(y, pred, average="macro", labels=labels,
+                                               zero_division=0)), (y, pred)
+
+
 def test_multi_label_training_learns() -> None:
     from dpgnn_core.data import GraphData
 

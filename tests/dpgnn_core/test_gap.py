@@ -43,6 +43,8 @@ from dpgnn_core.specs import GapSpec
 
 DATA = csbm(num_nodes=1500, homophily=0.9, feature_signal=0.6, feature_dim=24, seed=3)
 FAST = {"epochs": 60, "steps": 60, "batch_size": 100, "device": "cpu"}
+# Where only the ledger, the report or the release is asserted (no learning): few steps.
+FEW = {**FAST, "epochs": 3, "steps": 3}
 
 
 def _agg(x: torch.Tensor, ei: np.ndarray, n: int) -> torch.Tensor:
@@ -90,7 +92,7 @@ def test_pma_noise_is_drawn_once_with_the_stated_std() -> None:
 @pytest.mark.parametrize("level", ["edge", "node"])
 def test_ledger_is_the_composition_and_within_budget(level: str) -> None:
     spec = GapSpec(level=level, epsilon=4.0, hops=2, max_degree=25 if level == "node" else None,
-                   **FAST)
+                   **FEW)
     r = train_gap(DATA, spec)
     kinds = [e.kind for e in r.ledger.events]
     assert kinds == (["gaussian"] if level == "edge" else
@@ -135,7 +137,7 @@ def test_classifier_combinations(combine: str) -> None:
 def test_release_noise_is_secret_not_from_the_seed() -> None:
     """The same spec (same seed) gives two different releases: the noise is drawn from OS
     entropy, not from spec.seed; only the insecure flag makes it reproducible."""
-    spec = GapSpec(level="edge", epsilon=2.0, **{**FAST, "epochs": 5})
+    spec = GapSpec(level="edge", epsilon=2.0, **FEW)
     a, b = train_gap(DATA, spec), train_gap(DATA, spec)
     assert not torch.equal(a.aggregations, b.aggregations)
     assert a.report["insecure_reproducible_noise"] is False
@@ -160,7 +162,7 @@ def test_bad_input() -> None:
     with pytest.raises(DataError, match="no edge left"):
         train_gap(empty, GapSpec(level="edge", epsilon=1.0, **FAST))
     with pytest.warns(UserWarning, match="encoder_dim"):
-        train_gap(DATA, GapSpec(level="none", encoder_dim=64, **{**FAST, "epochs": 2}))
+        train_gap(DATA, GapSpec(level="none", encoder_dim=64, **{**FEW, "epochs": 2}))
 
 
 # --- adversarial checks of the privacy analysis ------------------------------------------

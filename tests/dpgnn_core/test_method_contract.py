@@ -235,18 +235,34 @@ def test_the_declared_plan_gives_on_step_its_epsilon() -> None:
 @pytest.mark.slow
 def test_a_family_module_is_imported_when_first_asked_for() -> None:
     """``get("dp-mlp")`` imports DP-MLP's module only: a fresh process running it never
-    imports PyTorch Geometric (the GNN families' layers, seconds of CPU per process)."""
+    imports PyTorch Geometric (the GNN families' layers, seconds of CPU per process).
+
+    A finder first on ``sys.meta_path`` notes every import of ``torch_geometric`` and stops
+    it (so the process does not pay for PyG's import): none while ``dp-mlp`` is fetched,
+    then ``get("dp-gcn")`` asks for it."""
     import subprocess
     import sys
 
     code = ("import sys\n"
+            "class Stop:\n"
+            "    asked = []\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'torch_geometric':\n"
+            "            self.asked.append(name)\n"
+            "            raise ImportError('stopped: ' + name)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Stop())\n"
             "from dpgnn_core.methods.registry import get\n"
             "m = get('dp-mlp')\n"
             "assert m.name == 'dp-mlp', m.name\n"
             "assert 'torch_geometric' not in sys.modules, 'torch_geometric imported'\n"
+            "assert not Stop.asked, Stop.asked\n"
             "assert 'dpgnn_core.methods.dp_gnn' not in sys.modules\n"
-            "get('dp-gcn')\n"
-            "assert 'torch_geometric' in sys.modules\n")
+            "try:\n"
+            "    get('dp-gcn')\n"
+            "except ImportError as e:\n"
+            "    assert 'stopped: torch_geometric' in str(e), e\n"
+            "assert Stop.asked[:1] == ['torch_geometric'], Stop.asked\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
