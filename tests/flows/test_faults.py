@@ -157,6 +157,10 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
         for p in cases.values():
             p.kill()
             p.wait()
+        watchdog = reaper._WATCHDOG.pop(me.token, None)  # started for this process: it
+        if watchdog is not None:  # would poll until the session ends
+            watchdog.kill()
+            watchdog.wait()
 
 
 #: One process logs a first MLflow run on a fresh home twice: quiet (no DPGNN_VERBOSE), then
