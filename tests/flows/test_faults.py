@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,6 +157,10 @@ def test_next_command_ends_only_what_a_killed_one_left(tmp_path: Path,
         for p in cases.values():
             p.kill()
             p.wait()
+        watchdog = reaper._WATCHDOG.pop(me.token, None)  # started for this process: it
+        if watchdog is not None:  # would poll until the session ends
+            watchdog.kill()
+            watchdog.wait()
 
 
 #: One process logs a first MLflow run on a fresh home twice: quiet (no DPGNN_VERBOSE), then
@@ -209,6 +214,12 @@ def test_first_mlflow_run_is_quiet_unless_verbose(
         assert " INFO " not in output, output
 
 
+def _here(env: dict[str, str]) -> dict[str, str]:
+    """What a child's environment ``env`` sets for dpgnn, for the same command run in this
+    process (its home is given with ``--home``)."""
+    return {k: env[k] for k in ("DPGNN_CHECKPOINT_SECONDS", "DPGNN_PROGRESS") if k in env}
+
+
 def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "dpgnn"), *args], env=env, capture_output=True,
@@ -217,14 +228,20 @@ def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 300
 
 @pytest.mark.slow
 def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
-        dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
+        dataset: Path, tmp_path: Path, prefect_api_url: str,
+        seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
     """A budget that covers one of two points: the sweep finishes with it, the table, the
     plot and MLflow mark the other refused, one `error:` line and exit 1, no traceback;
-    a rerun does the same (the finished point from the cache)."""
+    a rerun does the same (the finished point from the cache).
+
+    The first sweep is a `dpgnn` process (all it writes to the terminal is seen); the
+    rerun is the same command in this process (the same home, cache and server), which
+    saves a start-up."""
     import pyarrow.parquet as pq
     from mlflow.tracking import MlflowClient
 
     home = tmp_path / "home"
+    seeded_mlflow(home)  # its MLflow store already migrated: nothing to create
     env = _env(PREFECT_API_URL=prefect_api_url)
     from typer.testing import CliRunner
 
@@ -234,13 +251,20 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
                                       "--epsilon", "3", "--delta", "1e-3"])  # in this process
     assert budget.exit_code == 0, budget.output
     spec = _sweep_spec(tmp_path / "sweep.toml", dataset, steps=10, epsilons=[1.0, 4.0])
+    args = ["sweep", str(spec), "--workers", "1", "--json"]
     for attempt in ("first", "rerun"):
-        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--workers", "1", "--json"], env)
-        assert r.returncode == 1, (attempt, r.stderr[-3000:])
-        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-        assert len(errors) == 1 and "refused 1 of 2 points" in errors[0], r.stderr
-        assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) < 8, r.stderr
-        summary = json.loads(r.stdout)
+        if attempt == "first":
+            p = _dpgnn(["--home", str(home), *args], env)
+            code, stdout, stderr = p.returncode, p.stdout, p.stderr
+        else:  # its workers use the same server, as the first's inherit it
+            h = dpgnn_here(home, args, {"PREFECT_API_URL": prefect_api_url})
+            assert h.exception is None or isinstance(h.exception, SystemExit), h.exc_info
+            code, stdout, stderr = h.exit_code, h.stdout, h.stderr
+        assert code == 1, (attempt, stderr[-3000:])
+        errors = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and "refused 1 of 2 points" in errors[0], stderr
+        assert "Traceback" not in stderr and len(stderr.splitlines()) < 8, stderr
+        summary = json.loads(stdout)
         assert [(x["epsilon"], x["refused"].split(" exceeded")[0][:23])
                 for x in summary["refused"]] == [(4.0, "privacy budget of datas")]
         rows = {row["epsilon"]: row for row in pq.read_table(summary["table"]).to_pylist()}
@@ -257,36 +281,67 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
                       for k in kids) == [("", "FINISHED"), ("privacy", "FAILED")]
 
 
+def _lock_holder(home: Path) -> set[int]:
+    """The pids that hold (or last held) a run lock of ``home`` (flows.runlock writes its
+    holder's identity into the lock file once it holds it)."""
+    pids = set()
+    for path in (home / "locks").glob("run-*.lock"):
+        try:
+            pids.add(int(json.loads(path.read_text())["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not written yet
+    return pids
+
+
 @pytest.mark.slow
 def test_two_identical_runs_started_together_make_one_release(
         dataset: Path, tmp_path: Path, prefect_api_url: str,
-        seeded_mlflow: Callable[[Path], bool]) -> None:
+        seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
     """Two identical `dpgnn run`s started together: the second waits for the first and
-    reuses its model; one release, one folder, one charge to the budget."""
+    reuses its model; one release, one folder, one charge to the budget.
+
+    The first is a `dpgnn` process, the second the same command in this process, started
+    once the first holds the run's lock (so it is surely the second, which a race of two
+    processes left to chance): two processes, as a user's two terminals are, for the
+    price of one start-up."""
+    from flows import pipeline  # noqa: F401 - imported before: the second reaches the lock
+    # within a second, while the first trains
+
     home = tmp_path / "home"
     seeded_mlflow(home)  # its MLflow store already migrated: nothing to create
-    args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "2",
-            "--steps", "300", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
-            "--json"]
+    args = ["run", "dp-mlp", "--epsilon", "2", "--steps", "300", "--hidden", "8", "--device",
+            "cpu", "--dataset", str(dataset), "--json"]
     env = _env(PREFECT_API_URL=prefect_api_url)
-    procs_ = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs_]
-    for p, (_, err) in zip(procs_, outs, strict=True):
-        assert p.returncode == 0, err[-3000:]
-    a, b = (json.loads(out) for out, _ in outs)
+    first = subprocess.Popen([str(BIN / "dpgnn"), "--home", str(home), *args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None \
+                and first.pid not in _lock_holder(home):
+            time.sleep(0.05)
+        assert first.poll() is None, "the first run ended before it held the run lock"
+        second = dpgnn_here(home, args)
+        out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, err[-3000:]
+    assert second.exit_code == 0, second.output[-3000:]
+    a, b = json.loads(out), json.loads(second.stdout)
     assert a["artifacts_dir"] == b["artifacts_dir"]
     assert sorted(s["cache"]["train"] for s in (a, b)) == ["Cached", "Completed"]
     release = json.loads((Path(a["artifacts_dir"]) / "report.json").read_text())["release"]
     assert all(release["id"] in s["release"] for s in (a, b))
-    assert "waiting for pid" in outs[0][1] + outs[1][1]
+    assert f"waiting for pid {first.pid}" in second.stderr, second.stderr
     for s in (a, b):  # the dataset's odometer counts one release of ε = 2
         assert s["dataset_epsilon_spent"] == pytest.approx(a["epsilon"], rel=1e-6)
 
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
-        dataset: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]) -> None:
+        dataset: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool],
+        dpgnn_here: Callable[..., Any]) -> None:
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) during
     training: exit 130 and one `stopped:` line naming the checkpoint kept (no periodic
     checkpoint is due: DPGNN_CHECKPOINT_SECONDS is an hour); the same command resumes from
@@ -295,7 +350,11 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
     import threading
 
     seeded_mlflow(fresh_home)  # the home's MLflow store too: the resumed run migrates none
-    steps = 4000  # long enough that the signal lands in training on a fast or loaded machine
+    # Long enough that the signal lands in training on a fast or loaded machine (~6 s of
+    # training at ~3 ms a step on this 2-core box; the signal comes with the first progress
+    # line, after 10 % of the steps or a second), and no longer: the resumed run trains the
+    # rest.
+    steps = 2000
     args = [str(BIN / "dpgnn"), "--home", str(fresh_home), "run", "dp-mlp",
             "--epsilon", "4", "--steps", str(steps), "--batch-size", "32", "--hidden", "8",
             "--device", "cpu", "--dataset", str(dataset), "--json"]
@@ -325,8 +384,11 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
     assert m is not None and int(m.group(2)) == steps, stopped
     assert Path(m.group(3)).is_file()
     assert "Traceback" not in "".join(lines)
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    # The same command again, in this process (it needs no process of its own: the signal
+    # was the first's); the home's Prefect server is gone with the first, so it uses this
+    # process's.
+    r = dpgnn_here(fresh_home, args[3:], _here(env))
+    assert r.exit_code == 0, r.output[-3000:]
     summary = json.loads(r.stdout)
     report = json.loads((Path(summary["artifacts_dir"]) / "report.json").read_text())
     assert report["release"]["resumed_from_step"] == [int(m.group(1))]
@@ -419,7 +481,7 @@ def _fill(folder: Path) -> Path:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
         dataset: Path, small_disk: Path, seeded_prefect: Callable[[Path], bool],
-        seeded_mlflow: Callable[[Path], bool]) -> None:
+        seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
     """The project home's disk (a small tmpfs) fills while the run trains: one `error:`
     line naming the home within seconds, exit 1, nothing half-written in the artifacts;
     once space is freed the same command finishes."""
@@ -432,8 +494,9 @@ def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
     seeded_prefect(home / "prefect")
     seeded_mlflow(home)
     args = [str(BIN / "dpgnn"), "--home", str(home), "run", "dp-mlp", "--epsilon", "4",
-            "--steps", "4000", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
-            "--json"]  # long enough that the disk fills while it trains
+            "--steps", "2000", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
+            "--json"]  # long enough that the disk fills while it trains (~6 s), and no
+    # longer: the rerun trains them all again
     env = _env(DPGNN_PROGRESS="plain")
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -469,7 +532,10 @@ def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
         files = json.loads((folder / "manifest.json").read_text())["files"]
         assert all((folder / n).stat().st_size == f["bytes"] for n, f in files.items())
     filler.unlink()
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    # The same command again, in this process (it needs no process of its own: the full
+    # disk was the first's to see); the home's Prefect server is gone with the first, so it
+    # uses this process's.
+    r = dpgnn_here(home, args[3:], _here(env))
+    assert r.exit_code == 0, r.output[-3000:]
     summary = json.loads(r.stdout)
     assert (Path(summary["artifacts_dir"]) / "model.pt").is_file()

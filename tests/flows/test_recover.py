@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.flows.test_servers import BIN, _clean_env, _free_port, _ingest
+from tests.flows.test_servers import BIN, _clean_env, _ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -27,34 +27,30 @@ def _api(url: str, path: str, body: dict | None = None) -> object:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, seeded_prefect, seeded_mlflow):
-    """A project home with a dataset and a running `dpgnn server` (faster than the ephemeral
-    server in every subprocess); stopped afterwards. Prefect's and MLflow's databases start
-    migrated."""
+def served(tmp_path_factory: pytest.TempPathFactory, seeded_mlflow):
+    """A project home with a dataset, its MLflow database already migrated, and the
+    environment of a `dpgnn` command on it. The Prefect server is this process's own
+    (``prefect_api_url``), as a `dpgnn server` would be: a server that outlives the killed
+    run, which the next run asks."""
     tmp_path = tmp_path_factory.mktemp("recover")
     home = tmp_path / "home"
-    seeded_prefect(home / "prefect")
     seeded_mlflow(home)
     env = _clean_env(home)
     _ingest(tmp_path / "ds", env)
-    port = _free_port()
-    start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)], env=env,
-                           capture_output=True, text=True, timeout=180)
-    assert start.returncode == 0, start.stderr[-2000:]
-    try:
-        yield home, env, tmp_path / "ds", f"http://127.0.0.1:{port}/api"
-    finally:  # `dpgnn server stop`'s work, in this process (the server is not its child)
-        from flows import server
-
-        server.stop_server(home)
+    return home, env, tmp_path / "ds"
 
 
-def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:
-    home, env, ds, url = served
+def test_killed_run_is_marked_crashed_by_the_next_run(served, prefect_api_url: str,
+                                                      dpgnn_here) -> None:
+    """A `dpgnn run` killed with SIGKILL while its flow run is RUNNING (a process: the kill
+    is real) is marked Crashed by the next run on the home (in this process, on the same
+    server)."""
+    home, env, ds = served
+    url = prefect_api_url
     log = open(home / "victim.log", "w")
     victim = subprocess.Popen([BIN / "dpgnn", "run", "gcn", "--dataset", str(ds), "--epochs",
-                               "1000000"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                               "1000000"], env={**env, "PREFECT_API_URL": url}, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 180
         running: list = []
@@ -64,7 +60,7 @@ def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:
                 "state": {"type": {"any_": ["RUNNING"]}}}})
             assert isinstance(runs, list)
             running = [r for r in runs if (home / "runs" / f"{r['id']}.json").is_file()]
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert running, "the run never reached RUNNING with its owner recorded"
         run_id = running[0]["id"]
         record = json.loads((home / "runs" / f"{run_id}.json").read_text())
@@ -76,9 +72,8 @@ def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:
     left = _api(url, f"/flow_runs/{run_id}")
     assert isinstance(left, dict) and left["state_type"] == "RUNNING"  # what Prefect shows
 
-    r = subprocess.run([BIN / "dpgnn", "run", "mlp", "--dataset", str(ds), "--epochs", "2",
-                        "--json"], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = dpgnn_here(home, ["run", "mlp", "--dataset", str(ds), "--epochs", "2", "--json"])
+    assert r.exit_code == 0, r.output[-2000:]
     assert json.loads(r.stdout)["test_accuracy"] is not None
 
     after = _api(url, f"/flow_runs/{run_id}")
@@ -86,14 +81,16 @@ def test_killed_run_is_marked_crashed_by_the_next_run(served) -> None:
     assert after["state_type"] == "CRASHED", after["state"]
     assert "Abandoned" in after["state"]["message"], after["state"]
     assert not (home / "runs" / f"{run_id}.json").exists()
-    # Left: the second run's own record, removed by a later run now that its process ended.
+    # Left: the second run's own record (its process, this one, still runs; the next
+    # test's mark_abandoned_runs removes it: its run has finished).
     assert len(list((home / "runs").glob("*.json"))) == 1
 
 
-def test_mark_abandoned_runs_spares_live_owners(served) -> None:
+def test_mark_abandoned_runs_spares_live_owners(served, prefect_api_url: str) -> None:
     """Through the Prefect client: a RUNNING run whose owner lives is left alone, one whose
     owner has ended is marked Crashed, the record of a finished run is removed."""
-    home, _env, _ds, url = served
+    home, _env, _ds = served
+    url = prefect_api_url
     from prefect import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import Completed, Running
