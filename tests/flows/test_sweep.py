@@ -1,10 +1,14 @@
 """`dpgnn sweep` on a real Dask cluster: results, nested MLflow runs, the cache across
 reruns, an unreachable cluster refused up front, and a worker killed mid-sweep.
 
-Every sweep runs as a `dpgnn` subprocess, as a user's command would (a refusal before
-any point, in this process). The points are tiny
+A sweep runs as a `dpgnn` subprocess, as a user's command would, where the command's own
+process matters (its LocalCluster, its environment); a refusal before any point, and a
+sweep on an external cluster whose outcome is the workers' (the rerun after a worker was
+killed, a worker with other code), run the command in this process. The points are tiny
 (a 300-node cSBM, a few DP-MLP steps): on a loaded 2-core machine the cost is process
-start-up, Prefect and the DP calibration, not training.
+start-up (every `dpgnn` command and every Dask worker imports torch and Prefect, ~10-15 s
+of CPU each), Prefect and the DP calibration, not training: each test starts as few
+processes as its behaviour needs.
 """
 
 from __future__ import annotations
@@ -63,6 +67,46 @@ def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 400
                           text=True, timeout=timeout)
 
 
+def _dpgnn_here(args: list[str], prefect_api_url: str) -> subprocess.CompletedProcess[str]:
+    """``dpgnn ARGS`` in this process (typer's CliRunner), as :func:`_dpgnn` runs it with
+    ``PREFECT_API_URL`` set: the points run on Dask workers (processes) either way, and a
+    ``dpgnn`` process would only add its imports. The flow's Prefect settings name the
+    server (so the workers use it, as they use a ``dpgnn`` process's); what the command
+    sets in this process (environment variables, Dask's configuration) is restored."""
+    import copy
+
+    import dask
+    import distributed  # noqa: F401 - imported here, not first in the invoke: its log
+    from prefect.settings import PREFECT_API_URL, temporary_settings  # handler would keep
+    from typer.testing import CliRunner  # the runner's stderr, closed after it
+
+    import flows.sweep  # noqa: F401 - (so are the flow's imports)
+    from flows.cli import app
+    from flows.reaper import OWNER_ENV
+    from tasks.config import code_version
+
+    keys = ("PREFECT_API_URL", "DASK_LOGGING__DISTRIBUTED", OWNER_ENV,
+            "MALLOC_TRIM_THRESHOLD_")
+    saved = {k: os.environ.get(k) for k in keys}
+    config = copy.deepcopy(dask.config.config)
+    os.environ["PREFECT_API_URL"] = prefect_api_url
+    code_version.cache_clear()  # as a new process would: the tree may have changed
+    try:
+        with temporary_settings({PREFECT_API_URL: prefect_api_url}):
+            r = CliRunner().invoke(app, args)
+    finally:
+        dask.config.config.clear()
+        dask.config.config.update(config)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
+
+
 def _table(summary: dict[str, Any]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
@@ -84,16 +128,18 @@ def _trained(home: Path) -> dict[str, int]:
 def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
         dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """dp-mlp 2 lr × 2 ε plus an mlp reference (5 points) on a LocalCluster of 2 workers;
-    then the same sweep again: every point cached, nothing trained."""
+    then the same sweep again, on a LocalCluster of 1 worker (each worker is a process
+    that imports torch and Prefect: the rerun only reads the cache records, which the two
+    workers of the first run wrote): every point cached, nothing trained."""
     from mlflow.tracking import MlflowClient
 
     spec = _spec_file(tmp_path / "sweep.toml", "local2", dataset, steps=8,
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0])
     home = tmp_path / "home"
-    args = ["--home", str(home), "sweep", str(spec), "--workers", "2", "--json"]
+    args = ["--home", str(home), "sweep", str(spec), "--json"]
     env = _env(PREFECT_API_URL=prefect_api_url)
     version = _code_version()
-    r = _dpgnn(args, env)
+    r = _dpgnn([*args, "--workers", "2"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     first = json.loads(r.stdout)
     assert first["points"] == 5
@@ -129,8 +175,8 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
     # the same sweep again: every point from the cache, no training
     trained = _trained(home)
     assert len(trained) == 5
-    for _attempt in range(2):
-        r = _dpgnn(args, env)
+    for _attempt in range(2):  # in this process: its LocalCluster's worker is a process
+        r = _dpgnn_here([*args, "--workers", "1"], prefect_api_url)
         assert r.returncode == 0, r.stderr[-3000:]
         again = json.loads(r.stdout)
         now = _code_version()
@@ -167,6 +213,12 @@ def test_unreachable_cluster_is_refused_before_any_point(dataset: Path, tmp_path
                       epsilons=[4.0])
     home = tmp_path / "home"
     address = f"tcp://127.0.0.1:{_closed_port()}"
+    # imported first: the bound below is on the wait, not on imports (minutes on a loaded
+    # machine), and distributed's log handler must not keep the runner's stderr
+    import distributed  # noqa: F401
+
+    import flows.sweep  # noqa: F401
+
     t = time.perf_counter()
     r = CliRunner().invoke(app, ["--home", str(home), "sweep", str(spec),
                                  "--dask-address", address])
@@ -197,16 +249,21 @@ def test_a_bad_yaml_spec_is_one_error_line(tmp_path: Path) -> None:
 
 def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
     """A worker process is SIGKILLed while it runs a point of a sweep on an external
-    cluster (2 single-threaded workers under nannies, started here).
+    cluster (one single-threaded worker under a nanny, started here: a second worker
+    would only be another process importing torch and Prefect; with one, every point
+    after the kill runs on the worker the nanny restarted).
 
     What happened (Prefect 3.8.8, prefect-dask 0.3.7, distributed 2026.8.0): the scheduler
     removed the lost worker and rescheduled its ``train`` task; the nanny restarted the
     killed worker within ~3 s, the rescheduled Prefect task run went through (the killed
     attempt wrote nothing: artifacts are written atomically) and the sweep COMPLETED with
     all 4 points (on the loaded 2-core machine: killed 46 s in, most of it Prefect's
-    start-up; done 119 s in). The rerun took 29 s with 4/4 points cached. The test also
+    start-up; done 119 s in). The rerun took 29 s with 4/4 points cached. (With one
+    worker the scheduler holds the point until the restarted worker joins, then reruns
+    it there.) The test also
     accepts the other outcome (the sweep fails with exit 1 and one ``error:`` line); the
-    rerun must then finish, reusing every point the first run finished.
+    rerun (in this process, on the same cluster) must then finish, reusing every point
+    the first run finished.
     """
     from distributed import Client, LocalCluster
 
@@ -217,7 +274,7 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
     env = _env(PREFECT_API_URL=prefect_api_url)
     log = tmp_path / "first.err"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         args = ["sweep", str(spec), "--dask-address", cluster.scheduler_address, "--json"]
         with log.open("w") as err:
@@ -256,9 +313,9 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
             errors = [x for x in first_err.splitlines() if x.startswith("error: ")]
             assert proc.returncode == 1 and len(errors) == 1, first_err[-3000:]
         # the nanny brings the killed worker back
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(1, timeout=60)
         t = time.perf_counter()
-        r = _dpgnn(args, env)
+        r = _dpgnn_here(args, prefect_api_url)  # on the same workers
         rerun_s = time.perf_counter() - t
     assert r.returncode == 0, r.stderr[-3000:]
     again = json.loads(r.stdout)
@@ -372,9 +429,9 @@ def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path
     # started as the README says (deployments/dask-worker.yaml): no allocator warning
     env = _worker_env(tmp_path / "worker-home", PYTHONPATH=str(other),
                       DASK_CONFIG=str(root / "deployments" / "dask-worker.yaml"))
-    with _external_worker(tmp_path, env) as address:
-        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
-                    "--json"], _env(PREFECT_API_URL=prefect_api_url))
+    with _external_worker(tmp_path, env) as address:  # the command in this process
+        r = _dpgnn_here(["--home", str(home), "sweep", str(spec), "--dask-address",
+                         address, "--json"], prefect_api_url)
     assert r.returncode == 1, r.stderr[-3000:]
     assert "MALLOC_TRIM_THRESHOLD_" not in r.stderr, r.stderr[-3000:]
     errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
