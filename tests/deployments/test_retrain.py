@@ -182,7 +182,12 @@ def test_retrain_until_the_budget_is_spent(tmp_path: Path, fresh_home: Path,
         _wait_for_runs_to_exit(serve.pid)  # run 2's process has sent all its logs
         # Ctrl-C stops serving (the terminal sends SIGINT to the foreground group).
         os.killpg(serve.pid, signal.SIGINT)
-        assert serve.wait(timeout=120) == 0, serve_log.read_text()[-3000:]
+        try:
+            code = serve.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("serve did not exit 120 s after Ctrl-C: "
+                        + serve_log.read_text()[-3000:])
+        assert code == 0, serve_log.read_text()[-3000:]
 
     # A completed run leaves its summary in its flow run's log (read through the API).
     assert summary1.startswith(f"new release {record.release_id}: dp-mlp on "), summary1

@@ -111,14 +111,15 @@ def test_usage_error_one_line_from_the_script() -> None:
 
 @pytest.mark.slow
 def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
-    """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
+    """`dpgnn run --json` prints exactly one JSON object with the stable keys (on a real
+    stdout: a process of its own; an MLP, whose process imports no torch_geometric)."""
     ds = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
                                  "-o", "num_nodes=300"])  # in this process: seconds sooner
     assert ingest.exit_code == 0, ingest.output
-    r = subprocess.run([BIN / "dpgnn", "run", "sage", "--dataset", str(ds),
+    r = subprocess.run([BIN / "dpgnn", "run", "mlp", "--dataset", str(ds),
                         "--epochs", "5", "--seed", "2", "--json"], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -126,7 +127,7 @@ def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
     for key in ("method", "dataset", "seed", "test_accuracy", "val_accuracy", "mlflow_run_id",
                 "artifacts_dir"):
         assert key in out
-    assert out["method"] == "sage" and out["seed"] == 2
+    assert out["method"] == "mlp" and out["seed"] == 2
     assert 0.0 <= out["test_accuracy"] <= 1.0
     assert Path(out["artifacts_dir"]).is_relative_to(tmp_path / "home")
     assert (tmp_path / "home" / "mlflow.db").is_file()
@@ -191,23 +192,22 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
 def test_run_drw_json_reports_privacy(tmp_path: Path, prefect_api_url: str,
                                      seeded_mlflow: Callable[[Path], bool]) -> None:
     """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
-    clipping threshold flagged as unaccounted in --json and in the report. In this process
-    (its flows on this process's Prefect server, ``prefect_api_url``'s): what is asserted is
-    the summary's content; that ``--json`` prints nothing else on a real stdout is
-    test_run_json_contract's."""
+    clipping threshold flagged as unaccounted in --json and in the report."""
     from dpgnn_core.privacy import Ledger, RdpAccountant
 
     seeded_mlflow(tmp_path / "home")  # its MLflow store already migrated
     ds = tmp_path / "ds"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
-                                 "-o", "num_nodes=600"])
+                                 "-o", "num_nodes=600"])  # in this process: seconds sooner
     assert ingest.exit_code == 0, ingest.output
-    r = runner.invoke(app, ["--home", str(tmp_path / "home"), "run", "--method", "drw-r-sage",
-                            "--dataset", str(ds), "--epsilon", "4", "--steps", "20",
-                            "--batch-size", "20", "--hidden", "16", "--walk-length", "3",
-                            "--restarts", "2", "--clipping", "layerwise",
-                            "--clip-percentile", "75", "--json"])
-    assert r.exit_code == 0, r.output[-2000:]
+    r = subprocess.run([BIN / "dpgnn", "run", "--method", "drw-r-sage", "--dataset", str(ds),
+                        "--epsilon", "4", "--steps", "20", "--batch-size", "20",
+                        "--hidden", "16", "--walk-length", "3", "--restarts", "2",
+                        "--clipping", "layerwise", "--clip-percentile", "75", "--json"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["method"] == "drw-r-sage" and out["private"] and out["steps"] == 20
     assert out["epsilon"] <= 4.0 and out["noise_multiplier"] > 0
