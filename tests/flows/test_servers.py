@@ -54,7 +54,7 @@ def _ingest(ds: Path, env: dict[str, str]) -> None:
     assert r.exit_code == 0, r.output
 
 
-def _get(url: str) -> dict:
+def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
 
@@ -70,7 +70,7 @@ def _cli(home: Path, args: list[str]) -> Any:
     return CliRunner().invoke(app, ["--home", str(home), "server", *args])
 
 
-def _post(url: str, body: dict) -> Any:
+def _post(url: str, body: dict[str, Any]) -> Any:
     req = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as resp:
@@ -78,7 +78,8 @@ def _post(url: str, body: dict) -> Any:
 
 
 def _mlflow_server(tmp_path: Path, env: dict[str, str],
-                   seeded_mlflow: Callable[[Path], bool]) -> tuple[subprocess.Popen, str]:
+                   seeded_mlflow: Callable[[Path], bool]
+                   ) -> tuple[subprocess.Popen[bytes], str]:
     """``mlflow server`` on a free port in its own session, its SQLite store a copy of the
     session's migrated one (nothing to migrate at start), without its job runner (MLflow's
     GenAI jobs: six more Python processes that nothing here uses); not waited for."""
@@ -93,7 +94,7 @@ def _mlflow_server(tmp_path: Path, env: dict[str, str],
     return server, f"http://127.0.0.1:{port}"
 
 
-def _wait_healthy(server: subprocess.Popen, url: str) -> None:
+def _wait_healthy(server: subprocess.Popen[bytes], url: str) -> None:
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -169,19 +170,19 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
 
-def _spawn(*args: str) -> subprocess.Popen:
+def _spawn(*args: str) -> subprocess.Popen[bytes]:
     """A process in its own session, as a recorded server would be."""
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *args],
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
 
-def _write_state(home: Path, info: dict) -> None:
+def _write_state(home: Path, info: dict[str, Any]) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "server.json").write_text(json.dumps(info))
 
 
-def _stop_reaped(proc: subprocess.Popen) -> None:
+def _stop_reaped(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
