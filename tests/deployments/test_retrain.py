@@ -7,10 +7,8 @@ ingested with ``dpgnn ingest``; run 1 trains (a new release, recorded); a budget
 that fits exactly one release of that calibrated plan; the source changes and run 2
 re-ingests it into the same folder (a new version that shares the folder's budget) and is
 refused before training, by what run 1 spent on the first version: its flow run ends
-Failed with the budget's line, and nothing is recorded or written. The server is the test
-process's own (``prefect_api_url``, Prefect's temporary server: no scheduler, so only
-triggered runs happen); the home's Prefect and MLflow databases start migrated (copies of
-the session's).
+Failed with the budget's line, and nothing is recorded or written. The home's Prefect and
+MLflow databases start migrated (copies of the session's).
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ import numpy as np
 import pytest
 
 from tests.flows.test_servers import _clean_env as _server_env
+from tests.flows.test_servers import _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -76,8 +75,9 @@ def _write_source(raw: Path, shift: float = 0.0) -> None:
 
 
 def _cli(env: dict[str, str], args: list[str]) -> Any:
-    """A ``dpgnn`` command that needs no Prefect (``ingest``, ``budget``), in this process
-    on the commands' project home: a subprocess would cost seconds of imports."""
+    """A ``dpgnn`` command that needs no Prefect (``ingest``, ``budget``, ``server stop``),
+    in this process on the commands' project home: a subprocess would cost seconds of
+    imports."""
     from typer.testing import CliRunner
 
     from flows.cli import app
@@ -89,6 +89,29 @@ def _run_id(out: str) -> str:
     m = re.search(r"UUID:\s*([0-9a-f-]{36})", out)
     assert m, out
     return m.group(1)
+
+
+@pytest.fixture
+def server(tmp_path: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]
+           ) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
+    """``dpgnn server start`` (a Prefect server in its own session, with its own home, its
+    database already migrated), started in the background while the test prepares; stopped
+    (its group only) at the end. The server's scheduler is off, so only triggered runs
+    happen."""
+    seeded_mlflow(fresh_home)
+    env = _clean_env(fresh_home)
+    port = _free_port()
+    start = subprocess.Popen(
+        [BIN / "dpgnn", "server", "start", "--port", str(port)],
+        env={**env, "PREFECT_UI_ENABLED": "false",
+             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{port}/api", env, start
+    finally:
+        if start.poll() is None:
+            start.communicate(timeout=180)
+        _cli(env, ["server", "stop"])  # the server is not this process's child
 
 
 @contextlib.contextmanager
@@ -109,12 +132,12 @@ def _serving(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]
 
 def _wait_for_deployment(url: str, ds: Path, serve: subprocess.Popen[bytes], log: Path
                          ) -> dict[str, Any]:
-    """The ``private-retrain`` deployment once ``serve`` has registered it for ``ds`` (a
-    deployment of that name that another test left on the shared server is not it)."""
+    """The ``private-retrain`` deployment once ``serve`` has registered it for ``ds``."""
     deadline = time.time() + 120
     while True:
         found = [d for d in _api(url, "/deployments/filter", {"deployments": {"name": {
-            "any_": ["private-retrain"]}}}) if d["parameters"].get("dataset") == str(ds.resolve())]
+            "any_": ["private-retrain"]}}}) if d["parameters"].get("dataset")
+            == str(ds.resolve())]
         if found:
             return dict(found[0])
         assert serve.poll() is None, log.read_text()[-3000:]
@@ -133,28 +156,28 @@ def _wait_for_end(url: str, run_id: str, serve: subprocess.Popen[bytes], log: Pa
     return dict(got)
 
 
-def test_retrain_until_the_budget_is_spent(tmp_path: Path, fresh_home: Path,
-                                           prefect_api_url: str,
-                                           seeded_mlflow: Callable[[Path], bool]) -> None:
+def test_retrain_until_the_budget_is_spent(
+        tmp_path: Path, server: tuple[str, dict[str, str], subprocess.Popen[str]]) -> None:
     from dpgnn_core.budget import BudgetExceeded, BudgetStore
 
-    seeded_mlflow(fresh_home)
-    url, home, raw, ds = prefect_api_url, fresh_home, tmp_path / "raw", tmp_path / "ds"
-    env = {**_clean_env(home), "PREFECT_API_URL": url}
+    url, env, start = server
+    home, raw, ds = tmp_path / "home", tmp_path / "raw", tmp_path / "ds"
     _write_source(raw)
     source = {"format": "csv", "source": str(raw / "edges.csv"),
               "options": {"nodes": str(raw / "nodes.csv"), "undirected": True}}
+    ingest = _cli(env, ["ingest", "-f", "csv", "--source", str(raw / "edges.csv"),
+                        "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)])
+    assert ingest.exit_code == 0, ingest.output
+    first = json.loads((ds / "manifest.json").read_text())
+    _, err = start.communicate(timeout=180)  # returns once the server is healthy
+    assert start.returncode == 0, err[-2000:]
+
+    env = {**env, "PREFECT_API_URL": url}
     serve_log = tmp_path / "serve.log"
     with _serving({**env, "DPGNN_RETRAIN_DATASET": str(ds),
                    "DPGNN_RETRAIN_INGEST": json.dumps(source),
                    "DPGNN_RETRAIN_SPEC": json.dumps(SPEC),
                    "PREFECT_RUNNER_POLL_FREQUENCY": "1"}, serve_log) as serve:
-        # While the served process starts: the folder's first version.
-        ingest = _cli(env, ["ingest", "-f", "csv", "--source", str(raw / "edges.csv"),
-                            "--nodes", str(raw / "nodes.csv"), "--undirected", "--out",
-                            str(ds)])
-        assert ingest.exit_code == 0, ingest.output
-        first = json.loads((ds / "manifest.json").read_text())
         dep = _wait_for_deployment(url, ds, serve, serve_log)
         # Run 1, triggered with the CLI.
         r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=env,
