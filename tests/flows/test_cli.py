@@ -111,15 +111,14 @@ def test_usage_error_one_line_from_the_script() -> None:
 
 @pytest.mark.slow
 def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
-    """`dpgnn run --json` prints exactly one JSON object with the stable keys (on a real
-    stdout: a process of its own; an MLP, whose process imports no torch_geometric)."""
+    """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
     ds = tmp_path / "ds"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
                                  "-o", "num_nodes=300"])  # in this process: seconds sooner
     assert ingest.exit_code == 0, ingest.output
-    r = subprocess.run([BIN / "dpgnn", "run", "mlp", "--dataset", str(ds),
+    r = subprocess.run([BIN / "dpgnn", "run", "sage", "--dataset", str(ds),
                         "--epochs", "5", "--seed", "2", "--json"], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -127,7 +126,7 @@ def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
     for key in ("method", "dataset", "seed", "test_accuracy", "val_accuracy", "mlflow_run_id",
                 "artifacts_dir"):
         assert key in out
-    assert out["method"] == "mlp" and out["seed"] == 2
+    assert out["method"] == "sage" and out["seed"] == 2
     assert 0.0 <= out["test_accuracy"] <= 1.0
     assert Path(out["artifacts_dir"]).is_relative_to(tmp_path / "home")
     assert (tmp_path / "home" / "mlflow.db").is_file()
