@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -50,11 +51,19 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A Prefect API call; retried while the server answers 503 (its SQLite database busy,
+    the transaction rolled back), as Prefect's own client does."""
     req = urllib.request.Request(f"{url}{path}", method="POST" if body is not None else "GET",
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
+    for attempt in range(20):
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == 19:
+                raise
+            time.sleep(0.5)
 
 
 def _write_source(raw: Path, shift: float = 0.0) -> None:
