@@ -40,16 +40,40 @@ def test_probe_writes_in_home(home: Path) -> None:
     _out(f"home-{os.getpid()}", str(home))
 
 
+#: A stand-in for the venv's ``prefect`` script: ``prefect server start ... --port N``
+#: answers the health check on 127.0.0.1:N until it is stopped (a real Prefect server costs
+#: 10-20 s of CPU; the clean-up under test treats both alike).
+_STAND_IN = """#!{python}
+import http.server, sys
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+port = int(sys.argv[sys.argv.index("--port") + 1])
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
 @_probe
 @pytest.mark.integration
 @pytest.mark.skipif("servers" not in PROBE, reason="servers only when asked")
-def test_probe_leaves_a_dpgnn_server_running(home: Path) -> None:
+def test_probe_leaves_a_dpgnn_server_running(home: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dpgnn server start``'s code (its own session, its state file in the home, the
+    health check), a stand-in for the ``prefect`` it starts."""
     from flows import server
 
+    exe = tmp_path / "prefect"
+    exe.write_text(_STAND_IN.format(python=sys.executable))
+    exe.chmod(0o755)
+    monkeypatch.setattr(server, "_prefect_exe", lambda: str(exe))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     info = server.start(port=port, home=home)
+    assert server.status(home)["running"] is True  # the state file names our server
     _out("dpgnn-server", info["pid"])
 
 
@@ -97,7 +121,7 @@ def _child_pytest(tmp_path: Path, probe: str, *args: str, own_template: bool = F
         env[PREFECT_TEMPLATE_ENV] = os.environ[PREFECT_TEMPLATE_ENV]
     env |= {"TMPDIR": str(tmp), "DPGNN_CLEANUP_PROBE": probe,
             "DPGNN_CLEANUP_PROBE_OUT": str(out), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "DO_NOT_TRACK": "1"}
+            "DO_NOT_TRACK": "1", "PREFECT_UI_ENABLED": "false"}  # a `dpgnn server`: no UI
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         *args, str(Path(__file__).relative_to(REPO))],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
@@ -130,8 +154,11 @@ def test_no_test_home_is_left_behind(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_no_test_home_or_server_is_left_behind_with_xdist(tmp_path: Path) -> None:
     """Two xdist workers (each with its home), a `dpgnn server` and Prefect's ephemeral
-    server started under a test home: all stopped, every home removed."""
-    tmp, out = _child_pytest(tmp_path, "servers", "-n", "2")
+    server started under a test home: all stopped, every home removed. The probes go to one
+    worker (``--dist loadfile``), so the ephemeral server the flow starts and the
+    ``prefect_api_url`` fixture's are one (the fixture's is Prefect's ephemeral server):
+    one Prefect start-up, not two."""
+    tmp, out = _child_pytest(tmp_path, "servers", "-n", "2", "--dist", "loadfile")
     assert list(out.glob("home-*"))
     shared = [json.loads(p.read_text()) for p in out.glob("shared-*")]
     assert shared  # the prefect_api_url fixture's server, one per worker that asked

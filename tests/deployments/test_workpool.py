@@ -1,12 +1,16 @@
 """Integration: the work-pool route of docs/user-guide.md ("Scheduled private retraining")
 as written, against a real Prefect server: ``prefect work-pool create dpgnn --type
 process``, ``prefect deploy --prefect-file deployments/prefect.yaml --name private-retrain``
-from the repository root with only ``DPGNN_RETRAIN_DATASET`` set, ``prefect worker start
+from the repository root with ``DPGNN_RETRAIN_DATASET`` set, ``prefect worker start
 --pool dpgnn`` started in another folder, and a triggered run that completes, spends budget
 and leaves its summary in its flow run's log.
 
-The server is the test process's own (``prefect_api_url``); the worker runs in its own
-session, and it and everything it started are stopped at the end, whatever happened.
+The server is the test process's own (``prefect_api_url``). The two ``prefect`` commands
+that only talk to it (``work-pool create``, ``deploy``) run in this process, through
+Prefect's own command line (its ``deploy`` imports the flow's module: 10 s more as a
+process); the worker, and the flow run's process it starts, are real processes: the worker
+runs in its own session, and it and everything it started are stopped at the end, whatever
+happened.
 """
 
 from __future__ import annotations
@@ -64,11 +68,18 @@ def _worker(env: dict[str, str], cwd: Path, log: Path) -> Iterator[subprocess.Po
         proc.wait(timeout=30)
 
 
-def _prefect(args: list[str], env: dict[str, str]) -> str:
-    r = subprocess.run([BIN / "prefect", *args], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    return r.stdout
+def _prefect(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``prefect ARGS`` in this process (Prefect's command line, on this process's server:
+    ``prefect_api_url``'s); its output. The environment and the folder are the caller's."""
+    from prefect.cli._app import _app
+
+    capsys.readouterr()
+    try:
+        _app.meta(args)
+    except SystemExit as e:
+        assert e.code in (None, 0), capsys.readouterr()
+    out, err = capsys.readouterr()
+    return out + err
 
 
 def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -78,16 +89,22 @@ def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
 
 def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
                                        prefect_api_url: str,
-                                       seeded_mlflow: Callable[[Path], bool]) -> None:
+                                       seeded_mlflow: Callable[[Path], bool],
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
     from dpgnn_core.budget import BudgetStore
 
     seeded_mlflow(fresh_home)  # the flow run's MLflow store, already migrated
     url, ds = prefect_api_url, tmp_path / "ds"
     _ingest(ds, {})
     env = {**_clean_env(fresh_home), "PREFECT_API_URL": url}
-    _prefect(["work-pool", "create", "dpgnn", "--type", "process"], env)
+    monkeypatch.chdir(ROOT)  # `prefect deploy` from the repository root
+    monkeypatch.setenv("DPGNN_RETRAIN_DATASET", str(ds))
+    out = _prefect(["work-pool", "create", "dpgnn", "--type", "process"], capsys)
+    (pool,) = _api(url, "/work_pools/filter", {"work_pools": {"name": {"any_": ["dpgnn"]}}})
+    assert pool["type"] == "process", out
     out = _prefect(["deploy", "--prefect-file", "deployments/prefect.yaml",
-                    "--name", "private-retrain"], {**env, "DPGNN_RETRAIN_DATASET": str(ds)})
+                    "--name", "private-retrain"], capsys)
     assert "dpgnn-retrain/private-retrain" in out
     (dep,) = _api(url, "/deployments/filter", {"deployments": {"name": {
         "any_": ["private-retrain"]}}})

@@ -32,6 +32,15 @@ def _clean_env(home: Path) -> dict[str, str]:
     return env
 
 
+#: A ``dpgnn server`` for a test: no UI (whose files it would copy at start) and none of
+#: the periodic services (scheduler, late runs, ...) that nothing here needs: each wakes up
+#: every few seconds, seconds of CPU over a test. Runs are recorded as with them.
+QUIET_SERVER = {"PREFECT_UI_ENABLED": "false"} | {
+    f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
+    for name in ("SCHEDULER", "LATE_RUNS", "FOREMAN", "PAUSE_EXPIRATIONS", "REPOSSESSOR",
+                 "CANCELLATION_CLEANUP", "CLEANUP_RECONCILER", "TRIGGERS")}
+
+
 def _ingest(ds: Path, env: dict[str, str]) -> None:
     """``dpgnn ingest`` of a 300-node synthetic graph, in this process (a subprocess would
     cost seconds of imports; ingest from the script is tested in test_ingest_faults.py).
@@ -45,7 +54,7 @@ def _ingest(ds: Path, env: dict[str, str]) -> None:
     assert r.exit_code == 0, r.output
 
 
-def _get(url: str) -> dict:
+def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.loads(r.read())
 
@@ -61,36 +70,89 @@ def _cli(home: Path, args: list[str]) -> Any:
     return CliRunner().invoke(app, ["--home", str(home), "server", *args])
 
 
-def test_prefect_server_start_run_stop(tmp_path: Path, fresh_home: Path,
-                                       seeded_mlflow: Callable[[Path], bool]) -> None:
-    # fresh_home is tmp_path / "home", its Prefect and MLflow databases already migrated
-    # (a copy of the session's): the server and the run have nothing to migrate
-    seeded_mlflow(fresh_home)
+def _post(url: str, body: dict[str, Any]) -> Any:
+    req = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _mlflow_server(tmp_path: Path, env: dict[str, str],
+                   seeded_mlflow: Callable[[Path], bool]
+                   ) -> tuple[subprocess.Popen[bytes], str]:
+    """``mlflow server`` on a free port in its own session, its SQLite store a copy of the
+    session's migrated one (nothing to migrate at start), without its job runner (MLflow's
+    GenAI jobs: six more Python processes that nothing here uses); not waited for."""
+    seeded_mlflow(tmp_path / "mlflow-server")
+    port = _free_port()
+    server = subprocess.Popen(
+        [BIN / "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow-server' / 'mlflow.db'}",
+         "--artifacts-destination", (tmp_path / "mlflow-artifacts").as_uri(), "--workers", "1"],
+        env={**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    return server, f"http://127.0.0.1:{port}"
+
+
+def _wait_healthy(server: subprocess.Popen[bytes], url: str) -> None:
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                return
+        except OSError:
+            assert server.poll() is None, "mlflow server exited"
+            time.sleep(0.2)
+    pytest.fail("mlflow server did not become healthy")
+
+
+def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Path,
+                                                  seeded_mlflow: Callable[[Path], bool]
+                                                  ) -> None:
+    """``dpgnn server start``, then one ``dpgnn run --tracking-uri`` of a real ``mlflow
+    server`` (one run process serves both servers' checks): Prefect records the run in the
+    background server (no temporary one), MLflow receives its metrics and artifacts;
+    ``dpgnn server stop`` then ends the server's whole process group."""
+    # fresh_home is tmp_path / "home", its Prefect database already migrated (a copy of the
+    # session's): the server and the run have nothing to migrate
     env = _clean_env(fresh_home)
     port = _free_port()
     _ingest(tmp_path / "ds", env)
-    start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)], env=env,
-                           capture_output=True, text=True, timeout=180)
-    assert start.returncode == 0, start.stderr[-2000:]
-    info = json.loads((fresh_home / "server.json").read_text())
+    mlflow, url = _mlflow_server(tmp_path, env, seeded_mlflow)  # starts while Prefect's does
     try:
-        st = _cli(fresh_home, ["status", "--json"])
-        assert st.exit_code == 0, st.output
-        assert json.loads(st.stdout)["running"] is True
-        r = subprocess.run([BIN / "dpgnn", "run", "--method", "mlp", "--dataset",
-                            str(tmp_path / "ds"), "--epochs", "3", "--json"], env=env,
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-2000:]
-        # The run was recorded by the background server, not an ephemeral one.
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/api/flow_runs/filter", method="POST",
-            data=json.dumps({"limit": 10}).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            runs = json.loads(resp.read())
-        assert any(run["state_type"] == "COMPLETED" for run in runs), runs
-        assert "Starting temporary server" not in r.stderr
-    finally:  # the server is not this process's child (`server start` has ended)
-        stop = _cli(fresh_home, ["stop"])
+        start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)],
+                               env={**env, **QUIET_SERVER}, capture_output=True, text=True,
+                               timeout=180)
+        assert start.returncode == 0, start.stderr[-2000:]
+        info = json.loads((fresh_home / "server.json").read_text())
+        try:
+            st = _cli(fresh_home, ["status", "--json"])
+            assert st.exit_code == 0, st.output
+            assert json.loads(st.stdout)["running"] is True
+            _wait_healthy(mlflow, url)
+            r = subprocess.run([BIN / "dpgnn", "run", "--method", "mlp", "--dataset",
+                                str(tmp_path / "ds"), "--epochs", "3", "--tracking-uri", url,
+                                "--experiment", "it", "--json"], env=env,
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr[-2000:]
+            # The run was recorded by the background server, not an ephemeral one.
+            runs = _post(f"http://127.0.0.1:{port}/api/flow_runs/filter", {"limit": 10})
+            assert any(run["state_type"] == "COMPLETED" for run in runs), runs
+            assert "Starting temporary server" not in r.stderr
+        finally:  # the server is not this process's child (`server start` has ended)
+            stop = _cli(fresh_home, ["stop"])
+        # The MLflow server received the run: its metrics, status and artifacts.
+        assert len(r.stdout.strip().splitlines()) == 1, r.stdout
+        out = json.loads(r.stdout)
+        run = _get(f"{url}/api/2.0/mlflow/runs/get?run_id={out['mlflow_run_id']}")["run"]
+        metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
+        assert metrics["test_accuracy"] == pytest.approx(out["test_accuracy"])
+        assert run["info"]["status"] == "FINISHED"
+        arts = _get(f"{url}/api/2.0/mlflow/artifacts/list?run_id={out['mlflow_run_id']}")
+        assert "manifest.json" in {f["path"] for f in arts["files"]}
+    finally:
+        os.killpg(mlflow.pid, signal.SIGTERM)
+        mlflow.wait(timeout=30)
     assert stop.exit_code == 0, stop.output
     assert "stopped" in stop.stdout
     assert not (fresh_home / "server.json").exists()
@@ -108,59 +170,19 @@ def test_prefect_server_start_run_stop(tmp_path: Path, fresh_home: Path,
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
 
-def test_mlflow_server_receives_run(tmp_path: Path, prefect_api_url: str) -> None:
-    # an MLflow server test: Prefect's is this process's shared one (tests/conftest.py)
-    env = {**_clean_env(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
-    port = _free_port()
-    _ingest(tmp_path / "ds", env)
-    server = subprocess.Popen(
-        [BIN / "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow-server.db'}",
-         "--artifacts-destination", (tmp_path / "mlflow-artifacts").as_uri(), "--workers", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                assert server.poll() is None, "mlflow server exited"
-                time.sleep(0.5)
-        else:
-            pytest.fail("mlflow server did not become healthy")
-        r = subprocess.run([BIN / "dpgnn", "run", "--method", "gcn", "--dataset",
-                            str(tmp_path / "ds"), "--epochs", "4", "--tracking-uri", url,
-                            "--experiment", "it", "--json"], env=env, capture_output=True,
-                           text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert len(r.stdout.strip().splitlines()) == 1, r.stdout
-        out = json.loads(r.stdout)
-        run = _get(f"{url}/api/2.0/mlflow/runs/get?run_id={out['mlflow_run_id']}")["run"]
-        metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
-        assert metrics["test_accuracy"] == pytest.approx(out["test_accuracy"])
-        assert run["info"]["status"] == "FINISHED"
-        arts = _get(f"{url}/api/2.0/mlflow/artifacts/list?run_id={out['mlflow_run_id']}")
-        assert "manifest.json" in {f["path"] for f in arts["files"]}
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
-def _spawn(*args: str) -> subprocess.Popen:
+def _spawn(*args: str) -> subprocess.Popen[bytes]:
     """A process in its own session, as a recorded server would be."""
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *args],
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
 
-def _write_state(home: Path, info: dict) -> None:
+def _write_state(home: Path, info: dict[str, Any]) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "server.json").write_text(json.dumps(info))
 
 
-def _stop_reaped(proc: subprocess.Popen) -> None:
+def _stop_reaped(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
