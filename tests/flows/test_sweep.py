@@ -446,14 +446,23 @@ def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
     """distributed's nanny exports MALLOC_TRIM_THRESHOLD_ to its workers, which makes torch
     ~2.4x slower there (benchmarks/RESULTS.md); the sweep's LocalCluster workers must not
     have it, also when a nanny started earlier in this process (with distributed's
-    defaults) left it in this process's environment."""
+    defaults) left it in this process's environment. And the workers report to this
+    process's Prefect server."""
     from flows.sweep import NANNY_DEFAULT_TRIM, task_runner
 
     if earlier_nanny:
         monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", NANNY_DEFAULT_TRIM)
     else:
         monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
     runner = task_runner(workers=1)
     with runner:  # os.getenv, not flows.sweep's probe: that would import torch on the worker
         found = runner.client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_")
+        api = runner.client.run(os.getenv, "PREFECT_API_URL")
     assert list(found.values()) == [None], found
+    # Without PREFECT_API_URL, the workers report to this process's temporary Prefect
+    # server (started before the cluster) instead of each starting one of their own.
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    assert server.running and list(api.values()) == [server.api_url], api
