@@ -230,8 +230,8 @@ def prefect_api_url() -> str:
     first use, so it costs a worker one start-up at most. It is this process's child: the
     session's clean-up and Prefect's exit handler stop it. Nothing of a test's isolation
     depends on it: a command's results, cache records, budget and runs live in its own
-    ``--home``; no test reads the flow runs of a server it shares (test_recover has its own
-    ``dpgnn server``). Restarted if it has died."""
+    ``--home``; a test that reads flow runs from it picks its own by id or by the run
+    records in its own home (test_recover). Restarted if it has died."""
     import tasks  # noqa: F401, I001 - first: Prefect's home (this process's)
     from prefect.server.api.server import SubprocessASGIServer
 
