@@ -41,7 +41,10 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +114,28 @@ def retrain_deployment() -> Any:
     )
 
 
+#: After Ctrl-C, how long Prefect's own shutdown (its runner pauses the schedules) may take
+#: before serve exits anyway.
+SHUTDOWN_GRACE_S = 15.0
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    """Ctrl-C: Python's KeyboardInterrupt, as before, and a watchdog that ends the process
+    if Prefect's shutdown has not finished ``SHUTDOWN_GRACE_S`` later. On a loaded machine
+    the interrupt sometimes landed where Prefect's runner swallowed it (nothing logged,
+    the process alive minutes later); a user's second Ctrl-C would not help either."""
+    def exit_later() -> None:
+        time.sleep(SHUTDOWN_GRACE_S)
+        print(f"serve: Prefect's shutdown did not finish {SHUTDOWN_GRACE_S:g} s after Ctrl-C; "
+              "exiting", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    threading.Thread(target=exit_later, name="serve-exit-watchdog", daemon=True).start()
+    signal.default_int_handler(signum, frame)
+
+
 def main(names: list[str]) -> None:
     """Serve the deployments ``names`` (all without names) until Ctrl-C or SIGTERM, then
     exit at once: the exit handlers run (Prefect's included) and the output is flushed, but
@@ -122,6 +147,7 @@ def main(names: list[str]) -> None:
     if unknown:
         sys.exit(f"no deployment named {', '.join(sorted(unknown))}")
     code = 0
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         serve(*served)  # returns on Ctrl-C; SIGTERM raises SystemExit(0)
     except SystemExit as e:

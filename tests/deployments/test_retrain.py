@@ -1,19 +1,16 @@
-"""Integration: the ``private-retrain`` deployment served (``deployments/serve.py``) against
-a real Prefect server, triggered (``prefect deployment run``, then the API) until the
-dataset's privacy budget is spent.
+"""Integration: the ``private-retrain`` deployment served against a real ``prefect server``,
+triggered with ``prefect deployment run`` until the dataset's privacy budget is spent.
 
-One scenario, two triggered runs (each run is a process: 10-20 s of CPU): a CSV source
-ingested with ``dpgnn ingest``; run 1 trains (a new release, recorded); a budget is set
-that fits exactly one release of that calibrated plan; the source changes and run 2
-re-ingests it into the same folder (a new version that shares the folder's budget) and is
-refused before training, by what run 1 spent on the first version: its flow run ends
-Failed with the budget's line, and nothing is recorded or written. The home's Prefect and
-MLflow databases start migrated (copies of the session's).
+One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpgnn ingest``;
+run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
+that calibrated plan; the source changes and run 2 re-ingests it into the same folder (a
+new version that shares the folder's budget) and trains; run 3 is refused before training:
+its flow run ends Failed with the budget's line, and nothing is recorded or written. The
+home's Prefect and MLflow databases start migrated (copies of the session's).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -21,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -51,19 +47,11 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """A Prefect API call; retried while the server answers 503 (its SQLite database busy,
-    the transaction rolled back), as Prefect's own client does."""
     req = urllib.request.Request(f"{url}{path}", method="POST" if body is not None else "GET",
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
-    for attempt in range(20):
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            if e.code != 503 or attempt == 19:
-                raise
-            time.sleep(0.5)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
 
 
 def _write_source(raw: Path, shift: float = 0.0) -> None:
@@ -123,48 +111,6 @@ def server(tmp_path: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], boo
         _cli(env, ["server", "stop"])  # the server is not this process's child
 
 
-@contextlib.contextmanager
-def _serving(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``python deployments/serve.py private-retrain`` in its own session (as from a
-    terminal); its group is killed at the end unless it has exited."""
-    with log.open("wb") as out:  # the child keeps its own descriptor
-        serve = subprocess.Popen([sys.executable, "deployments/serve.py", "private-retrain"],
-                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out,
-                                 start_new_session=True)
-    try:
-        yield serve
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGKILL)  # our serve process's group only
-            serve.wait(timeout=60)
-
-
-def _wait_for_deployment(url: str, ds: Path, serve: subprocess.Popen[bytes], log: Path
-                         ) -> dict[str, Any]:
-    """The ``private-retrain`` deployment once ``serve`` has registered it for ``ds``."""
-    deadline = time.time() + 120
-    while True:
-        found = [d for d in _api(url, "/deployments/filter", {"deployments": {"name": {
-            "any_": ["private-retrain"]}}}) if d["parameters"].get("dataset")
-            == str(ds.resolve())]
-        if found:
-            return dict(found[0])
-        assert serve.poll() is None, log.read_text()[-3000:]
-        assert time.time() < deadline, "the deployment was not registered"
-        time.sleep(0.3)
-
-
-def _wait_for_end(url: str, run_id: str, serve: subprocess.Popen[bytes], log: Path
-                  ) -> dict[str, Any]:
-    """The flow run ``run_id`` in its final state."""
-    deadline = time.time() + 240
-    while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
-        assert serve.poll() is None, log.read_text()[-3000:]
-        assert time.time() < deadline, got["state_name"]
-        time.sleep(0.3)
-    return dict(got)
-
-
 def test_retrain_until_the_budget_is_spent(
         tmp_path: Path, server: tuple[str, dict[str, str], subprocess.Popen[str]]) -> None:
     from dpgnn_core.budget import BudgetExceeded, BudgetStore
@@ -181,66 +127,83 @@ def test_retrain_until_the_budget_is_spent(
     _, err = start.communicate(timeout=180)  # returns once the server is healthy
     assert start.returncode == 0, err[-2000:]
 
-    env = {**env, "PREFECT_API_URL": url}
+    api_env = {**env, "PREFECT_API_URL": url}
     serve_log = tmp_path / "serve.log"
-    with _serving({**env, "DPGNN_RETRAIN_DATASET": str(ds),
-                   "DPGNN_RETRAIN_INGEST": json.dumps(source),
-                   "DPGNN_RETRAIN_SPEC": json.dumps(SPEC),
-                   "PREFECT_RUNNER_POLL_FREQUENCY": "1"}, serve_log) as serve:
-        dep = _wait_for_deployment(url, ds, serve, serve_log)
-        # Run 1, triggered with the CLI.
-        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=env,
+    with serve_log.open("wb") as log:  # the child keeps its own descriptor
+        serve = subprocess.Popen(
+            [sys.executable, "deployments/serve.py", "private-retrain"], cwd=ROOT,
+            env={**api_env, "DPGNN_RETRAIN_DATASET": str(ds),
+                 "DPGNN_RETRAIN_INGEST": json.dumps(source),
+                 "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+
+    def run() -> dict[str, Any]:
+        """Trigger the deployment with the CLI; wait for the run's final state."""
+        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=api_env,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
-        run1 = _wait_for_end(url, _run_id(r.stdout), serve, serve_log)
+        run_id, deadline = _run_id(r.stdout), time.time() + 240
+        while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
+            assert serve.poll() is None, serve_log.read_text()[-3000:]
+            assert time.time() < deadline, got["state_name"]
+            time.sleep(0.5)
+        return dict(got)
+
+    try:
+        deadline = time.time() + 120
+        while not _api(url, "/deployments/filter", {"limit": 5}):
+            assert serve.poll() is None, serve_log.read_text()[-3000:]
+            assert time.time() < deadline, "the deployment was not registered"
+            time.sleep(0.5)
+        run1 = run()
         assert run1["state_type"] == "COMPLETED", run1["state"]
+        summary1 = _wait_for_log(url, run1["id"], "new release ")
         store = BudgetStore(home / "budget.sqlite")
         (record,) = store.summary(store.resolve(first["content_sha256"])).records
-        with ThreadPoolExecutor(1) as pool:  # composing takes seconds: while the log comes
+        _write_source(raw, shift=1.0)  # the source changes: the next run re-ingests it
+        with ThreadPoolExecutor(1) as pool:  # composing takes seconds: while run 2 runs
             composed = pool.submit(_epsilons, record.charge)
-            summary1 = _wait_for_log(url, run1["id"], "new release ")
-        # A budget that fits exactly one release of the plan run 1 was charged for (the new
-        # version has as many training nodes: the same plan); the source changes.
+            run2 = run()
+        assert run2["state_type"] == "COMPLETED", run2["state"]
+        # A budget that fits exactly two releases of the plan run 1 was charged for (run 2
+        # trained on the new version, which has as many training nodes: the same plan).
         unit, eps = composed.result()
-        budget = (eps[0] + eps[1]) / 2
-        r2 = _cli(env, ["budget", "set", str(ds), "--epsilon", repr(budget),
-                        "--delta", repr(BUDGET_DELTA)])
-        assert r2.exit_code == 0, r2.output
-        model = _models(home)[first["content_sha256"]]
+        budget = (eps[1] + eps[2]) / 2
+        r = _cli(env, ["budget", "set", str(ds), "--epsilon", repr(budget),
+                       "--delta", repr(BUDGET_DELTA)])
+        assert r.exit_code == 0, r.output
+        model = _models(home)[json.loads((ds / "manifest.json").read_text())["content_sha256"]]
         stamp = (model / "model.pt").stat().st_mtime_ns
-        _write_source(raw, shift=1.0)  # run 2 re-ingests it, then is refused
-        run2 = _wait_for_end(url, _api(url, f"/deployments/{dep['id']}/create_flow_run",
-                                       {})["id"], serve, serve_log)
-        _wait_for_runs_to_exit(serve.pid)  # run 2's process has sent all its logs
+        run3 = run()
+        _wait_for_runs_to_exit(serve.pid)  # run 3's process has sent all its logs
         # Ctrl-C stops serving (the terminal sends SIGINT to the foreground group).
         os.killpg(serve.pid, signal.SIGINT)
-        try:
-            code = serve.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            pytest.fail("serve did not exit 120 s after Ctrl-C: "
-                        + serve_log.read_text()[-3000:])
-        assert code == 0, serve_log.read_text()[-3000:]
+        assert serve.wait(timeout=120) == 0, serve_log.read_text()[-3000:]
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)  # our serve process's group only
+            serve.wait(timeout=60)
 
-    # A completed run leaves its summary in its flow run's log (read through the API).
-    assert summary1.startswith(f"new release {record.release_id}: dp-mlp on "), summary1
+    # Each completed run leaves its summary in its flow run's log (read through the API).
+    record1 = _budget_records(home, first["content_sha256"])[0]
+    assert summary1.startswith(f"new release {record1.release_id}: dp-mlp on "), summary1
     assert "dataset's cumulative ε" in summary1 and "MLflow run " in summary1
     # A refusal is one log line, no traceback; Prefect's own records of it are dropped.
-    logs2 = _logs(url, run2["id"])
-    refusals = [r for r in logs2 if "privacy budget of dataset" in r["message"]]
+    logs3 = _logs(url, run3["id"])
+    refusals = [r for r in logs3 if "privacy budget of dataset" in r["message"]]
     assert [(r["level"], r["message"]) for r in refusals] == [
-        (40, f"refused: {run2['state']['message']}")], logs2
-    assert not [r for r in logs2 if "Traceback" in r["message"]
+        (40, f"refused: {run3['state']['message']}")], logs3
+    assert not [r for r in logs3 if "Traceback" in r["message"]
                 or "BudgetExceeded" in r["message"] or "Engine execution" in r["message"]]
     assert b"Traceback" not in serve_log.read_bytes()
 
-    # Run 2 does not fit: Failed, with the budget's line as the state's message; the budget
-    # it exceeds is the first version's (the folder's), spent by run 1.
-    assert run2["state_type"] == "FAILED", run2["state"]
+    # Run 3 does not fit: Failed, with the budget's line as the state's message.
+    assert run3["state_type"] == "FAILED", run3["state"]
     expected = BudgetExceeded(f"{first['name']} ({first['content_sha256'][:12]})", unit,
-                              eps[0], eps[0], eps[1], budget, BUDGET_DELTA)
+                              eps[1], eps[0], eps[2], budget, BUDGET_DELTA)
     head = str(expected).split(". Nothing was trained")[0]  # then the privacy filter's reason
-    assert run2["state"]["message"].startswith(head), run2["state"]["message"]
-    assert run2["state"]["message"].endswith("Nothing was trained. See `dpgnn budget show`.")
+    assert run3["state"]["message"].startswith(head), run3["state"]["message"]
+    assert run3["state"]["message"].endswith("Nothing was trained. See `dpgnn budget show`.")
 
     # The folder holds the new version, which shares the budget of the first.
     second = json.loads((ds / "manifest.json").read_text())
@@ -251,20 +214,29 @@ def test_retrain_until_the_budget_is_spent(
     (summary,) = json.loads(show.stdout)["datasets"]
     assert [v["sha256"] for v in summary["versions"]] == [first["content_sha256"],
                                                           second["content_sha256"]]
-    # Exactly the release that fit, spent; the refusal left no record.
+    # Exactly the two releases that fit: spent, one per version; the refusal left no record.
     records = summary["records"]
-    assert [(r["status"], r["method"], r["dataset_sha256"], r["release_id"])
-            for r in records] == [("spent", "dp-mlp", first["content_sha256"],
-                                   record.release_id)]
-    assert summary["spent"][unit]["epsilon"] == pytest.approx(eps[0])
-    assert summary["spent"][unit]["remaining"] == pytest.approx(budget - eps[0])
+    assert [(r["status"], r["method"], r["dataset_sha256"]) for r in records] == [
+        ("spent", "dp-mlp", first["content_sha256"]),
+        ("spent", "dp-mlp", second["content_sha256"])]
+    assert summary["spent"][unit]["epsilon"] == pytest.approx(eps[1])
+    assert summary["spent"][unit]["remaining"] == pytest.approx(budget - eps[1])
 
-    # No training for the refused run: one model, the recorded release's, untouched.
+    # No training for the refused run: one model per version, each the recorded release,
+    # and run 2's model file untouched by run 3.
     models = _models(home)
     assert {sha: json.loads((m / "report.json").read_text())["release"]["id"]
             for sha, m in models.items()} == {r["dataset_sha256"]: r["release_id"]
                                               for r in records}
-    assert (models[first["content_sha256"]] / "model.pt").stat().st_mtime_ns == stamp
+    assert (models[second["content_sha256"]] / "model.pt").stat().st_mtime_ns == stamp
+
+
+def _budget_records(home: Path, sha256: str) -> list[Any]:
+    """The records of the dataset's budget in the project ``home``."""
+    from dpgnn_core.budget import BudgetStore
+
+    store = BudgetStore(home / "budget.sqlite")
+    return list(store.summary(store.resolve(sha256)).records)
 
 
 def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -293,12 +265,12 @@ def _wait_for_runs_to_exit(pid: int) -> None:
 
 
 def _epsilons(plan: Any) -> tuple[str, list[float]]:
-    """The protected unit of ``plan`` (a recorded release) and the cumulative ε of one and
-    two releases of it at the budget's δ."""
+    """The protected unit of ``plan`` (a recorded release) and the cumulative ε of one, two
+    and three releases of it at the budget's δ."""
     from dpgnn_core.budget import compose
 
     (unit,) = compose([plan], BUDGET_DELTA)
-    return unit, [compose([plan] * k, BUDGET_DELTA)[unit].epsilon for k in (1, 2)]
+    return unit, [compose([plan] * k, BUDGET_DELTA)[unit].epsilon for k in (1, 2, 3)]
 
 
 def _models(home: Path) -> dict[str, Path]:
