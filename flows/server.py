@@ -246,6 +246,27 @@ def detach_ephemeral() -> None:
         setattr(api, "subprocess", _DetachedSubprocess())  # noqa: B010 - not exported
 
 
+def api_url_for_workers() -> str:
+    """The Prefect API that this process's other processes (a sweep's LocalCluster workers)
+    should report to: the configured ``PREFECT_API_URL``, else this process's ephemeral
+    server, started now if it is not yet running.
+
+    Without an API URL, Prefect runs each process against a temporary server of its own:
+    every worker of a sweep started one more server on the same database, ~8 s of CPU each
+    and SQLite writers racing (a 2-point sweep on 2 workers ran 3 servers). The server
+    started here is the one this process's own flows then use (Prefect keeps one per
+    process), and it ends with the process as before."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    if url:
+        return str(url)
+    ephemeral = SubprocessASGIServer()
+    ephemeral.start()
+    return str(ephemeral.api_url)
+
+
 def ephemeral_process() -> subprocess.Popen[Any] | None:
     """The process of Prefect's ephemeral server in this process, if one was started."""
     from prefect.server.api import server as api

@@ -40,6 +40,7 @@ from dpgnn_core.sweeps import (
     points,
     selection_note,
 )
+from flows import server
 from flows.sweep_rows import refused_row, trained_row
 from tasks.budget import (
     NonPrivateRefused,
@@ -133,28 +134,7 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     n = workers or max(1, len(os.sched_getaffinity(0)))
     return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None,
-                                          "env": {"PREFECT_API_URL": workers_api_url()}})
-
-
-def workers_api_url() -> str:
-    """The Prefect API a LocalCluster's workers report to: this process's.
-
-    Without an API URL, Prefect runs each process against a temporary server of its own
-    (its ephemeral mode): every worker of a sweep started one more server on the same
-    database, ~8 s of CPU each and SQLite writers racing (a 2-point sweep on 2 workers ran
-    3 servers). So the command's temporary server starts here, before the cluster, and the
-    workers get its URL; it is the one the command's own flow then uses (Prefect keeps one
-    per process) and it ends with the command as before."""
-    from prefect.settings import get_current_settings
-
-    url = get_current_settings().api.url
-    if url:
-        return str(url)
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start()
-    return str(server.api_url)
+                                          "env": {"PREFECT_API_URL": server.api_url_for_workers()}})
 
 
 def sweep_dir(spec: SweepSpec, dataset_sha: str) -> Path:
