@@ -232,8 +232,13 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
     worker the scheduler holds the point until the restarted worker joins, then reruns
     it there.) The test also
     accepts the other outcome (the sweep fails with exit 1 and one ``error:`` line); the
-    rerun (in this process, on the same cluster) must then finish, reusing every point
-    the first run finished.
+    rerun (on the same cluster) must then finish, reusing every point the first run
+    finished.
+
+    Both runs are ``dpgnn`` commands in this process (the process killed is the worker,
+    not the command's): the first through ``dpgnn``'s entry point in a thread beside the
+    test (an error the command lets through is its one ``error:`` line and exit 1, as in a
+    ``dpgnn`` process), the rerun after it.
     """
     from distributed import Client, LocalCluster
 
