@@ -70,8 +70,8 @@ class Completed(subprocess.CompletedProcess[str]):
 
 
 class _EntryPoint:
-    """``dpgnn``'s entry point (:func:`flows.cli.main`) as the click command that
-    :meth:`click.testing.CliRunner.invoke` calls: ``main`` runs it on ``args``."""
+    """``dpgnn``'s entry point (:func:`flows.cli.main`) in the place of the click command
+    that :meth:`CliRunner.invoke` calls: ``main`` runs it on ``args`` (``sys.argv``)."""
 
     name = "dpgnn"
 
