@@ -32,42 +32,31 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 @pytest.fixture
 def dpgnn_here(monkeypatch: pytest.MonkeyPatch, prefect_api_url: str
                ) -> Callable[..., Any]:
-    """``dpgnn --home HOME ARGS`` in this process (typer's CliRunner on ``flows.cli.app``)
+    """``dpgnn --home HOME ARGS`` in this process (:func:`tests.flows.clirunner.dpgnn_here`)
     as a ``dpgnn`` child on that home would run it: Prefect's task results and cache
     records in ``HOME/cache`` (what the child's environment sets, so that a command run
     here and one run as a child share one cache), Prefect's server this process's own
-    (``prefect_api_url``), ``env`` set for the call. Returns the CliRunner result
-    (``exit_code``, ``stdout``, ``stderr``). Saves a process start-up (~10-20 s of CPU)
+    (``prefect_api_url``), ``env`` set for the rest of the test. Returns the result
+    (``exit_code``, ``stdout``, ``stderr``, ``output``, ``exception`` as typer's CliRunner
+    has them; ``returncode`` as a child's). Saves a process start-up (~10-20 s of CPU)
     where a step needs no process of its own: the step before it (a real signal, a kill,
     a full disk) keeps its real one.
 
-    What the command leaves in this process is undone afterwards: ``DPGNN_OWNER`` and
-    ``PREFECT_API_URL`` (set by the command), and the watchdog it starts for this process
-    (:func:`flows.reaper.start_watchdog`, which would otherwise run until the session
-    ends)."""
+    What the command leaves in this process is undone afterwards (``DPGNN_OWNER`` and
+    ``PREFECT_API_URL`` are unset, as before the call; the watchdog it starts for this
+    process is ended: :func:`tests.flows.clirunner.dpgnn_here`)."""
     del prefect_api_url  # started: the command's flow uses it
 
     def invoke(home: Path, args: list[str], env: dict[str, str] | None = None) -> Any:
-        from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
-        from typer.testing import CliRunner
-
-        from flows import reaper
-        from flows.cli import app
+        from tests.flows.clirunner import dpgnn_here as here
 
         for var in ("DPGNN_OWNER", "PREFECT_API_URL"):
             monkeypatch.delenv(var, raising=False)
         for key, value in (env or {}).items():
             monkeypatch.setenv(key, value)
-        before = set(reaper._WATCHDOG)
         try:
-            with temporary_settings(
-                    updates={PREFECT_LOCAL_STORAGE_PATH: home.resolve() / "cache"}):
-                return CliRunner().invoke(app, ["--home", str(home), *args])
+            return here(args, home=home)
         finally:
-            for token in set(reaper._WATCHDOG) - before:
-                watchdog = reaper._WATCHDOG.pop(token)
-                watchdog.kill()
-                watchdog.wait()
             for var in ("DPGNN_OWNER", "PREFECT_API_URL"):
                 os.environ.pop(var, None)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
+from tests.flows.clirunner import CliRunner
 
 
 def _dataset(tmp_path: Path, seed: int, nodes: int = 200) -> tuple[str, str]:

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 BIN = Path(sys.executable).parent

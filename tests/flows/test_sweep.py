@@ -1,14 +1,14 @@
 """`dpgnn sweep` on a real Dask cluster: results, nested MLflow runs, the cache across
 reruns, an unreachable cluster refused up front, and a worker killed mid-sweep.
 
-A sweep runs as a `dpgnn` subprocess, as a user's command would, where the command's own
-process matters (its LocalCluster, its environment); a refusal before any point, and a
-sweep on an external cluster whose outcome is the workers' (the rerun after a worker was
-killed, a worker with other code), run the command in this process. The points are tiny
-(a 300-node cSBM, a few DP-MLP steps): on a loaded 2-core machine the cost is process
-start-up (every `dpgnn` command and every Dask worker imports torch and Prefect, ~10-15 s
-of CPU each), Prefect and the DP calibration, not training: each test starts as few
-processes as its behaviour needs.
+Every `dpgnn sweep` runs in this process (tests.flows.clirunner.dpgnn_here, as a `dpgnn`
+child would run it): the points run on Dask workers, which are processes either way (the
+command's LocalCluster, a cluster started here, a `dask worker` with its own environment),
+and a `dpgnn` process would only add its imports; the worker-killed sweep runs in a thread
+beside the test that kills its worker. The points are tiny (a 300-node cSBM, a few DP-MLP
+steps): on a loaded 2-core machine the cost is process start-up (every Dask worker imports
+torch and Prefect, ~10-15 s of CPU each), Prefect and the DP calibration, not training:
+each test starts as few processes as its behaviour needs.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import pytest
 import tasks  # noqa: F401 - sets Prefect's environment (inherited by Dask workers)
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
+from tests.flows.clirunner import CliRunner, Completed, dpgnn_here
 
 pytestmark = pytest.mark.slow
 
@@ -59,52 +61,6 @@ def _spec_file(path: Path, name: str, dataset: Path, steps: int, lrs: list[float
                  'fixed = {epochs = 10, hidden = 16, device = "cpu"}\n')
     path.write_text(text)
     return path
-
-
-def _dpgnn(args: list[str], env: dict[str, str], timeout: float = 400
-           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "dpgnn"), *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def _dpgnn_here(args: list[str], prefect_api_url: str) -> subprocess.CompletedProcess[str]:
-    """``dpgnn ARGS`` in this process (typer's CliRunner), as :func:`_dpgnn` runs it with
-    ``PREFECT_API_URL`` set: the points run on Dask workers (processes) either way, and a
-    ``dpgnn`` process would only add its imports. The flow's Prefect settings name the
-    server (so the workers use it, as they use a ``dpgnn`` process's); what the command
-    sets in this process (environment variables, Dask's configuration) is restored."""
-    import copy
-
-    import dask
-    import distributed  # noqa: F401 - imported here, not first in the invoke: its log
-    from prefect.settings import PREFECT_API_URL, temporary_settings  # handler would keep
-    from typer.testing import CliRunner  # the runner's stderr, closed after it
-
-    import flows.sweep  # noqa: F401 - (so are the flow's imports)
-    from flows.cli import app
-    from flows.reaper import OWNER_ENV
-    from tasks.config import code_version
-
-    keys = ("PREFECT_API_URL", "DASK_LOGGING__DISTRIBUTED", OWNER_ENV,
-            "MALLOC_TRIM_THRESHOLD_")
-    saved = {k: os.environ.get(k) for k in keys}
-    config = copy.deepcopy(dask.config.config)
-    os.environ["PREFECT_API_URL"] = prefect_api_url
-    code_version.cache_clear()  # as a new process would: the tree may have changed
-    try:
-        with temporary_settings({PREFECT_API_URL: prefect_api_url}):
-            r = CliRunner().invoke(app, args)
-    finally:
-        dask.config.config.clear()
-        dask.config.config.update(config)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
 
 
 def _table(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -137,9 +93,10 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0])
     home = tmp_path / "home"
     args = ["--home", str(home), "sweep", str(spec), "--json"]
-    env = _env(PREFECT_API_URL=prefect_api_url)
     version = _code_version()
-    r = _dpgnn([*args, "--workers", "2"], env)
+    # in this process: the points run on the LocalCluster's workers (processes) either
+    # way, and a `dpgnn` process would only add its imports
+    r = dpgnn_here([*args, "--workers", "2"], api_url=prefect_api_url, reraise=True)
     assert r.returncode == 0, r.stderr[-3000:]
     first = json.loads(r.stdout)
     assert first["points"] == 5
@@ -175,8 +132,8 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
     # the same sweep again: every point from the cache, no training
     trained = _trained(home)
     assert len(trained) == 5
-    for _attempt in range(2):  # in this process: its LocalCluster's worker is a process
-        r = _dpgnn_here([*args, "--workers", "1"], prefect_api_url)
+    for _attempt in range(2):
+        r = dpgnn_here([*args, "--workers", "1"], api_url=prefect_api_url, reraise=True)
         assert r.returncode == 0, r.stderr[-3000:]
         again = json.loads(r.stdout)
         now = _code_version()
@@ -205,8 +162,6 @@ def test_unreachable_cluster_is_refused_before_any_point(dataset: Path, tmp_path
                                                          ) -> None:
     """In this process (the refusal comes before Prefect or Dask start, so a subprocess
     would only add its imports): one ``error:`` line, exit 2, nothing written."""
-    from typer.testing import CliRunner
-
     from flows.cli import app
 
     spec = _spec_file(tmp_path / "sweep.toml", "noclu", dataset, steps=5, lrs=[1e-2],
@@ -233,8 +188,6 @@ def test_unreachable_cluster_is_refused_before_any_point(dataset: Path, tmp_path
 
 
 def test_a_bad_yaml_spec_is_one_error_line(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
     from flows.cli import app
 
     spec = tmp_path / "broken.yaml"
@@ -245,6 +198,23 @@ def test_a_bad_yaml_spec_is_one_error_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: cannot parse the sweep spec"), \
         r.output
     assert str(spec) in lines[0]
+
+
+def _started(call: Callable[[], Completed]
+             ) -> tuple[threading.Thread, dict[str, Completed | BaseException]]:
+    """``call()`` started in a thread; the dict gets its result (or what it raised) under
+    ``"ended"`` when it ends."""
+    ended: dict[str, Completed | BaseException] = {}
+
+    def run() -> None:
+        try:
+            ended["ended"] = call()
+        except BaseException as e:  # the test shows it
+            ended["ended"] = e
+
+    thread = threading.Thread(target=run, name="dpgnn-here", daemon=True)
+    thread.start()
+    return thread, ended
 
 
 def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url: str) -> None:
@@ -262,8 +232,13 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
     worker the scheduler holds the point until the restarted worker joins, then reruns
     it there.) The test also
     accepts the other outcome (the sweep fails with exit 1 and one ``error:`` line); the
-    rerun (in this process, on the same cluster) must then finish, reusing every point
-    the first run finished.
+    rerun (on the same cluster) must then finish, reusing every point the first run
+    finished.
+
+    Both runs are ``dpgnn`` commands in this process (the process killed is the worker,
+    not the command's): the first through ``dpgnn``'s entry point in a thread beside the
+    test (an error the command lets through is its one ``error:`` line and exit 1, as in a
+    ``dpgnn`` process), the rerun after it.
     """
     from distributed import Client, LocalCluster
 
@@ -272,40 +247,41 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
     home = project_dir()  # the workers inherit this process's project (and Prefect) home
     spec = _spec_file(tmp_path / "sweep.toml", f"kill-{os.getpid()}", dataset, steps=40,
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
-    env = _env(PREFECT_API_URL=prefect_api_url)
-    log = tmp_path / "first.err"
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         args = ["sweep", str(spec), "--dask-address", cluster.scheduler_address, "--json"]
-        with log.open("w") as err:
-            proc = subprocess.Popen([str(BIN / "dpgnn"), *args], env=env,
-                                    stdout=subprocess.PIPE, stderr=err, text=True)
-            try:
-                t0 = time.monotonic()
-                deadline = t0 + 240
-                busy: list[str] = []
-                while not busy:
-                    assert proc.poll() is None, log.read_text()[-3000:]
-                    assert time.monotonic() < deadline, "no task started"
-                    busy = [w for w, keys in client.processing().items()
-                            if any("train" in str(k) for k in keys)]
-                    time.sleep(0.2)
-                time.sleep(2.0)  # well into the point (imports, calibration, steps)
-                pids = client.run(os.getpid)
-                victim = busy[0]
-                os.kill(pids[victim], signal.SIGKILL)
-                killed_at = time.monotonic() - t0
-                out, _ = proc.communicate(timeout=400)
-                first_s = time.monotonic() - t0
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        first_err = log.read_text()
+        # the command in this process, beside the test (its worker is the process killed)
+        first_run, ended = _started(lambda: dpgnn_here(args, api_url=prefect_api_url,
+                                                       main=True))
+        try:
+            t0 = time.monotonic()
+            deadline = t0 + 240
+            busy: list[str] = []
+            while not busy:
+                assert first_run.is_alive(), ended
+                assert time.monotonic() < deadline, "no task started"
+                busy = [w for w, keys in client.processing().items()
+                        if any("train" in str(k) for k in keys)]
+                time.sleep(0.2)
+            time.sleep(2.0)  # well into the point (imports, calibration, steps)
+            pids = client.run(os.getpid)
+            victim = busy[0]
+            os.kill(pids[victim], signal.SIGKILL)
+            killed_at = time.monotonic() - t0
+            first_run.join(timeout=400)
+            first_s = time.monotonic() - t0
+        finally:
+            if first_run.is_alive():  # the test failed: its cluster ends the command
+                cluster.close()
+                first_run.join(timeout=60)
+        assert not first_run.is_alive(), "the first run did not end"
+        (proc,) = ended.values()
+        assert isinstance(proc, Completed), proc
+        first_err = proc.stderr
         done_before = _trained(home)
         if proc.returncode == 0:
             outcome = "completed"
-            first = json.loads(out)
+            first = json.loads(proc.stdout)
             assert first["points"] == 4
             assert {row["cache"] for row in _table(first)} <= {"Completed", "Cached"}
         else:
@@ -315,7 +291,7 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
         # the nanny brings the killed worker back
         client.wait_for_workers(1, timeout=60)
         t = time.perf_counter()
-        r = _dpgnn_here(args, prefect_api_url)  # on the same workers
+        r = dpgnn_here(args, api_url=prefect_api_url, reraise=True)  # on the same workers
         rerun_s = time.perf_counter() - t
     assert r.returncode == 0, r.stderr[-3000:]
     again = json.loads(r.stdout)
@@ -383,12 +359,11 @@ def test_external_worker_writes_into_the_sweeps_home(dataset: Path, tmp_path: Pa
     spec = _spec_file(tmp_path / "sweep.toml", "ext-home", dataset, steps=4, lrs=[1e-2],
                       epsilons=[4.0], reference=False)
     home, elsewhere = tmp_path / "home", tmp_path / "worker-home"
-    # the client's Prefect results go under --home (home/cache) by default
-    client_env = {k: v for k, v in _env(PREFECT_API_URL=prefect_api_url).items()
-                  if k != "PREFECT_LOCAL_STORAGE_PATH"}
+    # the command in this process (the worker is the process of its own environment), its
+    # Prefect results under --home (home/cache), where a `dpgnn --home` process puts them
     with _external_worker(tmp_path, _worker_env(elsewhere)) as address:
-        r = _dpgnn(["--home", str(home), "sweep", str(spec), "--dask-address", address,
-                    "--json"], client_env)
+        r = dpgnn_here(["sweep", str(spec), "--dask-address", address, "--json"],
+                       home=home, api_url=prefect_api_url, reraise=True)
     assert r.returncode == 0, r.stderr[-3000:]
     # a worker started by plain `dask worker` has the nanny's malloc setting: said up front
     (slow,) = [x for x in r.stderr.splitlines() if "MALLOC_TRIM_THRESHOLD_" in x]
@@ -430,8 +405,8 @@ def test_external_worker_with_other_code_fails_its_point(dataset: Path, tmp_path
     env = _worker_env(tmp_path / "worker-home", PYTHONPATH=str(other),
                       DASK_CONFIG=str(root / "deployments" / "dask-worker.yaml"))
     with _external_worker(tmp_path, env) as address:  # the command in this process
-        r = _dpgnn_here(["--home", str(home), "sweep", str(spec), "--dask-address",
-                         address, "--json"], prefect_api_url)
+        r = dpgnn_here(["--home", str(home), "sweep", str(spec), "--dask-address",
+                        address, "--json"], api_url=prefect_api_url, reraise=True)
     assert r.returncode == 1, r.stderr[-3000:]
     assert "MALLOC_TRIM_THRESHOLD_" not in r.stderr, r.stderr[-3000:]
     errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from flows.cli import app
+from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
 
