@@ -27,7 +27,6 @@ from typing import Any
 from prefect import task
 
 from dpgnn_core.errors import TrackingError
-from tasks.budget import budget_tags
 from tasks.config import project_dir
 
 DEFAULT_EXPERIMENT = "dpgnn"
@@ -381,6 +380,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    from tasks.budget import budget_tags  # here: log_run needs no odometer (dp_accounting)
     from tasks.run_page import point_privacy
 
     uri = tracking_uri or default_tracking_uri()
