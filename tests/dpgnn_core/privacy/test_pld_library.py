@@ -1,6 +1,7 @@
 """dpgnn's loop-free copies of dp-accounting's PLD helpers (:mod:`dpgnn_core.privacy.
 pld_library`: tail truncation, the connect-the-dots PMF) and of its sampled-without-
-replacement Gaussian RDP (:func:`~dpgnn_core.privacy.rdp.wor_gaussian_rdp`) give the
+replacement Gaussian RDP (:func:`~dpgnn_core.privacy.rdp.wor_gaussian_rdp`) and of the
+Poisson-subsampled Gaussian's integer-order term (``rdp.poisson_log_a_int``) give the
 library's own numbers, bit for bit, on adversarial inputs; so every PLD and every DRW
 curve dpgnn computes is the library's."""
 
@@ -141,3 +142,17 @@ def test_uniform_gaussian_curve_is_the_accountants() -> None:
     # out of the exact range or degenerate: the library's own numbers
     assert np.array_equal(wor_gaussian_rdp(1.0, 2.0, (2, 3)),
                           lib_rdp._compute_rdp_sample_wor_gaussian(1.0, 2.0, [2.0, 3.0]))
+
+
+@pytest.mark.parametrize(("q", "sigma"), [(0.01, 1.0), (0.3, 0.6), (1e-4, 5.0), (0.5, 0.3),
+                                          (1 / 3, 2.0), (0.9, 12.0), (0.02, 0.45)])
+def test_poisson_log_a_int_equals_the_librarys(q: float, sigma: float) -> None:
+    """Every integer order dpgnn's RDP curves use (DEFAULT_ORDERS), and small ones."""
+    from dpgnn_core.privacy import rdp
+
+    orders = sorted({int(a) for a in rdp.DEFAULT_ORDERS if float(a).is_integer()}
+                    | set(range(0, 11)))
+    for alpha in orders:
+        assert rdp.poisson_log_a_int(q, sigma, alpha) == rdp._LIBRARY_LOG_A_INT(
+            q, sigma, alpha), alpha
+    assert lib_rdp._compute_log_a_int is rdp.poisson_log_a_int  # installed
