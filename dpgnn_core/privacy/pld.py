@@ -55,6 +55,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy.special import log_ndtr, ndtr
 
+from dpgnn_core.privacy import pld_library  # noqa: F401  (installs the fast helpers)
 from dpgnn_core.privacy.events import (
     DpgnnEvent,
     GaussianEvent,

@@ -4,6 +4,7 @@ exceeded), the degree refusal, the ledger of each level, and learning."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -186,11 +187,20 @@ def test_sensitivity_values() -> None:
 # --- the adjacency encoder's clipped gradient sum --------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
+def _adjacency(edges: frozenset[tuple[int, int]], n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(aggregation_matrix, its transpose) of a graph in float64; cached: the brute force
+    below visits each neighbouring graph at several embeddings and train masks, and the
+    matrices (read-only here) were most of its time."""
+    ei = torch.from_numpy(_ei(set(edges), n)) if edges else torch.zeros(2, 0, dtype=torch.int64)
+    return (aggregation_matrix(ei, n).to(torch.float64),
+            aggregation_matrix(ei.flip(0), n).to(torch.float64))
+
+
 def _grad(w: torch.Tensor, head: torch.Tensor, y: torch.Tensor, train: torch.Tensor,
           edges: Edges, n: int, clip: float) -> torch.Tensor:
-    ei = torch.from_numpy(_ei(edges, n)) if edges else torch.zeros(2, 0, dtype=torch.int64)
-    adj_t = aggregation_matrix(ei, n).to(w.dtype)
-    adj = aggregation_matrix(ei.flip(0), n).to(w.dtype)
+    assert w.dtype == torch.float64
+    adj_t, adj = _adjacency(frozenset(edges), n)
     return clipped_gradient_sum(adj_t, adj, w, head, y, train, clip)[0]
 
 
@@ -223,6 +233,7 @@ def test_encoder_sensitivity_brute_force(directed: bool, level: str) -> None:
     level: one step's clipped gradient sum moves by at most Δ_A. A removed node's record
     is dropped (train mask off) at node level; kept or dropped at k-neighbour level."""
     n, clip, d, k = 7, 1.0, 3, 2
+    _adjacency.cache_clear()  # hold this test's graphs only
     bound = encoder_sensitivity(level, directed, clip, max_degree=d, k=k)
     head = random_head(3, 3, 1).double()
     worst = 0.0

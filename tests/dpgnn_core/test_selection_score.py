@@ -4,6 +4,7 @@ on adversarial neighbouring datasets, its event in every candidate's ledger, its
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from typing import Any
 
@@ -149,6 +150,7 @@ def test_families_claim_a_score_sensitivity_only_where_derived() -> None:
     assert claimed == {"dp-mlp", "dp-graph-gcn", "dp-graph-sage", "dp-graph-gat"}
 
 
+@functools.cache  # a frozen plan, only read: the default one is planned once per process
 def _plan(method: str = "dp-mlp", share: float = 0.2, **fixed: Any) -> st.TuningPlan:
     sw = SweepSpec(name="t", dataset="/none", epsilons=[2.0], selection="private",
                    tuning={"score_share": share}, methods=[

@@ -156,12 +156,14 @@ def test_ingest_unwritable_target_one_line(tmp_path: Path, monkeypatch: pytest.M
     assert not [n for n in left if ".tmp-" in n or n.endswith(".lock")], left
 
 
-def test_ingest_with_home_at_a_regular_file_one_line(tmp_path: Path) -> None:
+def test_ingest_with_home_at_a_regular_file_one_line(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     home.write_text("")
-    env = {**os.environ, "DPGNN_HOME": str(home)}
-    r = subprocess.run([DPGNN, "ingest", "-f", "synthetic", "-o", "num_nodes=50",
-                        "--out", str(home / "ds")], capture_output=True, text=True, env=env)
-    assert r.returncode == 1
+    monkeypatch.setenv("DPGNN_HOME", str(home))  # in process: the home is read per command
+    r = runner.invoke(app, ["ingest", "-f", "synthetic", "-o", "num_nodes=50",
+                            "--out", str(home / "ds")])
+    assert r.exit_code == 1
+    assert "error:" not in r.stdout
     line = _one_error_line(r.stderr)
     assert line.startswith(f"error: cannot write {home / 'ds'}: Not a directory")
