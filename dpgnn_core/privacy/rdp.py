@@ -178,7 +178,7 @@ def wor_gaussian_rdp(q: float, sigma: float, orders: tuple[int, ...]) -> FloatAr
     The i-th difference at 0 depends only on the CGF at 0..i+1 and is computed by the
     same operations whatever the number of differences asked for, so the differences for
     order α are a prefix of those for the largest order: the same floats
-    (``tests/dpgnn_core/privacy/test_rdp_wor.py`` compares every order with the library's).
+    (``tests/dpgnn_core/privacy/test_pld_library.py`` compares every order with the library's).
     Orders beyond the library's exact range (256), q in {0, 1} or σ ≤ 0 go to the library.
     """
     top = max(orders, default=0)
