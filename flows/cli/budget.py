@@ -57,6 +57,22 @@ def _dataset(key: str) -> tuple[str, str, str | None]:
     return str(v["sha256"]), str(v["name"]), v["path"]
 
 
+def _budget_of(store: Any, key: str) -> str:
+    """The budget id of the dataset ``key`` names (:func:`_dataset`). A folder re-ingested
+    since its last recorded run holds a version the store has not seen yet, which shares
+    the folder's budget (:meth:`~dpgnn_core.budget.BudgetStore.register`): the folder's
+    budget, found by its path."""
+    from dpgnn_core.errors import PrivacyError
+
+    sha, _, folder = _dataset(key)
+    try:
+        return str(store.resolve(sha))
+    except PrivacyError:
+        if folder is None:
+            raise
+        return str(store.resolve(folder))
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else ("inf" if math.isinf(x) else f"{x:.4g}")
 
@@ -196,7 +212,7 @@ def show(
 
     try:
         store = _store()
-        ids = [store.resolve(_dataset(dataset)[0])] if dataset else store.budget_ids()
+        ids = [_budget_of(store, dataset)] if dataset else store.budget_ids()
         summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
         out: dict[str, Any] = {"store": str(store.path), "datasets": [
             {**s.to_dict(), **({"note": POST_HOC} if s.spent else {})}

@@ -1,12 +1,20 @@
-"""Integration: the ``private-retrain`` deployment served against a real ``prefect server``,
+"""Integration: the ``private-retrain`` deployment served against a real Prefect server,
 triggered with ``prefect deployment run`` until the dataset's privacy budget is spent.
 
-One scenario (each server start costs 10-20 s): a CSV source ingested with ``dpgnn ingest``;
-run 1 trains (a new release, recorded); a budget is set that fits exactly two releases of
-that calibrated plan; the source changes and run 2 re-ingests it into the same folder (a
-new version that shares the folder's budget) and trains; run 3 is refused before training:
-its flow run ends Failed with the budget's line, and nothing is recorded or written. The
+One scenario: a CSV source ingested with ``dpgnn ingest``; run 1 (served) trains (a new
+release, recorded, its summary in its flow run's log); a budget is set that fits exactly two
+releases of that calibrated plan; the source changes and run 2 re-ingests it into the same
+folder (a new version that shares the folder's budget) and trains; run 3 (served) is refused
+before training: its flow run ends Failed with the budget's line, and nothing is recorded or
+written. Run 2 is the deployment's flow with the parameters the server holds, run in this
+process (a served run is a ~13 s process start; what serving adds, runs 1 and 3 show). The
 home's Prefect and MLflow databases start migrated (copies of the session's).
+
+The server is the test process's own (``prefect_api_url``: Prefect's server without its
+scheduler, so only triggered runs happen; ``dpgnn server start`` itself is tested in
+tests/flows/test_servers.py). The served process (``deployments/serve.py``) and the flow
+runs it starts are real processes; ``prefect deployment run`` runs in this process,
+through Prefect's own command line (a process would cost seconds of imports per run).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,7 +36,6 @@ import numpy as np
 import pytest
 
 from tests.flows.test_servers import _clean_env as _server_env
-from tests.flows.test_servers import _free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -88,35 +95,59 @@ def _run_id(out: str) -> str:
     return m.group(1)
 
 
-@pytest.fixture
-def server(tmp_path: Path, fresh_home: Path, seeded_mlflow: Callable[[Path], bool]
-           ) -> Iterator[tuple[str, dict[str, str], subprocess.Popen[str]]]:
-    """``dpgnn server start`` (a Prefect server in its own session, with its own home, its
-    database already migrated), started in the background while the test prepares; stopped
-    (its group only) at the end. The server's scheduler is off, so only triggered runs
-    happen."""
-    seeded_mlflow(fresh_home)
-    env = _clean_env(fresh_home)
-    port = _free_port()
-    start = subprocess.Popen(
-        [BIN / "dpgnn", "server", "start", "--port", str(port)],
-        env={**env, "PREFECT_UI_ENABLED": "false",
-             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _prefect(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``prefect ARGS`` in this process (Prefect's command line, on this process's server:
+    ``prefect_api_url``'s); its output. It fails the test unless the command exits 0. The
+    environment and the folder are the caller's."""
+    from prefect.cli._app import _app
+
+    capsys.readouterr()
     try:
-        yield f"http://127.0.0.1:{port}/api", env, start
-    finally:
-        if start.poll() is None:
-            start.communicate(timeout=180)
-        _cli(env, ["server", "stop"])  # the server is not this process's child
+        _app.meta(args)
+    except SystemExit as e:
+        assert e.code in (None, 0), capsys.readouterr()
+    out, err = capsys.readouterr()
+    return out + err
+
+
+def _delete_deployments(url: str, flow: str, name: str) -> None:
+    """Delete the deployment ``flow/name`` from the server at ``url`` if it has one: the
+    server is this test process's, which other tests (test_workpool.py's, with the same
+    deployment) use too."""
+    found = _api(url, "/deployments/filter", {"flows": {"name": {"any_": [flow]}},
+                                              "deployments": {"name": {"any_": [name]}}})
+    for dep in found:
+        req = urllib.request.Request(f"{url}/deployments/{dep['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=10).close()
+
+
+def _run_here(url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The deployment's flow with the parameters the server holds for it, in this process
+    on the project ``home`` (its budget, artifacts and MLflow store; Prefect's results and
+    cache records in ``home/cache``, as the served runs' environment sets), on the same
+    server; the flow run's record, read back from the server. What it does with the
+    folder and the budget is what a served run does (the flow's code), without a process
+    start (~13 s of CPU): runs 1 and 3 show what serving adds."""
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+
+    from flows.retrain import retrain
+
+    params = _api(url, f"/deployments/name/{DEPLOYMENT}")["parameters"]
+    monkeypatch.setenv("DPGNN_HOME", str(home))
+    with temporary_settings(updates={PREFECT_LOCAL_STORAGE_PATH: home.resolve() / "cache"}):
+        state = retrain(**params, return_state=True)
+    return dict(_api(url, f"/flow_runs/{state.state_details.flow_run_id}"))
 
 
 def test_retrain_until_the_budget_is_spent(
-        tmp_path: Path, server: tuple[str, dict[str, str], subprocess.Popen[str]]) -> None:
+        tmp_path: Path, fresh_home: Path, prefect_api_url: str,
+        seeded_mlflow: Callable[[Path], bool], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from dpgnn_core.budget import BudgetExceeded, BudgetStore
 
-    url, env, start = server
-    home, raw, ds = tmp_path / "home", tmp_path / "raw", tmp_path / "ds"
+    seeded_mlflow(fresh_home)  # the runs' MLflow store, already migrated
+    url, env = prefect_api_url, _clean_env(fresh_home)
+    home, raw, ds = fresh_home, tmp_path / "raw", tmp_path / "ds"
     _write_source(raw)
     source = {"format": "csv", "source": str(raw / "edges.csv"),
               "options": {"nodes": str(raw / "nodes.csv"), "undirected": True}}
@@ -124,8 +155,8 @@ def test_retrain_until_the_budget_is_spent(
                         "--nodes", str(raw / "nodes.csv"), "--undirected", "--out", str(ds)])
     assert ingest.exit_code == 0, ingest.output
     first = json.loads((ds / "manifest.json").read_text())
-    _, err = start.communicate(timeout=180)  # returns once the server is healthy
-    assert start.returncode == 0, err[-2000:]
+    flow_name, dep_name = DEPLOYMENT.split("/")
+    _delete_deployments(url, flow_name, dep_name)  # another test's, on this shared server
 
     api_env = {**env, "PREFECT_API_URL": url}
     serve_log = tmp_path / "serve.log"
@@ -139,10 +170,8 @@ def test_retrain_until_the_budget_is_spent(
 
     def run() -> dict[str, Any]:
         """Trigger the deployment with the CLI; wait for the run's final state."""
-        r = subprocess.run([BIN / "prefect", "deployment", "run", DEPLOYMENT], env=api_env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        run_id, deadline = _run_id(r.stdout), time.time() + 240
+        run_id, deadline = _run_id(_prefect(["deployment", "run", DEPLOYMENT], capsys)), \
+            time.time() + 240
         while (got := _api(url, f"/flow_runs/{run_id}"))["state_type"] not in FINAL:
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, got["state_name"]
@@ -151,7 +180,9 @@ def test_retrain_until_the_budget_is_spent(
 
     try:
         deadline = time.time() + 120
-        while not _api(url, "/deployments/filter", {"limit": 5}):
+        while not _api(url, "/deployments/filter", {
+                "flows": {"name": {"any_": [flow_name]}},
+                "deployments": {"name": {"any_": [dep_name]}}}):
             assert serve.poll() is None, serve_log.read_text()[-3000:]
             assert time.time() < deadline, "the deployment was not registered"
             time.sleep(0.5)
@@ -163,7 +194,7 @@ def test_retrain_until_the_budget_is_spent(
         _write_source(raw, shift=1.0)  # the source changes: the next run re-ingests it
         with ThreadPoolExecutor(1) as pool:  # composing takes seconds: while run 2 runs
             composed = pool.submit(_epsilons, record.charge)
-            run2 = run()
+            run2 = _run_here(url, home, monkeypatch)
         assert run2["state_type"] == "COMPLETED", run2["state"]
         # A budget that fits exactly two releases of the plan run 1 was charged for (run 2
         # trained on the new version, which has as many training nodes: the same plan).
@@ -195,7 +226,8 @@ def test_retrain_until_the_budget_is_spent(
         (40, f"refused: {run3['state']['message']}")], logs3
     assert not [r for r in logs3 if "Traceback" in r["message"]
                 or "BudgetExceeded" in r["message"] or "Engine execution" in r["message"]]
-    assert b"Traceback" not in serve_log.read_bytes()
+    served = serve_log.read_text()
+    assert "Traceback" not in served, served[max(0, served.find("Traceback") - 1500):][:5000]
 
     # Run 3 does not fit: Failed, with the budget's line as the state's message.
     assert run3["state_type"] == "FAILED", run3["state"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.deployments.test_retrain import _api, _clean_env
+from tests.deployments.test_retrain import _api, _clean_env, _delete_deployments, _prefect
 from tests.flows.test_servers import _ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -68,20 +68,6 @@ def _worker(env: dict[str, str], cwd: Path, log: Path) -> Iterator[subprocess.Po
         proc.wait(timeout=30)
 
 
-def _prefect(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """``prefect ARGS`` in this process (Prefect's command line, on this process's server:
-    ``prefect_api_url``'s); its output. The environment and the folder are the caller's."""
-    from prefect.cli._app import _app
-
-    capsys.readouterr()
-    try:
-        _app.meta(args)
-    except SystemExit as e:
-        assert e.code in (None, 0), capsys.readouterr()
-    out, err = capsys.readouterr()
-    return out + err
-
-
 def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
     return list(_api(url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}},
                                            "sort": "TIMESTAMP_ASC", "limit": 200}))
@@ -100,6 +86,7 @@ def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
     env = {**_clean_env(fresh_home), "PREFECT_API_URL": url}
     monkeypatch.chdir(ROOT)  # `prefect deploy` from the repository root
     monkeypatch.setenv("DPGNN_RETRAIN_DATASET", str(ds))
+    _delete_deployments(url, "dpgnn-retrain", "private-retrain")  # test_retrain.py's
     out = _prefect(["work-pool", "create", "dpgnn", "--type", "process"], capsys)
     (pool,) = _api(url, "/work_pools/filter", {"work_pools": {"name": {"any_": ["dpgnn"]}}})
     assert pool["type"] == "process", out
