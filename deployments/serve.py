@@ -38,6 +38,7 @@ modules it imported.
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
@@ -53,7 +54,7 @@ from typing import Any
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
 
 import tasks  # noqa: F401
-from prefect import serve
+from prefect import aserve
 from prefect.schedules import Cron
 
 from dpgnn_core.data.ingest import absolute_spec
@@ -119,12 +120,9 @@ def retrain_deployment() -> Any:
 SHUTDOWN_GRACE_S = 15.0
 
 
-def _interrupted(signum: int, frame: Any) -> None:
-    """Ctrl-C: Python's KeyboardInterrupt, as before, and a watchdog that ends the process
-    if Prefect's shutdown has not finished ``SHUTDOWN_GRACE_S`` later. On a loaded machine
-    the interrupt sometimes landed where Prefect's runner swallowed it (nothing logged,
-    the process alive minutes later); a user's second Ctrl-C would not help either."""
-    def exit_later() -> None:
+def _exit_later() -> None:
+    """End the process ``SHUTDOWN_GRACE_S`` from now unless it has ended by then."""
+    def run() -> None:
         time.sleep(SHUTDOWN_GRACE_S)
         print(f"serve: Prefect's shutdown did not finish {SHUTDOWN_GRACE_S:g} s after Ctrl-C; "
               "exiting", file=sys.stderr)
@@ -132,8 +130,29 @@ def _interrupted(signum: int, frame: Any) -> None:
         sys.stderr.flush()
         os._exit(0)
 
-    threading.Thread(target=exit_later, name="serve-exit-watchdog", daemon=True).start()
-    signal.default_int_handler(signum, frame)
+    threading.Thread(target=run, name="serve-exit-watchdog", daemon=True).start()
+
+
+async def _serve(served: list[Any]) -> None:
+    """Prefect's ``aserve`` under ``asyncio.run``, whose own Ctrl-C handling stays: the
+    first Ctrl-C cancels the serving task, so Prefect's runner leaves its task group and
+    stops as it does under ``prefect.serve``, and ``asyncio.run`` then raises
+    KeyboardInterrupt (a second Ctrl-C raises it at once). On top of it, the first Ctrl-C
+    starts a watchdog (:func:`_exit_later`): on a loaded machine the cancellation was
+    sometimes absorbed (nothing logged, the process alive minutes later). A handler of our
+    own that raised KeyboardInterrupt wherever the main thread was instead could land in
+    the runner's bookkeeping of a finished run, and asyncio printed a traceback."""
+    cancel = signal.getsignal(signal.SIGINT)  # asyncio.Runner's: cancels this task
+
+    def interrupted(signum: int, frame: Any) -> None:
+        _exit_later()
+        if callable(cancel):
+            cancel(signum, frame)
+        else:
+            signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, interrupted)
+    await aserve(*served)
 
 
 def main(names: list[str]) -> None:
@@ -147,9 +166,10 @@ def main(names: list[str]) -> None:
     if unknown:
         sys.exit(f"no deployment named {', '.join(sorted(unknown))}")
     code = 0
-    signal.signal(signal.SIGINT, _interrupted)
     try:
-        serve(*served)  # returns on Ctrl-C; SIGTERM raises SystemExit(0)
+        asyncio.run(_serve(served))  # SIGTERM raises SystemExit(0)
+    except KeyboardInterrupt:
+        print("serve: Ctrl-C: stopped serving", file=sys.stderr)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 0
     finally:
