@@ -19,15 +19,24 @@ BIN = Path(sys.executable).parent
 
 
 def test_help_and_datasets_import_nothing_heavy(tmp_path: Path) -> None:
-    code = ("import sys; from flows.cli import app\n"
-            "for argv in (['--help'], ['datasets', sys.argv[1]]):\n"
+    """`--help` and `datasets` import none of the heavy libraries; and `--home` is set
+    before the tasks are imported, so Prefect's results and cache records go under it
+    (what a sweep run in the test process is given explicitly: tests/flows/clirunner.py)."""
+    code = ("import os, sys; from flows.cli import app\n"
+            "for argv in (['--help'], ['--home', sys.argv[1] + '/h', 'datasets', sys.argv[1]]):\n"
             "    try: app(argv)\n"
             "    except SystemExit: pass\n"
-            "heavy = [m for m in ('torch', 'prefect', 'mlflow', 'pyarrow') if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
+            "heavy = [m for m in ('torch', 'prefect', 'mlflow', 'pyarrow', 'tasks')\n"
+            "         if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n"
+            "import tasks\n"
+            "print('RESULTS', os.environ['PREFECT_LOCAL_STORAGE_PATH'])")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                         text=True, check=True).stdout
+                         text=True, check=True, env=env).stdout
     assert "HEAVY []" in out
+    assert f"RESULTS {(tmp_path / 'h').resolve() / 'cache'}" in out.splitlines(), out
 
 
 def test_ingest_synthetic_and_list(tmp_path: Path) -> None:
