@@ -152,7 +152,10 @@ async def _serve(served: list[Any]) -> None:
             signal.default_int_handler(signum, frame)
 
     signal.signal(signal.SIGINT, interrupted)
-    await aserve(*served)
+    try:
+        await aserve(*served)
+    finally:  # asyncio.run restores the interpreter's handler after its own
+        signal.signal(signal.SIGINT, cancel)
 
 
 def main(names: list[str]) -> None:

@@ -94,10 +94,12 @@ def test_prefect_yaml_matches_flow() -> None:
         "directory": "{{ " + step["id"] + ".stdout }}"}}]
 
 
-def test_serve_exits_at_once_after_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_exits_at_once_after_serving(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 36 §3: Ctrl-C stopped Prefect's runner in a second, then Python spent ~7 s
     tearing down its modules. ``main`` runs the exit handlers and leaves with os._exit
-    (code 0 after Ctrl-C, SIGTERM's code after SIGTERM); an unknown name is refused."""
+    (code 0 after serving ends, after Ctrl-C and after SIGTERM's SystemExit(0)); an
+    unknown name is refused."""
     mod = _serve_module()
     served: list[list[str]] = []
     exits: list[int] = []
@@ -113,16 +115,50 @@ def test_serve_exits_at_once_after_serving(monkeypatch: pytest.MonkeyPatch) -> N
     # Recorded, not run: this process's own exit handlers remove the test session's home.
     monkeypatch.setattr(mod.atexit, "_run_exitfuncs", lambda: ran.append("exit handlers"))
     monkeypatch.setattr(mod.os, "_exit", fake_exit)
-    for outcome in (None, SystemExit(0)):
-        def fake_serve(*deps: object, outcome: BaseException | None = outcome) -> None:
+    for outcome in (None, KeyboardInterrupt(), SystemExit(0)):
+        async def fake_serve(*deps: object, outcome: BaseException | None = outcome) -> None:
             served.append([d.name for d in deps])  # type: ignore[attr-defined]
             if outcome is not None:
                 raise outcome
 
-        monkeypatch.setattr(mod, "serve", fake_serve)
+        monkeypatch.setattr(mod, "aserve", fake_serve)
         with pytest.raises(Exited):
             mod.main(["private-retrain"])
-    assert served == [["private-retrain"]] * 2 and exits == [0, 0]
-    assert ran == ["exit handlers"] * 2
+    assert served == [["private-retrain"]] * 3 and exits == [0, 0, 0]
+    assert ran == ["exit handlers"] * 3
+    assert capsys.readouterr().err.splitlines() == ["serve: Ctrl-C: stopped serving"]
     with pytest.raises(SystemExit, match="no deployment named nope"):
         mod.main(["nope"])
+
+
+def test_ctrl_c_cancels_serving_and_starts_the_watchdog(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A real SIGINT while serving: asyncio's own handling cancels the serving task (its
+    clean-up runs; ``asyncio.run`` then raises KeyboardInterrupt), and the watchdog that
+    ends a hung shutdown is started; the process's SIGINT handler is restored after."""
+    import asyncio
+    import os
+    import signal
+
+    mod = _serve_module()
+    watchdogs: list[str] = []
+    cleaned: list[str] = []
+    monkeypatch.setattr(mod, "_exit_later", lambda: watchdogs.append("started"))
+
+    async def fake_serve(*deps: object) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cleaned.append("cancelled")
+            raise
+
+    monkeypatch.setattr(mod, "aserve", fake_serve)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(mod._serve([]))
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert cleaned == ["cancelled"] and watchdogs == ["started"]
