@@ -186,18 +186,21 @@ def wor_gaussian_rdp(q: float, sigma: float, orders: tuple[int, ...]) -> FloatAr
         return np.asarray(dpa_rdp._compute_rdp_sample_wor_gaussian(
             q, sigma, [float(a) for a in orders]), dtype=np.float64)
 
-    def cgf(x: float) -> float:
-        return x * 1.0 * (x + 1) / (2.0 * sigma**2)
-
-    deltas, _ = dpa_rdp._get_forward_diffs(cgf, top)
+    deltas, _ = dpa_rdp._get_forward_diffs(functools.partial(_gaussian_cgf, sigma=sigma), top)
     return np.array([_wor_log_a(q, sigma, a, deltas) / (float(a) - 1) for a in orders])
+
+
+def _gaussian_cgf(x: float, sigma: float) -> float:
+    """The library's CGF of the Gaussian mechanism in ``_compute_rdp_sample_wor_gaussian_int``
+    (the same expression, so the same floats)."""
+    return x * 1.0 * (x + 1) / (2.0 * sigma**2)
 
 
 def _wor_log_a(q: float, sigma: float, alpha: int, deltas: FloatArray) -> float:
     """dp-accounting's ``_compute_rdp_sample_wor_gaussian_int`` for 2 ≤ α ≤ 256, given the
     forward differences (the same statements in the same order)."""
     def cgf(x: float) -> float:
-        return x * 1.0 * (x + 1) / (2.0 * sigma**2)
+        return _gaussian_cgf(x, sigma)
 
     def func(x: float) -> float:
         return 1.0 * x / (2.0 * sigma**2)

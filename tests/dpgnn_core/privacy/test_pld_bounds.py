@@ -1,4 +1,4 @@
-"""dpgnn's vectorised Chernoff truncation bounds (:func:`~dpgnn_core.privacy.pld.
+"""dpgnn's vectorised Chernoff truncation bounds (:func:`~dpgnn_core.privacy.pld_library.
 chernoff_bounds`, installed in place of dp-accounting's ``compute_self_convolve_bounds``)
 give the library's own integers on the PMFs dpgnn composes: Gaussian, Poisson-subsampled
 Gaussian (both adjacencies), DP-GNN's sampled-subgraph step, and PMFs with zero and tiny
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dpgnn_core.privacy import pld as ours
+from dpgnn_core.privacy import pld_library
 
 
 def _dense_probs(pmf: object) -> np.ndarray:
@@ -41,18 +42,18 @@ def test_bounds_equal_the_librarys(name: str) -> None:
     p = _pmfs()[name]
     for times in (1, 7, 10_000):
         for tail in (0.0, 1e-15, 1e-3):
-            assert ours.chernoff_bounds(p, times, tail) == ours._LIBRARY_BOUNDS(
+            assert pld_library.chernoff_bounds(p, times, tail) == pld_library.LIBRARY_BOUNDS(
                 p, times, tail), (times, tail)
 
 
 def test_custom_orders_beyond_exp_range_fall_back_to_the_library() -> None:
     p = _pmfs()["spiky"]
     orders = [-50.0, -1.0, 1.0, 50.0]
-    assert ours.chernoff_bounds(p, 10, 1e-10, orders) == ours._LIBRARY_BOUNDS(
+    assert pld_library.chernoff_bounds(p, 10, 1e-10, orders) == pld_library.LIBRARY_BOUNDS(
         p, 10, 1e-10, orders)
 
 
 def test_installed_in_place_of_the_librarys() -> None:
     from dp_accounting.pld import common
 
-    assert common.compute_self_convolve_bounds is ours.chernoff_bounds
+    assert common.compute_self_convolve_bounds is pld_library.chernoff_bounds
