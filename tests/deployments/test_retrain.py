@@ -82,9 +82,8 @@ def _cli(env: dict[str, str], args: list[str]) -> Any:
     """A ``dpgnn`` command that needs no Prefect (``ingest``, ``budget``, ``server stop``),
     in this process on the commands' project home: a subprocess would cost seconds of
     imports."""
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     return CliRunner().invoke(app, ["--home", env["DPGNN_HOME"], *args])
 

@@ -267,9 +267,8 @@ def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
     home = tmp_path / "home"
     seeded_mlflow(home)  # its MLflow store already migrated: nothing to create
     env = _env(PREFECT_API_URL=prefect_api_url)
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     budget = CliRunner().invoke(app, ["--home", str(home), "budget", "set", str(dataset),
                                       "--epsilon", "3", "--delta", "1e-3"])  # in this process

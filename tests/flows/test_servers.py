@@ -45,9 +45,8 @@ def _ingest(ds: Path, env: dict[str, str]) -> None:
     """``dpgnn ingest`` of a 300-node synthetic graph, in this process (a subprocess would
     cost seconds of imports; ingest from the script is tested in test_ingest_faults.py).
     ``env`` (the commands' environment) is not needed: ingest writes only to ``ds``."""
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     r = CliRunner().invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
                                  "-o", "num_nodes=300"])
@@ -63,9 +62,8 @@ def _cli(home: Path, args: list[str]) -> Any:
     """A ``dpgnn server`` command that starts nothing (``status``, ``stop``) in this process,
     on the project ``home``: a subprocess costs ~3 s of CPU in imports (the script itself:
     test_cli.py's usage-error test)."""
-    from typer.testing import CliRunner
-
     from flows.cli import app
+    from tests.flows.clirunner import CliRunner
 
     return CliRunner().invoke(app, ["--home", str(home), "server", *args])
 
