@@ -15,12 +15,15 @@ its own (the step before it, a real signal, a kill, a full disk, keeps its real 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,8 @@ def _command(app: Any) -> Any:
 
 
 class CliRunner(typer.testing.CliRunner):
-    """:class:`typer.testing.CliRunner` whose ``invoke`` uses :func:`click_command`."""
+    """:class:`typer.testing.CliRunner` whose ``invoke`` uses :func:`click_command`, and
+    whose output streams no logging handler keeps after the call (:func:`_handlers_back`)."""
 
     def invoke(self, app: Any, *args: Any, **kwargs: Any) -> Result:
         build = typer.testing._get_command  # type: ignore[attr-defined]
@@ -55,18 +59,85 @@ class CliRunner(typer.testing.CliRunner):
         finally:
             typer.testing._get_command = build  # type: ignore[attr-defined]
 
+    @contextlib.contextmanager
+    def isolation(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        runner: list[Any] = []
+        try:
+            with super().isolation(*args, **kwargs) as streams:
+                runner = [sys.stdout, sys.stderr]
+                yield streams
+        finally:
+            _handlers_back(runner)
+
+
+def _handlers_back(runner: Sequence[Any]) -> None:
+    """Point the logging handlers that write to the runner's ``sys.stdout`` or
+    ``sys.stderr`` (``runner``) at this process's own (``sys.__stdout__``,
+    ``sys.__stderr__``).
+
+    A library imported for the first time inside a call (torch, DGL, Prefect) creates its
+    console handlers on the ``sys.stderr`` of that moment, the runner's, which is closed
+    once the call ends: the library's next record, in a later test, would fail on it
+    ("I/O operation on closed file") or be lost. A ``dpgnn`` process has its real streams
+    then, and so do these handlers now. (Prefect's console handler writes through a rich
+    console on the same stream: that is pointed back too.)"""
+    own = [sys.__stdout__ or sys.stdout, sys.__stderr__ or sys.stderr]
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            stream = getattr(handler, "stream", None)
+            for theirs, ours in zip(runner, own, strict=True):
+                if stream is not theirs:
+                    continue
+                handler.stream = ours
+                console = getattr(handler, "console", None)
+                if console is not None and getattr(console, "file", None) is theirs:
+                    console.file = ours
+
 
 class Completed(subprocess.CompletedProcess[str]):
     """A :func:`dpgnn_here` call's outcome, read as a ``dpgnn`` child's
     (:class:`subprocess.CompletedProcess`: ``returncode``, ``stdout``, ``stderr``) or as
     typer's CliRunner result (``exit_code``, ``output``, ``exception``, ``exc_info``)."""
 
-    def __init__(self, args: Sequence[str], result: Result) -> None:
-        super().__init__(list(args), result.exit_code, result.stdout, result.stderr)
+    def __init__(self, args: Sequence[str], result: Result,
+                 descriptors: Mapping[int, str] | None = None) -> None:
+        fds = descriptors or {}
+        super().__init__(list(args), result.exit_code, result.stdout + fds.get(1, ""),
+                         result.stderr + fds.get(2, ""))
         self.exit_code: int = result.exit_code
-        self.output: str = result.output
+        self.output: str = result.output + fds.get(1, "") + fds.get(2, "")
         self.exception: BaseException | None = result.exception
         self.exc_info: Any = result.exc_info
+
+
+@contextlib.contextmanager
+def _descriptors_captured(on: bool) -> Iterator[dict[int, str]]:
+    """Within the block, file descriptors 1 and 2 write to temporary files; the dictionary
+    yielded holds what each received once the block ends (nothing when not ``on``)."""
+    got: dict[int, str] = {}
+    if not on:
+        yield got
+        return
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        files = {1: out, 2: err}
+        for stream in (sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
+        saved = {fd: os.dup(fd) for fd in files}
+        for fd, f in files.items():
+            os.dup2(f.fileno(), fd)
+        try:
+            yield got
+        finally:
+            for stream in (sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
+            for fd, f in files.items():
+                os.dup2(saved[fd], fd)
+                os.close(saved[fd])
+                f.seek(0)
+                got[fd] = f.read().decode("utf-8", "backslashreplace")
 
 
 class _EntryPoint:
@@ -97,7 +168,7 @@ DASK_COMMANDS = ("sweep", "demo")
 
 def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
                api_url: str | None = None, env: Mapping[str, str] | None = None,
-               main: bool = False, reraise: bool = False) -> Completed:
+               main: bool = False, reraise: bool = False, fd: bool = False) -> Completed:
     """``dpgnn ARGS`` in this process (:class:`CliRunner` on ``flows.cli.app``), as a
     ``dpgnn`` child would run it.
 
@@ -120,6 +191,10 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
             (default: :obj:`False`)
         reraise (bool, optional): without ``main``, raise such an exception instead of
             returning it. (default: :obj:`False`)
+        fd (bool, optional): also capture file descriptors 1 and 2: the result's
+            ``stdout`` and ``stderr`` then hold what native code and child processes wrote
+            there too (after what the command wrote to ``sys.stdout`` and ``sys.stderr``),
+            as a child's own streams would. (default: :obj:`False`)
 
     Returns:
         Completed: its exit status, standard output and error.
@@ -132,6 +207,7 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
     the session ends).
     """
     import dask
+    from prefect.logging.configuration import ensure_logging_setup
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_LOCAL_STORAGE_PATH,
@@ -148,6 +224,11 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
         import distributed  # noqa: F401
 
         import flows.sweep  # noqa: F401
+    # Prefect's logging, set up here, not on its first import in the invoke: that
+    # dictConfig closes every handler there is, and absl's (dp_accounting's) closes its
+    # stream then unless it is the sys.stderr of that moment: this process's, not the
+    # runner's (pytest lost its captured stderr)
+    ensure_logging_setup()
     argv = [*(["--home", str(home)] if home is not None else []), *args]
     settings: dict[Any, Any] = {}
     if home is not None:
@@ -161,7 +242,7 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
     os.environ.update(extra)
     code_version.cache_clear()
     try:
-        with temporary_settings(updates=settings):
+        with temporary_settings(updates=settings), _descriptors_captured(fd) as descriptors:
             r = CliRunner().invoke(_EntryPoint() if main else app, argv)
     finally:
         for token in set(reaper._WATCHDOG) - watchdogs:
@@ -177,4 +258,4 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
                 os.environ[k] = v
     if reraise and r.exception is not None and not isinstance(r.exception, SystemExit):
         raise r.exception
-    return Completed(argv, r)
+    return Completed(argv, r, descriptors)

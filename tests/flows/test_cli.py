@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import app
-from tests.flows.clirunner import CliRunner
+from tests.flows.clirunner import CliRunner, dpgnn_here
 
 runner = CliRunner()
 BIN = Path(sys.executable).parent
@@ -120,16 +120,17 @@ def test_usage_error_one_line_from_the_script() -> None:
 
 @pytest.mark.slow
 def test_run_json_contract(tmp_path: Path, prefect_api_url: str) -> None:
-    """`dpgnn run --json` prints exactly one JSON object with the stable keys."""
+    """`dpgnn run --json` prints exactly one JSON object with the stable keys. In this
+    process, through ``dpgnn``'s entry point as a child runs it; its standard output is what
+    the command writes to ``sys.stdout`` and to file descriptor 1 (native code, child
+    processes: ``fd=True``), as a child's would be."""
     ds = tmp_path / "ds"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
-                                 "-o", "num_nodes=300"])  # in this process: seconds sooner
+                                 "-o", "num_nodes=300"])
     assert ingest.exit_code == 0, ingest.output
-    r = subprocess.run([BIN / "dpgnn", "run", "sage", "--dataset", str(ds),
-                        "--epochs", "5", "--seed", "2", "--json"], env=env,
-                       capture_output=True, text=True)
+    r = dpgnn_here(["run", "sage", "--dataset", str(ds), "--epochs", "5", "--seed", "2",
+                    "--json"],
+                   home=tmp_path / "home", api_url=prefect_api_url, main=True, fd=True)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     for key in ("method", "dataset", "seed", "test_accuracy", "val_accuracy", "mlflow_run_id",
@@ -200,21 +201,21 @@ def test_run_privacy_arguments(tmp_path: Path, args: list[str], needle: str) -> 
 def test_run_drw_json_reports_privacy(tmp_path: Path, prefect_api_url: str,
                                      seeded_mlflow: Callable[[Path], bool]) -> None:
     """A DRW-R run from the command line: ε within budget from its ledger, the data-dependent
-    clipping threshold flagged as unaccounted in --json and in the report."""
+    clipping threshold flagged as unaccounted in --json and in the report. In this process,
+    through ``dpgnn``'s entry point (which takes the earlier ``run --method NAME`` form), its
+    standard output ``sys.stdout`` and file descriptor 1, as in test_run_json_contract."""
     from dpgnn_core.privacy import Ledger, RdpAccountant
 
     seeded_mlflow(tmp_path / "home")  # its MLflow store already migrated
     ds = tmp_path / "ds"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env |= {"DPGNN_HOME": str(tmp_path / "home"), "PREFECT_API_URL": prefect_api_url}
     ingest = runner.invoke(app, ["ingest", "--format", "synthetic", "--out", str(ds),
-                                 "-o", "num_nodes=600"])  # in this process: seconds sooner
+                                 "-o", "num_nodes=600"])
     assert ingest.exit_code == 0, ingest.output
-    r = subprocess.run([BIN / "dpgnn", "run", "--method", "drw-r-sage", "--dataset", str(ds),
-                        "--epsilon", "4", "--steps", "20", "--batch-size", "20",
-                        "--hidden", "16", "--walk-length", "3", "--restarts", "2",
-                        "--clipping", "layerwise", "--clip-percentile", "75", "--json"],
-                       env=env, capture_output=True, text=True)
+    r = dpgnn_here(["run", "--method", "drw-r-sage", "--dataset", str(ds), "--epsilon", "4",
+                    "--steps", "20", "--batch-size", "20", "--hidden", "16",
+                    "--walk-length", "3", "--restarts", "2", "--clipping", "layerwise",
+                    "--clip-percentile", "75", "--json"],
+                   home=tmp_path / "home", api_url=prefect_api_url, main=True, fd=True)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["method"] == "drw-r-sage" and out["private"] and out["steps"] == 20
