@@ -104,19 +104,72 @@ def _wait_healthy(server: subprocess.Popen[bytes], url: str) -> None:
     pytest.fail("mlflow server did not become healthy")
 
 
+def _found_server_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What a ``dpgnn`` process does with the server it finds, for a command run here.
+
+    A command looks for the background server in its home
+    (:func:`flows.cli.common.use_server_if_running`) and names it in ``PREFECT_API_URL``
+    before it imports Prefect, which reads its settings then. Prefect is imported here
+    already: the server found is put into Prefect's settings too, until the command ends
+    (its click context closes). Nothing is put there when the command finds none; it would
+    then start a temporary server: the list returned gets the address of each one started
+    (Prefect's own log of it goes to this process's stderr, not the command's)."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from typer._click.globals import get_current_context  # typer's own click's
+
+    import flows.cli.common
+
+    real = flows.cli.common.use_server_if_running
+    started: list[str] = []
+
+    def use_server_if_running() -> str | None:
+        url = real()
+        if url:
+            get_current_context().with_resource(
+                temporary_settings(updates={PREFECT_API_URL: url}))
+        return url
+
+    def start(self: SubprocessASGIServer, *args: Any, **kwargs: Any) -> Any:
+        started.append(self.address)
+        return real_start(self, *args, **kwargs)
+
+    real_start = SubprocessASGIServer.start
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", use_server_if_running)
+    monkeypatch.setattr(SubprocessASGIServer, "start", start)
+    return started
+
+
+def _drain_prefect() -> None:
+    """Send what Prefect's log and event workers still hold, as a ``dpgnn`` process does
+    when it exits (before the server stops)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=30)
+    EventsWorker.drain_all(timeout=30)  # (started again on their next use)
+
+
 def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Path,
-                                                  seeded_mlflow: Callable[[Path], bool]
-                                                  ) -> None:
+                                                  seeded_mlflow: Callable[[Path], bool],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``dpgnn server start``, then one ``dpgnn run --tracking-uri`` of a real ``mlflow
-    server`` (one run process serves both servers' checks): Prefect records the run in the
+    server`` (one run serves both servers' checks): Prefect records the run in the
     background server (no temporary one), MLflow receives its metrics and artifacts;
-    ``dpgnn server stop`` then ends the server's whole process group."""
+    ``dpgnn server stop`` then ends the server's whole process group.
+
+    The servers are real processes; the run is in this process (``dpgnn_here``, through
+    the entry point, without ``PREFECT_API_URL``), where it finds the background server in
+    its home as a ``dpgnn`` process would (:func:`_found_server_here`)."""
+    from tests.flows.clirunner import dpgnn_here
+
     # fresh_home is tmp_path / "home", its Prefect database already migrated (a copy of the
     # session's): the server and the run have nothing to migrate
     env = _clean_env(fresh_home)
     port = _free_port()
     _ingest(tmp_path / "ds", env)
     mlflow, url = _mlflow_server(tmp_path, env, seeded_mlflow)  # starts while Prefect's does
+    temporary = _found_server_here(monkeypatch)
     try:
         start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)],
                                env={**env, **QUIET_SERVER}, capture_output=True, text=True,
@@ -128,15 +181,15 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
             assert st.exit_code == 0, st.output
             assert json.loads(st.stdout)["running"] is True
             _wait_healthy(mlflow, url)
-            r = subprocess.run([BIN / "dpgnn", "run", "--method", "mlp", "--dataset",
-                                str(tmp_path / "ds"), "--epochs", "3", "--tracking-uri", url,
-                                "--experiment", "it", "--json"], env=env,
-                               capture_output=True, text=True, timeout=300)
+            r = dpgnn_here(["run", "--method", "mlp", "--dataset", str(tmp_path / "ds"),
+                            "--epochs", "3", "--tracking-uri", url, "--experiment", "it",
+                            "--json"], home=fresh_home, main=True, fd=True)
+            _drain_prefect()
             assert r.returncode == 0, r.stderr[-2000:]
             # The run was recorded by the background server, not an ephemeral one.
             runs = _post(f"http://127.0.0.1:{port}/api/flow_runs/filter", {"limit": 10})
             assert any(run["state_type"] == "COMPLETED" for run in runs), runs
-            assert "Starting temporary server" not in r.stderr
+            assert "Starting temporary server" not in r.stderr and not temporary
         finally:  # the server is not this process's child (`server start` has ended)
             stop = _cli(fresh_home, ["stop"])
         # The MLflow server received the run: its metrics, status and artifacts.
