@@ -255,13 +255,15 @@ def api_url_for_workers() -> str:
     every worker of a sweep started one more server on the same database, ~8 s of CPU each
     and SQLite writers racing (a 2-point sweep on 2 workers ran 3 servers). The server
     started here is the one this process's own flows then use (Prefect keeps one per
-    process), and it ends with the process as before."""
-    from prefect.server.api.server import SubprocessASGIServer
+    process), and it ends with the process as before. Prefect's server modules (over a
+    second of imports) are imported only when it must be started."""
     from prefect.settings import get_current_settings
 
     url = get_current_settings().api.url
     if url:
         return str(url)
+    from prefect.server.api.server import SubprocessASGIServer
+
     ephemeral = SubprocessASGIServer()
     ephemeral.start()
     return str(ephemeral.api_url)

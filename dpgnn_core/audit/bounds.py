@@ -91,7 +91,6 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
-from scipy import special, stats
 
 from dpgnn_core.audit.defaults import DEFAULT_BETA as DEFAULT_BETA
 from dpgnn_core.errors import PrivacyError
@@ -192,6 +191,8 @@ def _one_run_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
 
 def _p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """Equation (2) on validated arguments."""
+    from scipy import special, stats  # here: the CLI imports the package for its defaults
+
     if v == 0:
         return 1.0
     q = float(special.expit(epsilon))
@@ -334,6 +335,8 @@ def clopper_pearson(successes: int, trials: int,
         raise PrivacyError(f"trials must be at least 1, got {trials!r}")
     if x > n:
         raise PrivacyError(f"successes must be at most trials = {n}, got {successes!r}")
+    from scipy import stats
+
     b = _beta(beta)
     lo = 0.0 if x == 0 else float(stats.beta.ppf(b / 2.0, x, n - x + 1))
     hi = 1.0 if x == n else float(stats.beta.ppf(1.0 - b / 2.0, x + 1, n - x))

@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.metrics import f1_score, roc_auc_score
 
 
 def _multi_label_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np.floating],
                          out: dict[str, float]) -> dict[str, float]:
     """Multi-label: subset accuracy, F1 of logits > 0, micro ROC AUC over label entries."""
+    from sklearn.metrics import f1_score, roc_auc_score  # here: multi-label only
+
     pred = (logits > 0).astype(np.int64)
     out["accuracy"] = float((pred == y_true).all(axis=1).mean())
     out["f1_micro"] = float(f1_score(y_true, pred, average="micro", zero_division=0))
@@ -43,6 +44,30 @@ def _f1_micro_macro(y_true: npt.NDArray[np.int64], pred: npt.NDArray[np.int64],
 
     micro = f(tp.sum(keepdims=True), true_sum.sum(keepdims=True), pred_sum.sum(keepdims=True))
     return float(np.nanmean(micro)), float(np.nanmean(f(tp, true_sum, pred_sum)))
+
+
+def _roc_auc(positive: npt.NDArray[np.bool_], score: npt.NDArray[np.floating]) -> float:
+    """ROC AUC of ``score`` for the items where ``positive`` holds against the others (both
+    present), the very float operations of scikit-learn's ``roc_auc_score`` (its
+    ``roc_curve`` with ``drop_intermediate`` and ``auc``: counts at each distinct score,
+    collinear points dropped, trapezoids) without its input checks and the import of
+    scikit-learn (half a second in every process that evaluates); scores that are not all
+    finite go to scikit-learn itself (its error). ``test_roc_auc_is_sklearns`` holds them
+    equal."""
+    if not np.isfinite(score).all():
+        from sklearn.metrics import roc_auc_score
+
+        return float(roc_auc_score(positive.astype(np.int64), score))
+    order = np.argsort(score, kind="stable")[::-1]  # descending; ties stay together
+    ranked = score[order]
+    ends = np.r_[np.nonzero(np.diff(ranked))[0], ranked.shape[0] - 1]
+    tps = np.cumsum(positive[order].astype(np.float64), dtype=np.float64)[ends]
+    fps = 1 + ends.astype(np.float64) - tps
+    if fps.shape[0] > 2:
+        keep = np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True]
+        fps, tps = fps[keep], tps[keep]
+    fpr, tpr = np.r_[0.0, fps] / fps[-1], np.r_[0.0, tps] / tps[-1]
+    return float(np.sum((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0))  # SciPy's
 
 
 def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np.floating],
@@ -80,11 +105,11 @@ def classification_metrics(y_true: npt.NDArray[np.int64], logits: npt.NDArray[np
     z = logits - logits.max(axis=1, keepdims=True)
     prob = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     if len(np.unique(y_true)) > 1:
-        if num_classes == 2:
-            out["roc_auc"] = float(roc_auc_score(y_true, prob[:, 1]))
-        else:
+        if num_classes == 2:  # scikit-learn's positive class: the larger label
+            out["roc_auc"] = _roc_auc(y_true == np.max(y_true), prob[:, 1])
+        else:  # micro: every (item, class) entry, in row-major order
             onehot = np.eye(num_classes)[y_true]
-            out["roc_auc"] = float(roc_auc_score(onehot, prob, average="micro"))
+            out["roc_auc"] = _roc_auc(onehot.ravel() == 1, prob.ravel())
     return out
 
 

@@ -19,23 +19,35 @@ BIN = Path(sys.executable).parent
 
 
 def test_help_and_datasets_import_nothing_heavy(tmp_path: Path) -> None:
-    """`--help` and `datasets` import none of the heavy libraries; and `--home` is set
+    """`--help` and `datasets` import none of the heavy libraries, and building the
+    command line (every command's options, `run NAME --help`, `audit NAME --help`) none of
+    SciPy (the audit's statistics, the sparse loaders), scikit-learn or the privacy
+    accountants, which every `dpgnn` process would otherwise pay, nor evaluating a model's
+    predictions scikit-learn or SciPy; and `--home` is set
     before the tasks are imported, so Prefect's results and cache records go under it
     (what a sweep run in the test process is given explicitly: tests/flows/clirunner.py)."""
     code = ("import os, sys; from flows.cli import app\n"
-            "for argv in (['--help'], ['--home', sys.argv[1] + '/h', 'datasets', sys.argv[1]]):\n"
+            "for argv in (['--help'], ['--home', sys.argv[1] + '/h', 'datasets', sys.argv[1]],\n"
+            "             ['run', 'dp-mlp', '--help'], ['audit', 'dp-mlp', '--help'],\n"
+            "             ['ingest', '--help']):\n"
             "    try: app(argv)\n"
             "    except SystemExit: pass\n"
-            "heavy = [m for m in ('torch', 'prefect', 'mlflow', 'pyarrow', 'tasks')\n"
+            "heavy = [m for m in ('torch', 'prefect', 'mlflow', 'pyarrow', 'tasks', 'scipy',\n"
+            "                     'sklearn', 'pandas', 'dp_accounting', 'dpgnn_core.privacy')\n"
             "         if m in sys.modules]\n"
             "print('HEAVY', heavy)\n"
+            "from dpgnn_core.training.metrics import classification_metrics\n"
+            "import numpy as np\n"
+            "classification_metrics(np.array([0, 1, 2]), np.eye(3), 3)\n"
+            "print('EVALUATED', [m for m in ('sklearn', 'scipy') if m in sys.modules])\n"
             "import tasks\n"
             "print('RESULTS', os.environ['PREFECT_LOCAL_STORAGE_PATH'])")
     env = {k: v for k, v in os.environ.items()
            if k not in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH")}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, check=True, env=env).stdout
-    assert "HEAVY []" in out
+    assert "HEAVY []" in out, out
+    assert "EVALUATED []" in out, out  # every run and sweep worker evaluates
     assert f"RESULTS {(tmp_path / 'h').resolve() / 'cache'}" in out.splitlines(), out
 
 

@@ -290,3 +290,17 @@ def test_owner_checks_start_time_command_line_and_port(tmp_path: Path) -> None:
         assert server.owner(ident)[0] == "gone"
     finally:
         _stop_reaped(fake)
+
+
+def test_workers_api_url_with_one_set_imports_no_server(tmp_path: Path) -> None:
+    """With ``PREFECT_API_URL`` set, a sweep's workers get that URL and the command imports
+    none of Prefect's server modules (over a second of imports in every such sweep; a fresh
+    process: the test process holds them)."""
+    code = ("import sys; from flows import server\n"
+            "print(server.api_url_for_workers())\n"
+            "print([m for m in ('prefect.server.api', 'fastapi', 'docket') if m in sys.modules])")
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api",
+           "DPGNN_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout.splitlines()
+    assert out == ["http://127.0.0.1:9/api", "[]"], out

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import isolated_nodes, subgraph
@@ -60,6 +59,7 @@ def load_facebook100(
         raise DataError("must be at least 1", field="min_class_size", value=min_class_size)
     try:
         import scipy.io as sio  # here: not imported with the catalogue
+        import scipy.sparse as sp
 
         mat = sio.loadmat(source)
     except Exception as e:

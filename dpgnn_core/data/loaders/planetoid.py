@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import to_undirected
@@ -36,6 +35,8 @@ def _infer_name(source: Path) -> str:
 
 
 def _dense(m: Any) -> np.ndarray:
+    import scipy.sparse as sp  # here: not imported with the catalogue
+
     return np.asarray(m.todense() if sp.issparse(m) else m)
 
 
