@@ -441,3 +441,42 @@ def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
 
     server = SubprocessASGIServer()
     assert server.running and list(api.values()) == [server.api_url], api
+
+
+#: Evaluated on a worker (``client.run(eval, ...)``: nothing of this module is imported
+#: there): whether torch was imported before this line, what the worker sees of the
+#: environment, torch's intra-op threads, and its parent process's command line.
+_WORKER_VIEW = ("('torch' in __import__('sys').modules, __import__('os').environ.get("
+                "'DPGNN_HOME'), __import__('os').environ.get('DPGNN_TEST_PROBE'), "
+                "__import__('torch').get_num_threads(), __import__('os').getppid(), "
+                "open(f\"/proc/{__import__('os').getppid()}/cmdline\").read())")
+
+
+def test_two_sweeps_in_one_process_each_give_their_workers_their_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two local clusters of flows.sweep.task_runner in this process, as a notebook's two
+    sweeps with different homes: the workers of both are forked from one forkserver that
+    imported torch (torch is there before the worker imports it), and each sees this
+    process's environment as it was when its sweep started, not the forkserver's (the
+    first sweep's): the second's DPGNN_HOME, and a variable unset in between gone.
+    distributed's pre-spawn OMP_NUM_THREADS (1) still reaches torch there."""
+    from flows.sweep import task_runner
+
+    monkeypatch.delenv("DPGNN_WORKER_START", raising=False)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    seen = []
+    for home, probe in ((tmp_path / "first", "set"), (tmp_path / "second", None)):
+        monkeypatch.setenv("DPGNN_HOME", str(home))
+        if probe is None:
+            monkeypatch.delenv("DPGNN_TEST_PROBE")
+        else:
+            monkeypatch.setenv("DPGNN_TEST_PROBE", probe)
+        with task_runner(workers=1) as runner:
+            (view,) = runner.client.run(eval, _WORKER_VIEW).values()
+        seen.append(view)
+    first, second = seen
+    assert first[:4] == (True, str(tmp_path / "first"), "set", threads), first
+    assert second[:4] == (True, str(tmp_path / "second"), None, threads), second
+    # one forkserver (not this process) forked both
+    assert first[4] == second[4] != os.getpid()
+    assert "multiprocessing.forkserver" in first[5], first[5]
