@@ -445,11 +445,14 @@ def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
 
 #: Evaluated on a worker (``client.run(eval, ...)``: nothing of this module is imported
 #: there): whether torch was imported before this line, what the worker sees of the
-#: environment, torch's intra-op threads, and its parent process's command line.
+#: environment, torch's intra-op threads, its parent process and that one's environment
+#: when it started (a forkserver's: distributed's pre-spawn settings, as this process had
+#: them when it started the server).
 _WORKER_VIEW = ("('torch' in __import__('sys').modules, __import__('os').environ.get("
                 "'DPGNN_HOME'), __import__('os').environ.get('DPGNN_TEST_PROBE'), "
                 "__import__('torch').get_num_threads(), __import__('os').getppid(), "
-                "open(f\"/proc/{__import__('os').getppid()}/cmdline\").read())")
+                "open(f\"/proc/{__import__('os').getppid()}/cmdline\").read(), "
+                "open(f\"/proc/{__import__('os').getppid()}/environ\", 'rb').read())")
 
 
 def test_two_sweeps_in_one_process_each_give_their_workers_their_environment(
@@ -459,7 +462,8 @@ def test_two_sweeps_in_one_process_each_give_their_workers_their_environment(
     imported torch (torch is there before the worker imports it), and each sees this
     process's environment as it was when its sweep started, not the forkserver's (the
     first sweep's): the second's DPGNN_HOME, and a variable unset in between gone.
-    distributed's pre-spawn OMP_NUM_THREADS (1) still reaches torch there."""
+    distributed's pre-spawn settings were this process's when it started the forkserver
+    (OMP_NUM_THREADS=1, no MALLOC_TRIM_THRESHOLD_), and torch's threads follow them."""
     from flows.sweep import task_runner
 
     monkeypatch.delenv("DPGNN_WORKER_START", raising=False)
@@ -480,3 +484,22 @@ def test_two_sweeps_in_one_process_each_give_their_workers_their_environment(
     # one forkserver (not this process) forked both
     assert first[4] == second[4] != os.getpid()
     assert "multiprocessing.forkserver" in first[5], first[5]
+    server_env = first[6].split(b"\0")
+    assert f"OMP_NUM_THREADS={threads}".encode() in server_env
+    assert not any(v.startswith(b"MALLOC_TRIM_THRESHOLD_=") for v in server_env)
+
+
+def test_worker_start_spawn_on_request_and_a_bad_value_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """DPGNN_WORKER_START=spawn: the worker is a child of this process that imported
+    nothing of torch; another value is one error naming the variable and the value."""
+    from dpgnn_core.errors import DpgnnError
+    from flows.sweep import task_runner
+
+    monkeypatch.setenv("DPGNN_WORKER_START", "fork")
+    with pytest.raises(DpgnnError, match=r"^DPGNN_WORKER_START='fork' is not a worker start"):
+        task_runner(workers=1)
+    monkeypatch.setenv("DPGNN_WORKER_START", "spawn")
+    with task_runner(workers=1) as runner:
+        (view,) = runner.client.run(eval, _WORKER_VIEW).values()
+    assert view[0] is False and view[4] == os.getpid(), view[:5]
