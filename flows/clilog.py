@@ -121,11 +121,12 @@ WORKER_LOG_ENV = "DPGNN_WORKER_LOG"
 
 @contextlib.contextmanager
 def workers_log_to(path: Path | None) -> Iterator[None]:
-    """Within the block, the Dask workers that a local cluster spawns (they inherit the
-    environment and run :func:`dask_setup` as a preload: :func:`flows.sweep.task_runner`)
-    append their standard output and error to ``path`` instead of the terminal, unless
-    verbose: a point's failure in a worker is otherwise a 40-line Prefect traceback on the
-    terminal, which no logging filter of this process can see. ``None``: nothing changes."""
+    """Within the block, the Dask workers that a sweep's local cluster starts (their nanny
+    sets this process's environment and they run :func:`dask_setup` as a preload:
+    :func:`flows.sweep.local_cluster`) append their standard output and error to ``path``
+    instead of the terminal, unless verbose: a point's failure in a worker is otherwise a
+    40-line Prefect traceback on the terminal, which no logging filter of this process can
+    see. ``None``: nothing changes."""
     if path is None or verbose():
         yield
         return
