@@ -145,7 +145,8 @@ def worker_start_method() -> str:
 def local_cluster(start_method: str = "spawn", env: dict[str, str] | None = None,
                   **kwargs: Any) -> Any:
     """A ``distributed.LocalCluster`` (``kwargs``) whose worker processes see this
-    process's environment as it is now, the sweep's, with ``env`` on top.
+    process's environment as it is now, the sweep's, with ``env`` on top, and keep the
+    allocator's dynamic mmap threshold (:data:`NANNY_ENVIRON`).
 
     With ``start_method="forkserver"`` its workers are forked from a server process that
     imported :data:`FORKSERVER_PRELOAD` once; it is started by the first worker of this
@@ -171,7 +172,19 @@ def local_cluster(start_method: str = "spawn", env: dict[str, str] | None = None
             # the names the worker keeps: every one its nanny sets
             self.env[SWEEP_ENV_NAMES] = json.dumps(sorted(self.env))
 
-    with dask.config.set({"distributed.worker.multiprocessing-method": start_method}):
+    # A nanny started earlier in this process with distributed's defaults (any LocalCluster
+    # of a notebook or a test) exported its value into this process's environment
+    # (distributed/nanny.py: os.environ.update(pre_spawn_env)), which a spawned worker, or
+    # the forkserver's allocator for all the workers it forks, would inherit.
+    if os.environ.get("MALLOC_TRIM_THRESHOLD_") == NANNY_DEFAULT_TRIM:
+        del os.environ["MALLOC_TRIM_THRESHOLD_"]
+    # Each worker takes the sweep's environment and sends its output to the sweep's log
+    # file (flows.clilog.dask_setup). The nannies keep this configuration (a worker they
+    # restart too); other clusters of this process keep distributed's.
+    preload = list(dict.fromkeys([*dask.config.get("distributed.worker.preload"),
+                                  "flows.clilog"]))
+    with dask.config.set({**NANNY_ENVIRON, "distributed.worker.preload": preload,
+                          "distributed.worker.multiprocessing-method": start_method}):
         if start_method == "forkserver":  # no effect once the server runs
             get_mp_context().set_forkserver_preload(  # type: ignore[no-untyped-call]
                 list(FORKSERVER_PRELOAD))
@@ -194,21 +207,9 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if dask_address:
         return DaskTaskRunner(address=dask_address)
-    import dask
-
-    method = worker_start_method()
-    dask.config.set(NANNY_ENVIRON)  # before the LocalCluster's nannies spawn workers
-    # Each worker sends its output to the sweep's log file (flows.clilog.workers_log_to)
-    # and takes the sweep's environment (flows.clilog.adopt_sweep_environ).
-    dask.config.set({"distributed.worker.preload": ["flows.clilog"]})
-    # A nanny started earlier in this process with distributed's defaults (any LocalCluster
-    # of a notebook or a test) exported its value into this process's environment
-    # (distributed/nanny.py: os.environ.update(pre_spawn_env)), and new workers inherit it.
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_") == NANNY_DEFAULT_TRIM:
-        del os.environ["MALLOC_TRIM_THRESHOLD_"]
     n = workers or max(1, len(os.sched_getaffinity(0)))
     return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs={
-        "start_method": method, "n_workers": n, "threads_per_worker": 1,
+        "start_method": worker_start_method(), "n_workers": n, "threads_per_worker": 1,
         "processes": True, "dashboard_address": None,
         "env": {"PREFECT_API_URL": server.api_url_for_workers()}})
 

@@ -240,15 +240,18 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
     test (an error the command lets through is its one ``error:`` line and exit 1, as in a
     ``dpgnn`` process), the rerun after it.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     from dpgnn_core.home import project_dir
+    from flows.sweep import local_cluster
 
     home = project_dir()  # the workers inherit this process's project (and Prefect) home
     spec = _spec_file(tmp_path / "sweep.toml", f"kill-{os.getpid()}", dataset, steps=40,
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    # its worker forked from this process's forkserver as a sweep's (no start-up of its
+    # own), the one the nanny restarts after the kill spawned
+    with local_cluster("forkserver", n_workers=1, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster, Client(cluster) as client:
         args = ["sweep", str(spec), "--dask-address", cluster.scheduler_address, "--json"]
         # the command in this process, beside the test (its worker is the process killed)
         first_run, ended = _started(lambda: dpgnn_here(args, api_url=prefect_api_url,
