@@ -8,8 +8,9 @@ A Python warning (GAP's "encoder_dim exceeds the input features", a library's) i
 ``warning: ...`` line, its source in the file; one that says nothing a user can act on
 (Dask's dashboard port taken) only goes to the file.
 
-Imports nothing heavy: the handlers attach to the standard :mod:`logging` tree, into which
-Prefect's own loggers propagate.
+Imports nothing heavy, and nothing that reads a setting: it is also the preload of a sweep's
+Dask workers (:func:`dask_setup`). The handlers attach to the standard :mod:`logging` tree,
+into which Prefect's own loggers propagate.
 """
 
 from __future__ import annotations
@@ -120,11 +121,12 @@ WORKER_LOG_ENV = "DPGNN_WORKER_LOG"
 
 @contextlib.contextmanager
 def workers_log_to(path: Path | None) -> Iterator[None]:
-    """Within the block, the Dask workers that a local cluster spawns (they inherit the
-    environment and run :func:`dask_setup` as a preload: :func:`flows.sweep.task_runner`)
-    append their standard output and error to ``path`` instead of the terminal, unless
-    verbose: a point's failure in a worker is otherwise a 40-line Prefect traceback on the
-    terminal, which no logging filter of this process can see. ``None``: nothing changes."""
+    """Within the block, the Dask workers that a sweep's local cluster starts (their nanny
+    sets this process's environment and they run :func:`dask_setup` as a preload:
+    :func:`flows.sweep.local_cluster`) append their standard output and error to ``path``
+    instead of the terminal, unless verbose: a point's failure in a worker is otherwise a
+    40-line Prefect traceback on the terminal, which no logging filter of this process can
+    see. ``None``: nothing changes."""
     if path is None or verbose():
         yield
         return
@@ -139,10 +141,51 @@ def workers_log_to(path: Path | None) -> Iterator[None]:
             os.environ[WORKER_LOG_ENV] = saved
 
 
+#: Set by the nanny of each worker of a sweep's local cluster
+#: (:func:`flows.sweep.local_cluster`): the names of the variables it sets (the sweep's whole
+#: environment), as a JSON list.
+SWEEP_ENV_NAMES = "DPGNN_SWEEP_ENVIRON"
+
+
+def _start_environ_names() -> set[str]:
+    """The names of the environment this process started with: a forked worker's is its
+    forkserver's, the environment of the process that ran the first sweep's cluster
+    (``/proc/self/environ``; this process's current names where that cannot be read)."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return set(os.environ)
+    return {os.fsdecode(e.split(b"=", 1)[0]) for e in raw.split(b"\0") if b"=" in e}
+
+
+def adopt_sweep_environ() -> list[str]:
+    """In a worker of a sweep's local cluster (its nanny set :data:`SWEEP_ENV_NAMES`), make
+    the environment exactly the sweep's: the nanny has set each of its variables; unset the
+    ones the worker inherited when it started that the sweep does not have (a forked
+    worker inherits the environment of an earlier sweep: another ``DPGNN_HOME``,
+    ``DPGNN_WORKER_LOG``, ``PREFECT_API_URL``). Variables that the forkserver's imports
+    set themselves are kept, as a spawned worker's imports would set them. Returns the
+    names unset; nothing elsewhere."""
+    import json
+    import tempfile
+
+    names = os.environ.pop(SWEEP_ENV_NAMES, None)
+    if names is None:
+        return []
+    gone = sorted(_start_environ_names() - set(json.loads(names)) - {SWEEP_ENV_NAMES})
+    for name in gone:
+        os.environ.pop(name, None)
+    tempfile.tempdir = None  # found again from TMPDIR (an import may have looked it up)
+    return gone
+
+
 def dask_setup(worker: object = None) -> None:
     """Dask's preload hook, run in each worker process of a sweep's local cluster as it
-    starts: send its standard output and error to the file named by ``DPGNN_WORKER_LOG``
-    (:func:`workers_log_to`); nothing when the variable is unset."""
+    starts, before it runs a task: first take the sweep's environment
+    (:func:`adopt_sweep_environ`), then send the worker's standard output and error to the
+    file named by ``DPGNN_WORKER_LOG`` (:func:`workers_log_to`); nothing more when that
+    variable is unset."""
+    adopt_sweep_environ()
     path = os.environ.get(WORKER_LOG_ENV)
     if not path:
         return

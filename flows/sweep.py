@@ -107,10 +107,96 @@ NANNY_ENVIRON = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": N
 NANNY_DEFAULT_TRIM = "65536"
 
 
+#: Chooses how a sweep's local cluster starts its worker processes: ``forkserver`` (the
+#: default where the platform has it) or ``spawn`` (each worker a fresh interpreter that
+#: imports everything itself, as before; :func:`worker_start_method`).
+START_ENV = "DPGNN_WORKER_START"
+START_METHODS = ("forkserver", "spawn")
+#: What the forkserver of a sweep's local cluster imports once, before it forks the workers
+#: (a spawned worker spends ~12-18 s of CPU on its imports; a forked one inherits these).
+#: Third-party modules only, each checked to read no setting of dpgnn, Prefect, MLflow or
+#: Dask from the environment at import, to start no thread and not to initialise CUDA
+#: (torch._dynamo only asks whether torch was built with CUDA). Not pandas, pyarrow,
+#: sklearn.metrics or mlflow: importing pyarrow (which pandas imports) starts jemalloc's
+#: background thread. Never Prefect, prefect_dask or a dpgnn module: Prefect builds its
+#: settings from the environment when it is imported.
+FORKSERVER_PRELOAD = ("distributed", "torch", "torch._dynamo", "dp_accounting", "opacus")
+
+
+def worker_start_method() -> str:
+    """The start method of a sweep's local Dask workers: ``DPGNN_WORKER_START``
+    (:data:`START_METHODS`), ``forkserver`` by default, ``spawn`` where the platform has no
+    forkserver.
+
+    Raises:
+        DpgnnError: ``DPGNN_WORKER_START`` is set to another value.
+    """
+    import multiprocessing
+
+    method = os.environ.get(START_ENV) or "forkserver"
+    if method not in START_METHODS:
+        raise DpgnnError(f"{START_ENV}={method!r} is not a worker start method (one of "
+                         f"{', '.join(START_METHODS)})")
+    if method not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    return method
+
+
+def local_cluster(start_method: str = "spawn", env: dict[str, str] | None = None,
+                  **kwargs: Any) -> Any:
+    """A ``distributed.LocalCluster`` (``kwargs``) whose worker processes see this
+    process's environment as it is now, the sweep's, with ``env`` on top, and keep the
+    allocator's dynamic mmap threshold (:data:`NANNY_ENVIRON`).
+
+    With ``start_method="forkserver"`` its workers are forked from a server process that
+    imported :data:`FORKSERVER_PRELOAD` once; it is started by the first worker of this
+    process and keeps the environment of that moment, which may be another sweep's (a
+    notebook or a test runs several sweeps, each with its own ``--home``). Each worker's
+    nanny therefore sets the whole environment of this process (and distributed's
+    ``pre-spawn-environ``, applied to this process before the server starts), and the
+    worker preload :func:`flows.clilog.dask_setup` unsets what the worker inherited and this
+    process does not have (:func:`flows.clilog.adopt_sweep_environ`), before anything of
+    Prefect or dpgnn is imported there. A worker the nanny restarts later is spawned.
+    """
+    import dask
+    from distributed import LocalCluster, Nanny
+    from distributed.utils import get_mp_context
+
+    from flows.clilog import SWEEP_ENV_NAMES
+
+    class SweepNanny(Nanny):
+        def __init__(self, *args: Any, env: dict[str, str] | None = None,
+                     **kw: Any) -> None:
+            super().__init__(*args, env={**os.environ, **(env or {})},  # type: ignore[misc]
+                             **kw)
+            # the names the worker keeps: every one its nanny sets
+            self.env[SWEEP_ENV_NAMES] = json.dumps(sorted(self.env))
+
+    # A nanny started earlier in this process with distributed's defaults (any LocalCluster
+    # of a notebook or a test) exported its value into this process's environment
+    # (distributed/nanny.py: os.environ.update(pre_spawn_env)), which a spawned worker, or
+    # the forkserver's allocator for all the workers it forks, would inherit.
+    if os.environ.get("MALLOC_TRIM_THRESHOLD_") == NANNY_DEFAULT_TRIM:
+        del os.environ["MALLOC_TRIM_THRESHOLD_"]
+    # Each worker takes the sweep's environment and sends its output to the sweep's log
+    # file (flows.clilog.dask_setup). The nannies keep this configuration (a worker they
+    # restart too); other clusters of this process keep distributed's.
+    preload = list(dict.fromkeys([*dask.config.get("distributed.worker.preload"),
+                                  "flows.clilog"]))
+    with dask.config.set({**NANNY_ENVIRON, "distributed.worker.preload": preload,
+                          "distributed.worker.multiprocessing-method": start_method}):
+        if start_method == "forkserver":  # no effect once the server runs
+            get_mp_context().set_forkserver_preload(  # type: ignore[no-untyped-call]
+                list(FORKSERVER_PRELOAD))
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            worker_class=SweepNanny, env=env or {}, **kwargs)
+
+
 def task_runner(dask_address: str | None = None, workers: int | None = None) -> Any:
     """Prefect's ``DaskTaskRunner``: on the cluster at ``dask_address``, or a
     ``LocalCluster`` of ``workers`` single-threaded worker processes (default: one per
-    core)."""
+    core; started by :func:`local_cluster` when the flow starts, with
+    :func:`worker_start_method`)."""
     import logging
 
     from prefect_dask.task_runners import DaskTaskRunner
@@ -121,20 +207,11 @@ def task_runner(dask_address: str | None = None, workers: int | None = None) -> 
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if dask_address:
         return DaskTaskRunner(address=dask_address)
-    import dask
-
-    dask.config.set(NANNY_ENVIRON)  # before the LocalCluster's nannies spawn workers
-    # Each worker sends its output to the sweep's log file (flows.clilog.workers_log_to).
-    dask.config.set({"distributed.worker.preload": ["flows.clilog"]})
-    # A nanny started earlier in this process with distributed's defaults (any LocalCluster
-    # of a notebook or a test) exported its value into this process's environment
-    # (distributed/nanny.py: os.environ.update(pre_spawn_env)), and new workers inherit it.
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_") == NANNY_DEFAULT_TRIM:
-        del os.environ["MALLOC_TRIM_THRESHOLD_"]
     n = workers or max(1, len(os.sched_getaffinity(0)))
-    return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None,
-                                          "env": {"PREFECT_API_URL": server.api_url_for_workers()}})
+    return DaskTaskRunner(cluster_class=local_cluster, cluster_kwargs={
+        "start_method": worker_start_method(), "n_workers": n, "threads_per_worker": 1,
+        "processes": True, "dashboard_address": None,
+        "env": {"PREFECT_API_URL": server.api_url_for_workers()}})
 
 
 def sweep_dir(spec: SweepSpec, dataset_sha: str) -> Path:

@@ -240,15 +240,18 @@ def test_worker_killed_mid_sweep(dataset: Path, tmp_path: Path, prefect_api_url:
     test (an error the command lets through is its one ``error:`` line and exit 1, as in a
     ``dpgnn`` process), the rerun after it.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     from dpgnn_core.home import project_dir
+    from flows.sweep import local_cluster
 
     home = project_dir()  # the workers inherit this process's project (and Prefect) home
     spec = _spec_file(tmp_path / "sweep.toml", f"kill-{os.getpid()}", dataset, steps=40,
                       lrs=[3e-3, 1e-2], epsilons=[2.0, 8.0], reference=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    # its worker forked from this process's forkserver as a sweep's (no start-up of its
+    # own), the one the nanny restarts after the kill spawned
+    with local_cluster("forkserver", n_workers=1, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster, Client(cluster) as client:
         args = ["sweep", str(spec), "--dask-address", cluster.scheduler_address, "--json"]
         # the command in this process, beside the test (its worker is the process killed)
         first_run, ended = _started(lambda: dpgnn_here(args, api_url=prefect_api_url,
@@ -441,3 +444,65 @@ def test_local_cluster_workers_keep_the_allocators_dynamic_mmap_threshold(
 
     server = SubprocessASGIServer()
     assert server.running and list(api.values()) == [server.api_url], api
+
+
+#: Evaluated on a worker (``client.run(eval, ...)``: nothing of this module is imported
+#: there): whether torch was imported before this line, what the worker sees of the
+#: environment, torch's intra-op threads, its parent process and that one's environment
+#: when it started (a forkserver's: distributed's pre-spawn settings, as this process had
+#: them when it started the server).
+_WORKER_VIEW = ("('torch' in __import__('sys').modules, __import__('os').environ.get("
+                "'DPGNN_HOME'), __import__('os').environ.get('DPGNN_TEST_PROBE'), "
+                "__import__('torch').get_num_threads(), __import__('os').getppid(), "
+                "open(f\"/proc/{__import__('os').getppid()}/cmdline\").read(), "
+                "open(f\"/proc/{__import__('os').getppid()}/environ\", 'rb').read())")
+
+
+def test_two_sweeps_in_one_process_each_give_their_workers_their_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two local clusters of flows.sweep.task_runner in this process, as a notebook's two
+    sweeps with different homes: the workers of both are forked from one forkserver that
+    imported torch (torch is there before the worker imports it), and each sees this
+    process's environment as it was when its sweep started, not the forkserver's (the
+    first sweep's): the second's DPGNN_HOME, and a variable unset in between gone.
+    distributed's pre-spawn settings were this process's when it started the forkserver
+    (OMP_NUM_THREADS=1, no MALLOC_TRIM_THRESHOLD_), and torch's threads follow them."""
+    from flows.sweep import task_runner
+
+    monkeypatch.delenv("DPGNN_WORKER_START", raising=False)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    seen = []
+    for home, probe in ((tmp_path / "first", "set"), (tmp_path / "second", None)):
+        monkeypatch.setenv("DPGNN_HOME", str(home))
+        if probe is None:
+            monkeypatch.delenv("DPGNN_TEST_PROBE")
+        else:
+            monkeypatch.setenv("DPGNN_TEST_PROBE", probe)
+        with task_runner(workers=1) as runner:
+            (view,) = runner.client.run(eval, _WORKER_VIEW).values()
+        seen.append(view)
+    first, second = seen
+    assert first[:4] == (True, str(tmp_path / "first"), "set", threads), first
+    assert second[:4] == (True, str(tmp_path / "second"), None, threads), second
+    # one forkserver (not this process) forked both
+    assert first[4] == second[4] != os.getpid()
+    assert "multiprocessing.forkserver" in first[5], first[5]
+    server_env = first[6].split(b"\0")
+    assert f"OMP_NUM_THREADS={threads}".encode() in server_env
+    assert not any(v.startswith(b"MALLOC_TRIM_THRESHOLD_=") for v in server_env)
+
+
+def test_worker_start_spawn_on_request_and_a_bad_value_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """DPGNN_WORKER_START=spawn: the worker is a child of this process that imported
+    nothing of torch; another value is one error naming the variable and the value."""
+    from dpgnn_core.errors import DpgnnError
+    from flows.sweep import task_runner
+
+    monkeypatch.setenv("DPGNN_WORKER_START", "fork")
+    with pytest.raises(DpgnnError, match=r"^DPGNN_WORKER_START='fork' is not a worker start"):
+        task_runner(workers=1)
+    monkeypatch.setenv("DPGNN_WORKER_START", "spawn")
+    with task_runner(workers=1) as runner:
+        (view,) = runner.client.run(eval, _WORKER_VIEW).values()
+    assert view[0] is False and view[4] == os.getpid(), view[:5]
