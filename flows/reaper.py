@@ -5,8 +5,11 @@ is killed with SIGKILL (which no ``atexit`` or signal handler sees).
 How a process is known to be ours: before Prefect or Dask starts anything, the command puts
 an owner token in its environment (``DPGNN_OWNER=<pid>:<start time>:<project home>``,
 :func:`claim`). Every process it starts inherits it (Prefect's ephemeral server copies
-``os.environ``, Dask's workers are spawned with it, and their own children again), and
-Linux shows it in ``/proc/<pid>/environ`` for the life of the process. A process is ours
+``os.environ``, Dask's workers are spawned with it or forked from a forkserver started
+with it (:func:`flows.sweep.local_cluster`; a process that runs several sweeps on several
+homes forks them all from the first one's, whose token they then show), and their own
+children again), and Linux shows it in ``/proc/<pid>/environ`` for the life of the
+process. A process is ours
 when it runs as this user and its environment carries a token naming this project home; it
 is orphaned when the token's owner (pid *and* start time, :mod:`flows.procs`) is no longer
 running. A pid that was reused by another process is never mistaken for the owner, and a
