@@ -48,10 +48,12 @@ def _command(app: Any) -> Any:
 
 
 class CliRunner(typer.testing.CliRunner):
-    """:class:`typer.testing.CliRunner` whose ``invoke`` uses :func:`click_command`, and
-    whose output streams no logging handler keeps after the call (:func:`_handlers_back`)."""
+    """:class:`typer.testing.CliRunner` whose ``invoke`` uses :func:`click_command`, with
+    Prefect's logging set up before the call (:func:`_prefect_logging_first`), and whose
+    output streams no logging handler keeps after the call (:func:`_handlers_back`)."""
 
     def invoke(self, app: Any, *args: Any, **kwargs: Any) -> Result:
+        _prefect_logging_first()
         build = typer.testing._get_command  # type: ignore[attr-defined]
         typer.testing._get_command = _command  # type: ignore[attr-defined,assignment]
         try:
@@ -68,6 +70,18 @@ class CliRunner(typer.testing.CliRunner):
                 yield streams
         finally:
             _handlers_back(runner)
+
+
+def _prefect_logging_first() -> None:
+    """Set up Prefect's logging now (once per process), not on Prefect's first import
+    inside a call: that ``dictConfig`` closes every handler there is, and absl's
+    (dp-accounting's) closes its stream then unless it is the ``sys.stderr`` of that
+    moment, this process's, not the runner's (pytest lost its captured stderr). ``tasks``
+    first: it gives Prefect this process's home before Prefect is imported."""
+    import tasks  # noqa: F401, I001 - first: Prefect's home
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
 
 
 def _handlers_back(runner: Sequence[Any]) -> None:
@@ -207,7 +221,6 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
     the session ends).
     """
     import dask
-    from prefect.logging.configuration import ensure_logging_setup
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_LOCAL_STORAGE_PATH,
@@ -224,11 +237,6 @@ def dpgnn_here(args: Sequence[str], *, home: Path | None = None,
         import distributed  # noqa: F401
 
         import flows.sweep  # noqa: F401
-    # Prefect's logging, set up here, not on its first import in the invoke: that
-    # dictConfig closes every handler there is, and absl's (dp_accounting's) closes its
-    # stream then unless it is the sys.stderr of that moment: this process's, not the
-    # runner's (pytest lost its captured stderr)
-    ensure_logging_setup()
     argv = [*(["--home", str(home)] if home is not None else []), *args]
     settings: dict[Any, Any] = {}
     if home is not None:

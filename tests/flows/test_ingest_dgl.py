@@ -9,15 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tasks.evaluate  # noqa: F401
 from dpgnn_core.data.store import read_dataset
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from flows.cli import app
 from tests.flows.clirunner import CliRunner
 
-# `tasks.evaluate` (which export-dgl imports) is imported above, outside any CliRunner call:
-# Prefect imported for the first time inside one left pytest's captured stderr closed
-# ("I/O operation on closed file" at teardown, when other tests ran first in the process).
 runner = CliRunner()
 
 
