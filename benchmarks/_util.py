@@ -33,6 +33,16 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {py}"
 
 
+def device_name(device: Any) -> str:
+    """What ran the steps: the GPU's name and memory, or "cpu"."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return "cpu"
+    props = torch.cuda.get_device_properties(device)
+    return f"{props.name}, {props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}"
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The records of a results file (one JSON object per line); none if it is absent."""
     if not path.is_file():

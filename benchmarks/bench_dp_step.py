@@ -17,12 +17,19 @@ step. Ghost clipping never materialises a per-sample gradient, so what is equal 
 update, not the intermediate tensors: before timing, :func:`check_same_update` asserts on a
 tiny batch that dpgnn and Opacus ghost leave the same clipped sum (no noise) in ``p.grad``.
 
+With ``--device cuda`` every model, batch and noise generator lives on the GPU, each timing
+synchronises the device before reading the clock, and peak memory is the CUDA allocator's
+peak of one step of each mode in this process (``torch.cuda.max_memory_allocated`` after a
+reset), not a child's RSS.
+
     python benchmarks/bench_dp_step.py [--batch 10000] [--repeat 5] [--no-memory]
+                                       [--device cpu|cuda]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -36,7 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import machine, peak_rss_gib
+from _util import device_name, machine, peak_rss_gib
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.graph.dpgnn_sampler import sample_edgelists, sample_subgraphs
@@ -46,6 +53,13 @@ from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.training.dp_sgd import Clipping, train_steps
 
 FEATURES, CLASSES = 128, 6
+DEVICE = torch.device("cpu")  # set once from --device in __main__
+
+
+def sync() -> None:
+    """Wait for the device's queued work, so a timer reads finished steps (CUDA is async)."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def gcn_batch(batch: int, k: int = 7):  # type: ignore[no-untyped-def]
@@ -56,7 +70,9 @@ def gcn_batch(batch: int, k: int = 7):  # type: ignore[no-untyped-def]
                                            np.random.default_rng(0)), g.num_nodes, train, 1, k)
     t = time.perf_counter()
     b = build_batch(sg, np.arange(batch), g.x, normalisation="none")
-    return b, torch.from_numpy(np.asarray(g.y)[sg.roots[:batch]]), time.perf_counter() - t
+    build_s = time.perf_counter() - t
+    b = dataclasses.replace(b, x=b.x.to(DEVICE), adj=b.adj.to(DEVICE), mask=b.mask.to(DEVICE))
+    return b, torch.from_numpy(np.asarray(g.y)[sg.roots[:batch]]).to(DEVICE), build_s
 
 
 STEPS = 3  # steps per timed call: set-up (validation, hooks) is paid once per run, not step
@@ -67,8 +83,10 @@ def interleaved(fns: dict, repeat: int, per: int = 1) -> dict[str, float]:  # ty
     best = {k: float("inf") for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
+            sync()
             t = time.perf_counter()
             fn()
+            sync()
             best[k] = min(best[k], (time.perf_counter() - t) / per)
     return best
 
@@ -135,7 +153,7 @@ def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
 
     b, y, build_s = gcn_batch(batch)
     torch.manual_seed(0)
-    model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+    model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1).to(DEVICE)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def losses():  # type: ignore[no-untyped-def]
@@ -143,8 +161,8 @@ def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         return torch.nn.functional.cross_entropy(out, y, reduction="none"), 0.0
 
     clip = Clipping((1.0,), (3.0,), float(batch))
-    gen = torch.Generator().manual_seed(0)
-    twin = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    twin = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1).to(DEVICE)
     gsm = GradSampleModule(twin)
     dpo = DPOptimizer(torch.optim.Adam(twin.parameters(), lr=1e-3), noise_multiplier=3.0,
                       max_grad_norm=1.0, expected_batch_size=batch)
@@ -154,7 +172,7 @@ def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         torch.nn.functional.cross_entropy(gsm(b.x, b.adj, b.mask), y).backward()
         dpo.step()
 
-    ghost = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+    ghost = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1).to(DEVICE)
     ghost.load_state_dict(model.state_dict())
     g_mod, g_opt, g_crit = opacus_ghost(ghost, (b.x, b.adj, b.mask), y, 3.0, 1.0)
 
@@ -180,10 +198,13 @@ def gcn_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
 
 def gcn_peak_memory(batch: int) -> dict:  # type: ignore[type-arg]
     """Peak RSS of a fresh process that builds the batch and runs one private step, and of
-    one that builds it and runs one non-private step (the same baseline of torch + data)."""
+    one that builds it and runs one non-private step (the same baseline of torch + data).
+    On CUDA: the allocator's peak of each mode's steps in this process instead."""
     import tempfile
 
     b, y, _ = gcn_batch(batch)
+    if DEVICE.type == "cuda":
+        return gcn_peak_memory_cuda(b.x, b.adj, b.mask, y)
     out = {}
     with tempfile.TemporaryDirectory() as d:
         path = str(Path(d) / "batch.pt")
@@ -196,21 +217,16 @@ def gcn_peak_memory(batch: int) -> dict:  # type: ignore[type-arg]
     return out
 
 
-def memory_child(mode: str, path: str) -> None:
-    blob = torch.load(path)
-    x, adj, mask, y = blob["x"], blob["adj"], blob["mask"], blob["y"]
-    batch = x.shape[0]
-    if mode == "load_only":
-        print(vm_hwm_gib())
-        return
-    model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1)
+def mode_steps(mode: str, x: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor,
+               y: torch.Tensor) -> None:
+    """Two steps of ``mode`` (private, opacus_ghost or non_private) on a fresh model."""
+    model = SubgraphGNN("gcn", FEATURES, CLASSES, hidden=256, layers=1).to(x.device)
     if mode == "opacus_ghost":
         g_mod, g_opt, g_crit = opacus_ghost(model, (x, adj, mask), y, 3.0, 1.0)
         for _ in range(2):
             g_opt.zero_grad(set_to_none=True)
             g_crit(g_mod(x, adj, mask), y).backward()
             g_opt.step()
-        print(vm_hwm_gib())
         return
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
@@ -218,8 +234,37 @@ def memory_child(mode: str, path: str) -> None:
         return torch.nn.functional.cross_entropy(model(x, adj, mask), y,
                                                  reduction="none"), 0.0
 
-    clip = Clipping((1.0,), (3.0,), float(batch)) if mode == "private" else None
-    train_steps(model, opt, 2, losses, clipping=clip, generator=torch.Generator())
+    clip = Clipping((1.0,), (3.0,), float(x.shape[0])) if mode == "private" else None
+    train_steps(model, opt, 2, losses, clipping=clip,
+                generator=torch.Generator(device=x.device))
+
+
+def gcn_peak_memory_cuda(x: torch.Tensor, adj: torch.Tensor, mask: torch.Tensor,
+                         y: torch.Tensor) -> dict:  # type: ignore[type-arg]
+    """CUDA memory (GiB) of each mode's two steps on a fresh model: ``peak_cuda_gib_<mode>``
+    is the allocator's peak during them, ``step_cuda_gib_<mode>`` that peak less what was
+    allocated just before (the batch, and anything the timing runs left), so the modes
+    compare on the same footing; ``load_only`` is what was allocated before the first."""
+    import gc
+
+    out: dict[str, float] = {}
+    for mode in ("private", "opacus_ghost", "non_private"):
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out.setdefault("peak_cuda_gib_load_only", before / 2**30)
+        mode_steps(mode, x, adj, mask, y)
+        torch.cuda.synchronize()
+        out[f"peak_cuda_gib_{mode}"] = torch.cuda.max_memory_allocated() / 2**30
+        out[f"step_cuda_gib_{mode}"] = (torch.cuda.max_memory_allocated() - before) / 2**30
+    return out
+
+
+def memory_child(mode: str, path: str) -> None:
+    blob = torch.load(path)
+    if mode != "load_only":
+        mode_steps(mode, blob["x"], blob["adj"], blob["mask"], blob["y"])
     print(vm_hwm_gib())
 
 
@@ -237,8 +282,9 @@ def mlp_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
 
     torch.manual_seed(0)
     x, y = torch.randn(batch, FEATURES), torch.randint(0, CLASSES, (batch,))
-    ours = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0)
-    theirs = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0)
+    x, y = x.to(DEVICE), y.to(DEVICE)
+    ours = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0).to(DEVICE)
+    theirs = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0).to(DEVICE)
     theirs.load_state_dict(ours.state_dict())
     opt = torch.optim.Adam(ours.parameters(), lr=1e-3)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y),
@@ -248,7 +294,7 @@ def mlp_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         module=theirs, optimizer=torch.optim.Adam(theirs.parameters(), lr=1e-3),
         data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
     clip = Clipping((1.0,), (1.0,), float(batch))
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
 
     def ours_steps() -> None:
         train_steps(ours, opt, STEPS, lambda: (torch.nn.functional.cross_entropy(
@@ -263,7 +309,7 @@ def mlp_steps(batch: int, repeat: int) -> dict:  # type: ignore[type-arg]
         for _ in range(STEPS):
             opacus_step()
 
-    ghost = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0)
+    ghost = MLP(FEATURES, 256, CLASSES, 2, dropout=0.0).to(DEVICE)
     ghost.load_state_dict(ours.state_dict())
     g_mod, g_opt, g_crit = opacus_ghost(ghost, (x,), y, 1.0, 1.0)
 
@@ -287,6 +333,8 @@ if __name__ == "__main__":
     ap.add_argument("--no-memory", action="store_true",
                     help="skip the peak-memory child processes")
     ap.add_argument("--out", help="append the result as one JSON line to this file")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where the models, batches and noise live (default cpu)")
     ap.add_argument("--memory-child")
     ap.add_argument("--batch-file")
     a = ap.parse_args()
@@ -295,7 +343,11 @@ if __name__ == "__main__":
         sys.exit(0)
     import opacus
 
-    res = {"machine": machine(), "torch": torch.__version__, "opacus": opacus.__version__,
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench_dp_step.py: --device cuda, but torch sees no CUDA device")
+    DEVICE = torch.device(a.device)
+    res = {"machine": machine(), "device": device_name(DEVICE), "torch": torch.__version__,
+           "opacus": opacus.__version__,
            "torch_threads": torch.get_num_threads(), "load_avg_start": os.getloadavg(),
            "argv": sys.argv[1:], "ghost_vs_dpgnn_max_abs_diff": check_same_update(),
            "dp_gcn_step": {**gcn_steps(a.batch, a.repeat),

@@ -454,10 +454,9 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         on_step = with_epsilon(on_step, [float(report["epsilon"])] * steps)
     with suspended():
         clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
-    clf = clf.cpu()
     if spec.messages == "adjacency":  # W is a release; the training labels are not
-        enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim)
-        enc.weight.copy_(w.cpu())
+        enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim).to(device)
+        enc.weight.copy_(w)
         clf = clf.attach_encoder(enc)
     ledger = planned
     if _private(spec):
