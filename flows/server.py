@@ -246,6 +246,92 @@ def detach_ephemeral() -> None:
         setattr(api, "subprocess", _DetachedSubprocess())  # noqa: B010 - not exported
 
 
+@dataclass
+class _Temporary:
+    proc: subprocess.Popen[bytes]
+    url: str
+
+
+#: This process's temporary server, when :func:`start_temporary` started one.
+_temporary: _Temporary | None = None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop_temporary() -> None:
+    """End the temporary server (its whole session), as Prefect ends its own at exit."""
+    global _temporary
+    t, _temporary = _temporary, None
+    if t is None or t.proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(t.proc.pid, signal.SIGTERM)
+    try:
+        t.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(t.proc.pid, signal.SIGKILL)
+        t.proc.wait()
+
+
+def start_temporary() -> str:
+    """Start the command's temporary Prefect server, as Prefect's own ephemeral server
+    (``SubprocessASGIServer``: the same ``uvicorn`` command on 127.0.0.1, UI and
+    scheduling services off) but without importing Prefect's server modules into this
+    process: about 4 s of CPU per command on 2 cores that the command never uses (the API
+    runs in the child). Started in its own session, so a Ctrl-C on the terminal does not
+    end it mid-run; stopped at exit, and by the command's watchdog (:mod:`flows.reaper`)
+    if the command is killed. Sets ``PREFECT_API_URL`` for this process (Prefect must not
+    be imported yet: it reads its settings once) and returns the URL. Waits for the health
+    check up to ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``; a server that ends
+    during its start (a port taken meanwhile) is retried twice on another port."""
+    global _temporary
+    import atexit
+    import importlib.util
+
+    if "prefect" in sys.modules:
+        raise ServerError("start_temporary must run before Prefect is imported")
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or spec.origin is None:
+        raise ServerError("Prefect is not installed")
+    app_dir = str(Path(spec.origin).parent.parent)
+    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT__SERVER_FINAL": "1"}
+    env.pop("PREFECT_API_URL", None)
+    for _ in range(3):
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}/api"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
+             "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
+             str(port), "--log-level", "error", "--lifespan", "on"],
+            env=env, start_new_session=True)
+        if _temporary is None:
+            atexit.register(_stop_temporary)
+        _temporary = _Temporary(proc, url)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            if healthy(url, timeout=1.0):
+                os.environ["PREFECT_API_URL"] = url
+                return url
+            time.sleep(0.1)
+        code = proc.poll()
+        _stop_temporary()
+        if code is None:
+            raise ServerError(f"Prefect's temporary server (pid {proc.pid}) did not answer "
+                              f"within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_"
+                              "TIMEOUT_SECONDS)")
+    raise ServerError(f"Prefect's temporary server ended during its start (exit code {code})"
+                      " three times")
+
+
 def api_url_for_workers() -> str:
     """The Prefect API that this process's other processes (a sweep's LocalCluster workers)
     should report to: the configured ``PREFECT_API_URL``, else this process's ephemeral
@@ -270,7 +356,12 @@ def api_url_for_workers() -> str:
 
 
 def ephemeral_process() -> subprocess.Popen[Any] | None:
-    """The process of Prefect's ephemeral server in this process, if one was started."""
+    """The process of this process's temporary server (:func:`start_temporary`, or
+    Prefect's own ephemeral server), if one was started."""
+    if _temporary is not None:
+        return _temporary.proc
+    if "prefect.server.api.server" not in sys.modules:
+        return None
     from prefect.server.api import server as api
 
     for instance in list(api.SubprocessASGIServer._instances.values()):
@@ -311,7 +402,7 @@ def watched(on_end: Callable[[str], None], home: Path | None = None, every: floa
 
     background = None
     url = os.environ.get("PREFECT_API_URL")
-    if url:
+    if url and not (_temporary is not None and url == _temporary.url):
         path = state_file(home)
         try:
             info = json.loads(path.read_text()) if path.is_file() else None

@@ -138,7 +138,8 @@ def find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 def use_server_if_running() -> str | None:
     """Before a command starts Prefect (and Dask): end what a killed command left running
     on this home and start this one's watchdog (:func:`flows.reaper.guard`), then point
-    Prefect at the background server when it is up."""
+    Prefect at the background server when it is up, else (no ``PREFECT_API_URL`` either)
+    at a temporary server of the command's own (:func:`flows.server.start_temporary`)."""
     from dpgnn_core.home import project_dir
     from flows import reaper, server
 
@@ -149,7 +150,10 @@ def use_server_if_running() -> str | None:
     elif not os.environ.get("PREFECT_API_URL"):
         import tasks  # noqa: F401 - Prefect's environment first
 
-        server.detach_ephemeral()  # a Ctrl-C on the terminal must not end it mid-run
+        if "prefect" in sys.modules:  # in-process (a test, a library user): Prefect's own
+            server.detach_ephemeral()  # a Ctrl-C on the terminal must not end it mid-run
+        else:  # a command: the same server, without Prefect's server modules here
+            server.start_temporary()
     return url
 
 

@@ -304,3 +304,58 @@ def test_workers_api_url_with_one_set_imports_no_server(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.splitlines()
     assert out == ["http://127.0.0.1:9/api", "[]"], out
+
+
+#: A command's start of its temporary server (what ``use_server_if_running`` does in a
+#: ``dpgnn`` process without ``PREFECT_API_URL``), then a Prefect client call through it.
+_TEMPORARY = """
+import json, os, sys
+import tasks
+from flows import server
+url = server.start_temporary()
+proc = server.ephemeral_process()
+from prefect.client.orchestration import get_client
+with get_client(sync_client=True) as client:
+    client.api_healthcheck()
+    answered = str(client.api_url)
+print(json.dumps({"url": url, "client": answered, "pid": proc.pid,
+                  "own_session": os.getsid(proc.pid) == proc.pid != os.getsid(0),
+                  "server_modules": [m for m in ("prefect.server.api", "fastapi", "docket")
+                                     if m in sys.modules]}))
+"""
+
+
+def test_a_command_starts_its_temporary_server_without_prefects_server_modules(
+        fresh_home: Path) -> None:
+    """The server a command starts when no API is configured: Prefect's client uses it, it
+    runs in its own session (a Ctrl-C on the terminal leaves it to the command), it ends
+    with the command, and the command imported none of Prefect's server modules (about 4 s
+    of CPU a command)."""
+    env = _clean_env(fresh_home)
+    r = subprocess.run([sys.executable, "-c", _TEMPORARY], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["client"].rstrip("/") == out["url"] and out["url"].startswith("http://127.")
+    assert out["own_session"] is True
+    assert out["server_modules"] == []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(out["pid"], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the temporary server (pid {out['pid']}) outlived its command")
+
+
+def test_temporary_server_refused_once_prefect_is_imported() -> None:
+    """Prefect reads its settings once: a URL set after its import would not be used."""
+    import prefect  # noqa: F401
+
+    from dpgnn_core.errors import ServerError
+    from flows import server
+
+    with pytest.raises(ServerError, match="before Prefect is imported"):
+        server.start_temporary()
