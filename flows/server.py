@@ -280,7 +280,7 @@ def _stop_temporary() -> None:
         t.proc.wait()
 
 
-def start_temporary() -> str:
+def start_temporary(wait: bool = True) -> str:
     """Start the command's temporary Prefect server, as Prefect's own ephemeral server
     (``SubprocessASGIServer``: the same ``uvicorn`` command on 127.0.0.1, UI and
     scheduling services off) but without importing Prefect's server modules into this
@@ -288,9 +288,12 @@ def start_temporary() -> str:
     runs in the child). Started in its own session, so a Ctrl-C on the terminal does not
     end it mid-run; stopped at exit, and by the command's watchdog (:mod:`flows.reaper`)
     if the command is killed. Sets ``PREFECT_API_URL`` for this process (Prefect must not
-    be imported yet: it reads its settings once) and returns the URL. Waits for the health
-    check up to ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``; a server that ends
-    during its start (a port taken meanwhile) is retried twice on another port."""
+    be imported yet: it reads its settings once) and returns the URL.
+
+    With ``wait`` (the default) it returns once the server answers; without, at once, and
+    :func:`wait_temporary` must be called before Prefect's first call, so that the
+    server's start-up overlaps the command's own imports (seconds of wall time a command
+    where a core is free)."""
     global _temporary
     import atexit
     import importlib.util
@@ -300,36 +303,47 @@ def start_temporary() -> str:
     spec = importlib.util.find_spec("prefect")
     if spec is None or spec.origin is None:
         raise ServerError("Prefect is not installed")
-    app_dir = str(Path(spec.origin).parent.parent)
-    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
            "PREFECT__SERVER_FINAL": "1"}
     env.pop("PREFECT_API_URL", None)
-    for _ in range(3):
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}/api"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
-             "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
-             str(port), "--log-level", "error", "--lifespan", "on"],
-            env=env, start_new_session=True)
-        if _temporary is None:
-            atexit.register(_stop_temporary)
-        _temporary = _Temporary(proc, url)
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None and time.monotonic() < deadline:
-            if healthy(url, timeout=1.0):
-                os.environ["PREFECT_API_URL"] = url
-                return url
-            time.sleep(0.1)
-        code = proc.poll()
-        _stop_temporary()
-        if code is None:
-            raise ServerError(f"Prefect's temporary server (pid {proc.pid}) did not answer "
-                              f"within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_"
-                              "TIMEOUT_SECONDS)")
-    raise ServerError(f"Prefect's temporary server ended during its start (exit code {code})"
-                      " three times")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent),
+         "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+        env=env, start_new_session=True)
+    if _temporary is None:
+        atexit.register(_stop_temporary)
+    _temporary = _Temporary(proc, url)
+    os.environ["PREFECT_API_URL"] = url
+    if wait:
+        wait_temporary()
+    return url
+
+
+def wait_temporary() -> None:
+    """Return once the temporary server (:func:`start_temporary`) answers its health
+    check; at once when this process started none. Waits up to
+    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (Prefect's setting, 20 s unless
+    set; a new home's database migrates first), and stops it on failure."""
+    t = _temporary
+    if t is None:
+        return
+    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
+    deadline = time.monotonic() + timeout
+    while t.proc.poll() is None and time.monotonic() < deadline:
+        if healthy(t.url, timeout=1.0):
+            return
+        time.sleep(0.1)
+    code = t.proc.poll()
+    _stop_temporary()
+    if code is None:
+        raise ServerError(f"Prefect's temporary server (pid {t.proc.pid}) did not answer "
+                          f"within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_"
+                          "SECONDS)")
+    raise ServerError(f"Prefect's temporary server (pid {t.proc.pid}) ended during its start "
+                      f"(exit code {code})")
 
 
 def api_url_for_workers() -> str:

@@ -95,7 +95,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from flows import clilog
-    from flows.cli.common import error, stdout_to_stderr, use_server_if_running
+    from flows.cli.common import error, server_ready, stdout_to_stderr, use_server_if_running
 
     try:
         manifest_path = dataset / "manifest.json"
@@ -116,6 +116,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     use_server_if_running()
     from flows.audit import audit
     from tasks.progress import status
+
+    server_ready()
 
     with clilog.captured(project_dir()) as log:
         try:

@@ -152,9 +152,18 @@ def use_server_if_running() -> str | None:
 
         if "prefect" in sys.modules:  # in-process (a test, a library user): Prefect's own
             server.detach_ephemeral()  # a Ctrl-C on the terminal must not end it mid-run
-        else:  # a command: the same server, without Prefect's server modules here
-            server.start_temporary()
+        else:  # a command: the same server, without Prefect's server modules here;
+            # it starts while the command imports (server_ready before the first flow)
+            server.start_temporary(wait=False)
     return url
+
+
+def server_ready() -> None:
+    """Wait for the temporary server :func:`use_server_if_running` started, if it did
+    (call once the command's imports are done, before its first flow)."""
+    from flows import server
+
+    server.wait_temporary()
 
 
 def give_up(why: str) -> None:

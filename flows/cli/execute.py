@@ -56,6 +56,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     from flows.pipeline import pipeline  # imports Prefect, which sets up its logging
     from flows.runlock import lock_path, same_run_lock
 
+    common.server_ready()
+
     def waiting(holder: str) -> None:
         typer.echo(f"waiting for {holder}, which runs the same spec on this dataset; its "
                    "result is then reused (no second release)", err=True)

@@ -312,9 +312,10 @@ _TEMPORARY = """
 import json, os, sys
 import tasks
 from flows import server
-url = server.start_temporary()
+url = server.start_temporary(wait=False)  # as a command: it starts while Prefect imports
 proc = server.ephemeral_process()
 from prefect.client.orchestration import get_client
+server.wait_temporary()
 with get_client(sync_client=True) as client:
     client.api_healthcheck()
     answered = str(client.api_url)
