@@ -3,8 +3,10 @@ reservations given back, resets and dataset versions (dpgnn_core.budget)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing as mp
+import queue
 from pathlib import Path
 
 import numpy as np
@@ -248,21 +250,29 @@ def test_reserved_counts_and_only_unreleased_reservations_are_given_back(
 
 
 def _reserve_in_process(path: str, barrier, out) -> None:  # type: ignore[no-untyped-def]
-    s = BudgetStore(path)
-    barrier.wait()
+    import traceback
+
     try:
-        s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m",
-                  run_id=f"p{mp.current_process().pid}", delta=DELTA, epsilon=None)
-        out.put("ok")
-    except BudgetExceeded:
-        out.put("refused")
+        s = BudgetStore(path)
+        barrier.wait()
+        try:
+            s.reserve(SHA, "toy", None, Charge(dp_sgd(1.0)), method="m",
+                      run_id=f"p{mp.current_process().pid}", delta=DELTA, epsilon=None)
+            out.put("ok")
+        except BudgetExceeded:
+            out.put("refused")
+    except BaseException:  # the test shows it, rather than an exit code alone
+        out.put(traceback.format_exc())
+        raise
 
 
 def test_two_processes_reserving_at_once_exactly_one_fits(tmp_path: Path) -> None:
     path = tmp_path / "budget.sqlite"
     s = BudgetStore(path)
     s.set_budget(SHA, "toy", None, epsilon=1.01 * _need([Charge(dp_sgd(1.0))]), delta=DELTA)
-    ctx = mp.get_context("fork")  # no re-import of torch in the children
+    # no re-import per child. A child once exited 1 in a full run (2026-11-27, `-n 2`,
+    # not reproduced in 100 tries alone or under load): it now reports its traceback.
+    ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_reserve_in_process, args=(str(path), barrier, out))
              for _ in range(2)]
@@ -270,8 +280,13 @@ def test_two_processes_reserving_at_once_exactly_one_fits(tmp_path: Path) -> Non
         p.start()
     for p in procs:
         p.join(120)
-        assert p.exitcode == 0
-    assert sorted(out.get(timeout=5) for _ in procs) == ["ok", "refused"]
+    got: list[str] = []
+    with contextlib.suppress(queue.Empty):  # a child killed outright said nothing
+        for _ in procs:
+            got.append(out.get(timeout=5))
+    got.sort()
+    assert [p.exitcode for p in procs] == [0, 0], got
+    assert got == ["ok", "refused"]
     assert [r.status for r in s.summary(s.resolve(SHA)).records] == ["reserved"]
 
 
