@@ -48,6 +48,20 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def _until_healthy(proc: subprocess.Popen[Any], url: str, timeout: float, every: float
+                   ) -> Literal["healthy", "exited", "timeout"]:
+    """Poll a starting server until it answers at ``url``, its process ends, or
+    ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return "exited"
+        if healthy(url, timeout=min(2.0, every * 10)):
+            return "healthy"
+        time.sleep(every)
+    return "timeout"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -157,15 +171,13 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
             "cmdline": procs.cmdline(proc.pid) or argv,
             "log": str(home / "server.log"), "started": time.time()}
     state_file(home).write_text(json.dumps(info))
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            state_file(home).unlink(missing_ok=True)
-            raise ServerError(f"prefect server exited with {proc.returncode}; see "
-                               f"{home / 'server.log'}")
-        if healthy(url):
-            return {**info, "running": True}
-        time.sleep(0.5)
+    outcome = _until_healthy(proc, url, timeout, every=0.5)
+    if outcome == "healthy":
+        return {**info, "running": True}
+    if outcome == "exited":
+        state_file(home).unlink(missing_ok=True)
+        raise ServerError(f"prefect server exited with {proc.returncode}; see "
+                           f"{home / 'server.log'}")
     stop(home)
     raise ServerError(f"prefect server not healthy after {timeout:.0f} s; see "
                        f"{home / 'server.log'}")
@@ -331,11 +343,8 @@ def wait_temporary() -> None:
     if t is None:
         return
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
-    deadline = time.monotonic() + timeout
-    while t.proc.poll() is None and time.monotonic() < deadline:
-        if healthy(t.url, timeout=1.0):
-            return
-        time.sleep(0.1)
+    if _until_healthy(t.proc, t.url, timeout, every=0.1) == "healthy":
+        return
     code = t.proc.poll()
     _stop_temporary()
     if code is None:

@@ -210,15 +210,20 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
     from flows import procs
 
     assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            os.killpg(info["pgid"], 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
+    if not _gone_within(lambda: os.killpg(info["pgid"], 0), 30, every=0.2):
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
+
+
+def _gone_within(signal_0: Callable[[], None], seconds: float, every: float) -> bool:
+    """Whether sending signal 0 (``signal_0``) finds no process within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            signal_0()
+        except ProcessLookupError:
+            return True
+        time.sleep(every)
+    return False
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:
@@ -340,14 +345,7 @@ def test_a_command_starts_its_temporary_server_without_prefects_server_modules(
     assert out["client"].rstrip("/") == out["url"] and out["url"].startswith("http://127.")
     assert out["own_session"] is True
     assert out["server_modules"] == []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(out["pid"], 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
+    if not _gone_within(lambda: os.kill(out["pid"], 0), 10, every=0.1):
         pytest.fail(f"the temporary server (pid {out['pid']}) outlived its command")
 
 
