@@ -7,6 +7,7 @@ import csv
 import json
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,8 +37,8 @@ def _randbits_covering_both(m: int = 2) -> int:
     raise AssertionError("no value found")
 
 
-def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                      ) -> None:
+def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      seeded_mlflow: Callable[[Path], bool]) -> None:
     from flows.sweep import sweep
 
     write_dataset(csbm(num_nodes=240, seed=5), tmp_path / "ds")
@@ -67,7 +68,9 @@ def test_private_selection_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
                      selection="private", methods=[
                          {"method": "dp-mlp", "grid": {"steps": [3, 8]},
                           "fixed": {"batch_size": 16, "hidden": 8, "device": "cpu"}}])
-    # called from Python, the flow writes its table, plots and MLflow runs itself
+    # called from Python, the flow writes its table, plots and MLflow runs itself (into a
+    # migrated, empty store: as a new one, without the migration)
+    seeded_mlflow(tmp_path)
     result = sweep(sweep_spec=spec, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert calls.count(128) == 1  # one secret generator for the one selection
     (row,) = result["rows"]  # the selected candidate only
