@@ -18,8 +18,8 @@ export DO_NOT_TRACK := 1
 # servers, Dask workers) compiled the project's modules again: ~0.5 s of CPU each. Reading
 # bytecode is still allowed; compileall writes it whatever the variable says, and a stale
 # file is ignored (its source's time and size are checked).
-COMPILE = $(BIN)/python -m compileall -q dpgnn_core tasks flows deployments tests benchmarks \
-	> /dev/null
+# (-q: only errors are printed, e.g. a syntax error, which also stops the target.)
+COMPILE = $(BIN)/python -m compileall -q dpgnn_core tasks flows deployments tests benchmarks
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
