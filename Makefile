@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 
 .PHONY: demo test test-fast lint typecheck bench clean
 
-# The project's bytecode, written once before the tests (a second, seconds of CPU). Where
+# The project's bytecode, written once before the tests (about a second of CPU). Where
 # PYTHONDONTWRITEBYTECODE is set (these machines set it), no process caches what it
 # compiles, so each of the suite's ~50 Python processes (xdist workers, `dpgnn` children,
 # servers, Dask workers) compiled the project's modules again: ~0.5 s of CPU each. Reading

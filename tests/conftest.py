@@ -52,7 +52,7 @@ if _TEMPLATE_OWNER:
 _TEMPLATE = Path(os.environ[PREFECT_TEMPLATE_ENV])
 # The template also holds the block types a server registers when it starts (what Prefect's
 # own start-up does, ``add_block_types``), so that servers on a copy skip that step
-# (PREFECT_API_BLOCKS_REGISTER_ON_START below): ~2 s of each server's ~10 s of CPU, and the
+# (PREFECT_API_BLOCKS_REGISTER_ON_START above): ~2 s of each server's ~10 s of CPU, and the
 # suite starts ~16 servers. What the copy holds is then what a server that registered them
 # itself would hold.
 _BUILD = ("import asyncio\n"
