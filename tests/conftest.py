@@ -176,9 +176,6 @@ _BUILD_MLFLOW = ("import sys\n"
                  "MlflowClient(tracking_uri=f'sqlite:///{sys.argv[1]}').search_experiments()\n")
 
 
-_mlflow_builder: subprocess.Popen[bytes] | None = None
-
-
 def _mlflow_template() -> Path | None:
     """The session's migrated MLflow database, created by the first process that asks (the
     others wait on a lock); None when it could not be created."""
@@ -190,17 +187,9 @@ def _mlflow_template() -> Path | None:
         if not template.exists():
             tmp = _TEMPLATE / f".mlflow.db.{os.getpid()}"
             env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-            global _mlflow_builder
-            _mlflow_builder = subprocess.Popen(
-                [sys.executable, "-c", _BUILD_MLFLOW, str(tmp)], env=env, cwd=_TEMPLATE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                code = _mlflow_builder.wait(timeout=600)
-            finally:
-                if _mlflow_builder.poll() is None:
-                    _mlflow_builder.kill()
-                    _mlflow_builder.wait()
-            if code != 0 or not tmp.is_file():
+            r = subprocess.run([sys.executable, "-c", _BUILD_MLFLOW, str(tmp)], env=env,
+                               cwd=_TEMPLATE, capture_output=True, timeout=600)
+            if r.returncode != 0 or not tmp.is_file():
                 return None
             os.replace(tmp, template)
     return template
@@ -319,9 +308,6 @@ def _remove_home() -> None:
     if os.getpid() != _OWNER:  # a forked child exiting: the home is its parent's
         return
     _stop_processes_under(_HOME)
-    if _mlflow_builder is not None and _mlflow_builder.poll() is None:
-        _mlflow_builder.kill()
-        _mlflow_builder.wait()
     shutil.rmtree(_HOME, ignore_errors=True)
     if _TEMPLATE_OWNER:
         if _builder is not None and _builder.poll() is None:

@@ -44,8 +44,13 @@ def sweep_command(
     from dpgnn_core.specs import IngestSpec
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
-    from flows.cli import common
-    from flows.cli.common import error, server_watched, stdout_to_stderr, use_server_if_running
+    from flows.cli.common import (
+        error,
+        server_ready,
+        server_watched,
+        stdout_to_stderr,
+        use_server_if_running,
+    )
 
     try:
         spec = load_sweep_spec(spec_file)
@@ -86,7 +91,7 @@ def sweep_command(
     use_server_if_running()
     from flows.sweep import sweep, task_runner
 
-    common.server_ready()
+    server_ready()
 
     runner = task_runner(dask_address, workers)
     typer.echo(f"sweep {spec.name}: {len(pts)} points on "
