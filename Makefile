@@ -1,7 +1,13 @@
 # One command each on a fresh clone: `make demo` (the main job) and `make test`.
 # Both create .venv when it is missing and install the project into it (with the optional
 # DGL extra, so the tests exercise the DGL interop and backend).
-PY ?= $(shell command -v python3.11 || command -v python3)
+# The interpreter .venv is built on: the system's CPython 3.11 where it can build a venv,
+# else python3.11 or python3 on PATH (`make PY=... test` chooses). Debian's python3.11 is
+# built with profile-guided and link-time optimisation; the pyenv build first on PATH on
+# these machines has neither: with the same packages, importing the pipeline took ~15 % less
+# CPU and a quarter of the suite ~9 % less on Debian's (benchmarks/RESULTS-history.md).
+PY ?= $(shell for p in /usr/bin/python3.11 "$$(command -v python3.11)" "$$(command -v python3)"; do \
+	[ -x "$$p" ] && "$$p" -c "import ensurepip, venv" 2>/dev/null && { echo "$$p"; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp

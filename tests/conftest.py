@@ -146,6 +146,43 @@ def _copy_atomically(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def _is_slow(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in ("slow", "integration"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slow tests first, dealt evenly among the workers.
+
+    Why: `make test`'s ``--dist worksteal`` gives each of the N workers one contiguous
+    block of the collection (``len // N`` in turn), and an idle worker steals the *end* of
+    another's block. In collection order the longest tests (sweeps on clusters, killed
+    workers, servers: 30-60 s each) came last, in tests/flows, so the run ended with one
+    worker busy for about a minute while the others had nothing left. Here each block
+    starts with its share of the ``slow`` and ``integration`` tests (dealt in turn, those
+    that start servers first), and its fast tests fill the rest: the long tests run
+    first and the short ones, which can be stolen, end the run. Only the order changes:
+    every worker collects the same items, and this ordering is the same in each (it
+    depends only on the collection and the worker count), as xdist requires. Without
+    xdist (a plain ``pytest``, a nested one) the order is the collection's."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers <= 1 or len(items) < workers:
+        return
+    slow = [i for i in items if _is_slow(i)]
+    fast = [i for i in items if not _is_slow(i)]
+    slow.sort(key=lambda i: i.get_closest_marker("integration") is None)  # stable
+    dealt: list[list[pytest.Item]] = [slow[k::workers] for k in range(workers)]
+    order: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)  # what xdist's worksteal gives the k-th worker
+        take = max(0, size - len(dealt[k]))
+        order += dealt[k] + fast[:take]
+        del fast[:take]
+        left -= size
+    order += fast
+    items[:] = order
+
+
 _seeded_home = False
 #: Where tests start Prefect (in this process or in ``dpgnn`` children that share its home).
 _PREFECT_TESTS = tuple(REPO / "tests" / d for d in ("flows", "deployments", "tasks"))

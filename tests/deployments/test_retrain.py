@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,11 +55,23 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 
 def _api(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """``path`` on the Prefect API at ``url`` (a POST of ``body`` when given), as JSON.
+
+    Retried on 503, as Prefect's own client does: the server answers 503 when its SQLite
+    database is locked by another writer (here: the worker polling, the flow run reporting
+    its states), and the request's transaction was rolled back. Seen once in a full `make
+    test`, on `create_flow_run`."""
     req = urllib.request.Request(f"{url}{path}", method="POST" if body is not None else "GET",
                                  data=json.dumps(body).encode() if body is not None else None,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
+    for attempt in range(6):
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == 5:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
 
 
 def _write_source(raw: Path, shift: float = 0.0) -> None:
