@@ -250,8 +250,16 @@ def test_reserved_counts_and_only_unreleased_reservations_are_given_back(
 
 
 def _reserve_in_process(path: str, barrier, out) -> None:  # type: ignore[no-untyped-def]
+    """One reservation; puts "ok", "refused" or the traceback, then ends the process with
+    0, or 1 after a traceback, itself. The child is forked from a test worker: what
+    multiprocessing runs after the target (the finalizers and exit handlers the worker had
+    registered, before the child exits) is the worker's, not the budget's, and in two full
+    runs it turned both children's exit codes to 1 after they had reported "ok" and
+    "refused" (its traceback went to the worker's captured stderr, in the child's memory)."""
+    import os
     import traceback
 
+    code = 1
     try:
         s = BudgetStore(path)
         barrier.wait()
@@ -261,17 +269,21 @@ def _reserve_in_process(path: str, barrier, out) -> None:  # type: ignore[no-unt
             out.put("ok")
         except BudgetExceeded:
             out.put("refused")
+        code = 0
     except BaseException:  # the test shows it, rather than an exit code alone
         out.put(traceback.format_exc())
-        raise
+    finally:
+        out.close()
+        out.join_thread()  # what was put is in the pipe
+        os._exit(code)
 
 
 def test_two_processes_reserving_at_once_exactly_one_fits(tmp_path: Path) -> None:
     path = tmp_path / "budget.sqlite"
     s = BudgetStore(path)
     s.set_budget(SHA, "toy", None, epsilon=1.01 * _need([Charge(dp_sgd(1.0))]), delta=DELTA)
-    # no re-import per child. A child once exited 1 in a full run (2026-11-27, `-n 2`,
-    # not reproduced in 100 tries alone or under load): it now reports its traceback.
+    # Forked: no re-import per child. Each child reports its result and ends itself
+    # (``_reserve_in_process``): an exit code of 1 is a traceback in ``got``.
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_reserve_in_process, args=(str(path), barrier, out))
