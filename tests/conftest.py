@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -310,6 +311,14 @@ def _uses_home(environ: dict[str, str], home: Path) -> bool:
                for k in ("DPGNN_HOME", "PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"))
 
 
+def _is_resource_tracker(proc: Any) -> bool:
+    """Whether ``proc`` (psutil) is multiprocessing's resource tracker. It ignores SIGTERM
+    by design and ends by itself when the process that started it (this one) exits, which
+    closes its pipe; terminated here, it held every worker's clean-up for the whole
+    10 s grace period at the end of `make test`."""
+    return any("multiprocessing.resource_tracker" in a for a in proc.cmdline())
+
+
 def _stop_processes_under(home: Path) -> None:
     """Stop what this process started that still works in ``home``: a ``dpgnn server``
     recorded there, Prefect's ephemeral server (its database is under ``home``), and any
@@ -332,7 +341,7 @@ def _stop_processes_under(home: Path) -> None:
         left = []
         for child in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if _uses_home(child.environ(), home):
+                if _uses_home(child.environ(), home) and not _is_resource_tracker(child):
                     child.terminate()
                     left.append(child)
         _, alive = psutil.wait_procs(left, timeout=10)
