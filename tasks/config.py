@@ -27,9 +27,7 @@ __all__ = ["DEFAULT_HOME", "HOME_ID", "RunContext", "WorkerMismatchError", "code
 HOME_ID = "home-id"
 
 
-_frozen_at_exit = False
-
-
+@functools.cache  # once per process
 def no_collection_at_exit() -> None:
     """Register, once per process, an exit handler that freezes the heap
     (:func:`gc.freeze`), so that the garbage collections of the interpreter's finalisation
@@ -49,13 +47,10 @@ def no_collection_at_exit() -> None:
     written, and logging flushes its handlers in its own exit handler. Given up: objects in
     reference cycles at exit are not finalised before the process ends, which CPython does
     not promise either; the memory goes back with the process."""
-    global _frozen_at_exit
-    if not _frozen_at_exit:
-        import atexit
-        import gc
+    import atexit
+    import gc
 
-        atexit.register(gc.freeze)
-        _frozen_at_exit = True
+    atexit.register(gc.freeze)
 
 
 def configure_environment(home: Path | None = None) -> Path:

@@ -168,8 +168,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers <= 1 or len(items) < workers:
         return
-    slow = [i for i in items if _is_slow(i)]
-    fast = [i for i in items if not _is_slow(i)]
+    slow: list[pytest.Item] = []
+    fast: list[pytest.Item] = []
+    for i in items:
+        (slow if _is_slow(i) else fast).append(i)
     slow.sort(key=lambda i: i.get_closest_marker("integration") is None)  # stable
     dealt: list[list[pytest.Item]] = [slow[k::workers] for k in range(workers)]
     order: list[pytest.Item] = []
