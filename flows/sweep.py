@@ -118,9 +118,13 @@ START_METHODS = ("forkserver", "spawn")
 #: Dask from the environment at import, to start no thread and not to initialise CUDA
 #: (torch._dynamo only asks whether torch was built with CUDA). Not pandas, pyarrow,
 #: sklearn.metrics or mlflow: importing pyarrow (which pandas imports) starts jemalloc's
-#: background thread. Never Prefect, prefect_dask or a dpgnn module: Prefect builds its
-#: settings from the environment when it is imported.
-FORKSERVER_PRELOAD = ("distributed", "torch", "torch._dynamo", "dp_accounting", "opacus")
+#: background thread. Never Prefect, prefect_dask or a dpgnn module that imports them:
+#: Prefect builds its settings from the environment when it is imported. First
+#: :mod:`dpgnn_core.freeze_at_exit` (the standard library only): the forkserver, which
+#: ends when its sweep's process does, skips the garbage collection of its heap (2-2.5 s of
+#: CPU after these imports; the forked workers end with ``os._exit`` and run no handler).
+FORKSERVER_PRELOAD = ("dpgnn_core.freeze_at_exit", "distributed", "torch", "torch._dynamo",
+                      "dp_accounting", "opacus")
 
 
 def worker_start_method() -> str:

@@ -20,37 +20,11 @@ from dpgnn_core.errors import DpgnnError
 from dpgnn_core.home import DEFAULT_HOME, project_dir, using_home
 
 __all__ = ["DEFAULT_HOME", "HOME_ID", "RunContext", "WorkerMismatchError", "code_version",
-           "configure_environment", "home_id", "in_context", "no_collection_at_exit",
+           "configure_environment", "home_id", "in_context",
            "project_dir", "run_context"]
 
 #: The file naming a project home's random id (written on first use).
 HOME_ID = "home-id"
-
-
-@functools.cache  # once per process
-def no_collection_at_exit() -> None:
-    """Register, once per process, an exit handler that freezes the heap
-    (:func:`gc.freeze`), so that the garbage collections of the interpreter's finalisation
-    skip every object that exists by then.
-
-    Why: when a process ends, CPython tears its modules down and runs its cyclic garbage
-    collector over whatever is left; after torch, ``torch._dynamo``, Prefect and MLflow are
-    imported that is millions of objects. Importing what a ``dpgnn run`` imports and exiting
-    took 16.7 s of CPU, 12.2 s with the heap frozen first, 12.1 s with no finalisation at
-    all (``os._exit``): a third of the cost of a short command, spent after it has finished,
-    in every ``dpgnn`` command, sweep worker and flow run that imports :mod:`tasks`.
-
-    Registered when :mod:`tasks` is first imported (before Prefect is), it runs after the
-    exit handlers registered later (they run in reverse order): Prefect's and MLflow's still
-    run, and what they leave is still collected. Not given up: every file, database and
-    record dpgnn writes is written, committed and closed (or renamed into place) when it is
-    written, and logging flushes its handlers in its own exit handler. Given up: objects in
-    reference cycles at exit are not finalised before the process ends, which CPython does
-    not promise either; the memory goes back with the process."""
-    import atexit
-    import gc
-
-    atexit.register(gc.freeze)
 
 
 def configure_environment(home: Path | None = None) -> Path:
