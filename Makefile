@@ -38,19 +38,23 @@ demo: $(STAMP)
 	$(BIN)/dpgnn demo
 
 # The lint (first: seconds) and the type check (the same checks as `make lint` and `make
-# typecheck`), and every test (what CI runs). Three xdist workers on the two cores, each
-# with its own project and Prefect home: the process tests spend part of their time waiting
-# (a server starting, a child's signal, a Dask worker), and a third worker fills it (on the
-# idle 2-core machine 9 min 14 s against 10 min 16 s with two; the CPU used was the same).
-# An idle worker takes half of another's queue (worksteal), so the long tests (servers,
-# clusters, a nested pytest) spread over all. mypy (about 50 s of CPU without its cache, as on
-# a fresh clone) runs beside pytest rather than before it; its report follows pytest's, and
+# typecheck`), and every test (what CI runs). Two xdist workers on the two cores, each with its
+# own project and Prefect home. A third worker once filled the time the process tests spend
+# waiting (a server starting, a child's signal, a Dask worker): 9 min 14 s against 10 min 16 s
+# with two, when the long tests came last. Now that each worker's queue starts with its long
+# tests (tests/conftest.py), three cost more than they gain: each worker collects the whole
+# suite and runs its own Prefect server (~45 s of CPU), and three workers time-slicing two
+# cores used ~200 s more CPU in all. On the idle 2-core machine, fresh clones on one
+# afternoon: 9 min 59 s and 10 min 7 s (1109 and 1124 s of CPU) with three, 9 min 8 s and
+# 8 min 43 s (923 and 904 s) with two (benchmarks/RESULTS-history.md). An idle worker takes
+# half of the other's queue (worksteal). mypy (about 26 s of CPU without its cache, as on a
+# fresh clone) runs beside pytest rather than before it; its report follows pytest's, and
 # either failing fails the target.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(COMPILE)
 	@log=$$(mktemp); ( $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
-	$(BIN)/python -m pytest -n 3 --dist worksteal -q --durations=25; tests=$$?; \
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=25; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy dpgnn_core tasks flows:"; cat $$log; rm -f $$log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 

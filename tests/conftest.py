@@ -26,7 +26,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("PREFECT_API_URL", None)
 # One compute thread per test process (set before torch is imported; child processes inherit
-# it): `make test` runs three xdist workers on two cores, and torch's default of one OpenMP
+# it): `make test` runs two xdist workers on two cores, and torch's default of one OpenMP
 # thread per core in each, next to Prefect servers and Dask workers, oversubscribed the
 # cores: a 10 s Cora baseline test took 200 s in the suite.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
