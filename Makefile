@@ -39,17 +39,13 @@ demo: $(STAMP)
 
 # The lint (first: seconds) and the type check (the same checks as `make lint` and `make
 # typecheck`), and every test (what CI runs). Two xdist workers on the two cores, each with its
-# own project and Prefect home. A third worker once filled the time the process tests spend
-# waiting (a server starting, a child's signal, a Dask worker): 9 min 14 s against 10 min 16 s
-# with two, when the long tests came last. Now that each worker's queue starts with its long
-# tests (tests/conftest.py), three cost more than they gain: each worker collects the whole
-# suite and runs its own Prefect server (~45 s of CPU), and three workers time-slicing two
-# cores used ~200 s more CPU in all. On the idle 2-core machine, fresh clones on one
-# afternoon: 9 min 59 s and 10 min 7 s (1109 and 1124 s of CPU) with three, 9 min 8 s and
-# 8 min 43 s (923 and 904 s) with two (benchmarks/RESULTS-history.md). An idle worker takes
-# half of the other's queue (worksteal). mypy (about 26 s of CPU without its cache, as on a
-# fresh clone) runs beside pytest rather than before it; its report follows pytest's, and
-# either failing fails the target.
+# own project and Prefect home; each worker's queue starts with its long tests
+# (tests/conftest.py) and an idle worker takes half of the other's queue (worksteal). A third
+# worker cost ~200 s more CPU (its own collection and Prefect server, three processes
+# time-slicing two cores) and no longer filled any waiting: 9 min 59 s and 10 min 7 s with
+# three, 8 min 43 s to 9 min 49 s with two on fresh clones (benchmarks/RESULTS-history.md).
+# mypy (about 26 s of CPU without its cache, as on a fresh clone) runs beside pytest rather
+# than before it; its report follows pytest's, and either failing fails the target.
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(COMPILE)

@@ -20,8 +20,7 @@ from dpgnn_core.errors import DpgnnError
 from dpgnn_core.home import DEFAULT_HOME, project_dir, using_home
 
 __all__ = ["DEFAULT_HOME", "HOME_ID", "RunContext", "WorkerMismatchError", "code_version",
-           "configure_environment", "home_id", "in_context",
-           "project_dir", "run_context"]
+           "configure_environment", "home_id", "in_context", "project_dir", "run_context"]
 
 #: The file naming a project home's random id (written on first use).
 HOME_ID = "home-id"

@@ -114,7 +114,7 @@ def test_a_process_that_imports_tasks_freezes_its_heap_at_exit(tmp_path: Path) -
     code = (
         "import atexit, gc, logging\n"
         "atexit.register(lambda: print('after', gc.get_freeze_count() > 0))\n"
-        "import tasks, tasks.config\n"
+        "import tasks\n"
         "atexit.register(lambda: print('before', gc.get_freeze_count() > 0))\n"
         "import dpgnn_core.freeze_at_exit  # imported by tasks: not registered again\n"
         "f = open('left-open.txt', 'w')\n"
