@@ -79,17 +79,20 @@ def disk_watched(home: Path, on_full: Callable[[str], None], every: float = 0.5
     process)."""
     from flows.procs import watching
 
-    def full() -> str | None:
-        try:
-            free = shutil.disk_usage(home).free
-        except OSError:
-            return None
-        if free < FULL_BYTES:
-            return f"the disk of the project home {home} is full ({free >> 10} KiB free)"
-        return None
-
-    with watching(full, on_full, every, "dpgnn-disk-watch"):
+    with watching(lambda: disk_full(home), on_full, every, "dpgnn-disk-watch"):
         yield
+
+
+def disk_full(home: Path) -> str | None:
+    """The sentence that says the disk of ``home`` is full (less than :data:`FULL_BYTES`
+    free), or ``None``."""
+    try:
+        free = shutil.disk_usage(home).free
+    except OSError:
+        return None
+    if free < FULL_BYTES:
+        return f"the disk of the project home {home} is full ({free >> 10} KiB free)"
+    return None
 
 
 def log_path(home: Path) -> Path:
@@ -233,6 +236,21 @@ def warnings_to(handler: logging.Handler) -> Iterator[None]:
         warnings.showwarning = saved
 
 
+#: The logger of the command's temporary Prefect server's output
+#: (:func:`flows.server.start_temporary`): it does not propagate; :func:`captured` writes it
+#: to the log file.
+SERVER_LOGGER = "prefect.server.temporary"
+
+
+class _LogFile(logging.FileHandler):
+    """The command's log file. A record it cannot write (the disk is full) is lost
+    silently: :class:`logging.Handler`'s own ``handleError`` prints a 60-line traceback for
+    each to standard error, hundreds of lines around the command's one ``error:`` line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failed = True
+
+
 @contextlib.contextmanager
 def captured(home: Path) -> Iterator[Path]:
     """Send every log record (Prefect's included) to a new log file under ``home`` for the
@@ -240,12 +258,14 @@ def captured(home: Path) -> Iterator[Path]:
     Python warnings in one line (:func:`warnings_to`). Yields the log file's path (created
     on the first record)."""
     path = log_path(home)
-    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler = _LogFile(path, delay=True, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter(
         "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
+    server_log = logging.getLogger(SERVER_LOGGER)
+    server_log.addHandler(handler)
     hide = _HideFailures()
     consoles: list[logging.Handler] = []
     if not verbose():
@@ -259,6 +279,7 @@ def captured(home: Path) -> Iterator[Path]:
         for h in consoles:
             h.removeFilter(hide)
         root.removeHandler(handler)
+        server_log.removeHandler(handler)
         handler.close()
 
 

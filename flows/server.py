@@ -292,6 +292,28 @@ def _stop_temporary() -> None:
         t.proc.wait()
 
 
+def _forward_to_log(stream: Any) -> None:
+    """Read the temporary server's output in a daemon thread and log each line as an error
+    of :data:`flows.clilog.SERVER_LOGGER`, which only the command's log file hears
+    (:func:`flows.clilog.captured`), never the terminal. The server logs only errors, and
+    when the project home's disk fills (a database write fails) they are hundreds of lines
+    of tracebacks around the command's one ``error:`` line."""
+    import logging
+    import threading
+
+    from flows.clilog import SERVER_LOGGER
+
+    log = logging.getLogger(SERVER_LOGGER)
+    log.propagate = False
+
+    def pump() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in stream:
+                log.error("%s", raw.decode("utf-8", "replace").rstrip())
+
+    threading.Thread(target=pump, name="dpgnn-server-output", daemon=True).start()
+
+
 def start_temporary(wait: bool = True) -> str:
     """Start the command's temporary Prefect server, as Prefect's own ephemeral server
     (``SubprocessASGIServer``: the same ``uvicorn`` command on 127.0.0.1, UI and
@@ -299,8 +321,9 @@ def start_temporary(wait: bool = True) -> str:
     process: about 4 s of CPU per command on 2 cores that the command never uses (the API
     runs in the child). Started in its own session, so a Ctrl-C on the terminal does not
     end it mid-run; stopped at exit, and by the command's watchdog (:mod:`flows.reaper`)
-    if the command is killed. Sets ``PREFECT_API_URL`` for this process (Prefect must not
-    be imported yet: it reads its settings once) and returns the URL.
+    if the command is killed. Its output goes to the command's log file, not the terminal,
+    unless verbose (:func:`_forward_to_log`). Sets ``PREFECT_API_URL`` for this process
+    (Prefect must not be imported yet: it reads its settings once) and returns the URL.
 
     With ``wait`` (the default) it returns once the server answers; without, at once, and
     :func:`wait_temporary` must be called before Prefect's first call, so that the
@@ -320,11 +343,15 @@ def start_temporary(wait: bool = True) -> str:
     env.pop("PREFECT_API_URL", None)
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
+    quiet = os.environ.get("DPGNN_VERBOSE", "") in ("", "0", "false")
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent),
          "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        env=env, start_new_session=True)
+        env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
+    if proc.stdout is not None:
+        _forward_to_log(proc.stdout)
     if _temporary is None:
         atexit.register(_stop_temporary)
     _temporary = _Temporary(proc, url)

@@ -175,20 +175,32 @@ def short_http_retries() -> Iterator[None]:
 def quiet_mlflow() -> Iterator[None]:
     """MLflow's INFO records ("Creating initial MLflow database tables...", "Updating
     database tables" on a fresh store; MLflow's own handler writes them to the terminal)
-    are left out unless ``DPGNN_VERBOSE`` (``--verbose``) is set; warnings still show."""
+    are left out unless ``DPGNN_VERBOSE`` (``--verbose``) is set; warnings still show.
+    So are its error records (a failed database write logs its 60-line traceback before
+    raising): every caller reports the exception MLflow raises in one line
+    (``mlflow_error``). Call with MLflow imported (it installs its handler then)."""
     import logging
 
     quiet = os.environ.get("DPGNN_VERBOSE", "") in ("", "0", "false")
     loggers = [logging.getLogger(n) for n in ("mlflow", "alembic")]
     saved = [lg.level for lg in loggers]
+    handlers = list(loggers[0].handlers) if quiet else []
     if quiet:
         for lg in loggers:
             lg.setLevel(max(lg.getEffectiveLevel(), logging.WARNING))
+        for h in handlers:
+            h.addFilter(_below_error)
     try:
         yield
     finally:
         for lg, level in zip(loggers, saved, strict=True):
             lg.setLevel(level)
+        for h in handlers:
+            h.removeFilter(_below_error)
+
+
+def _below_error(record: Any) -> bool:
+    return bool(record.levelno < 40)  # logging.ERROR
 
 
 def _experiment(client: Any, name: str, tracking_uri: str) -> str:

@@ -19,6 +19,7 @@ from flows.cli.common import (
     console,
     error,
     find_datasets,
+    give_up,
 )
 
 app = typer.Typer(
@@ -323,8 +324,15 @@ def main() -> None:
             raise
         from dpgnn_core.home import project_dir
 
-        path = clilog.write_traceback(clilog.log_path(project_dir()), e)
-        error(f"{type(e).__name__}: {e} (traceback in {path}; --verbose shows it here)")
+        home = project_dir()
+        path = clilog.write_traceback(clilog.log_path(home), e)
+        full = clilog.disk_full(home)  # before the disk watcher saw it (it looks twice a
+        # second; a write fails at once)
+        if full is not None:
+            give_up(full)  # at once, as the watcher would have: Prefect's exit would wait on
+            # its API (a database on a full disk) and print its failures
+        else:
+            error(f"{type(e).__name__}: {e} (traceback in {path}; --verbose shows it here)")
         sys.exit(1)
 
 

@@ -167,7 +167,8 @@ def server_ready() -> None:
 
 
 def give_up(why: str) -> None:
-    """End the command at once with one ``error:`` line (called from a watcher thread)."""
+    """End the command at once with one ``error:`` line (called from a watcher thread, and
+    on an error raised by a full disk before the watcher saw it)."""
     error(f"{why}; the run stops here. Nothing half-written is kept (every artifact is "
          "written atomically): rerun the same command once fixed (finished steps are "
          "reused, training resumes from its last checkpoint)")
