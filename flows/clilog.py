@@ -245,10 +245,15 @@ SERVER_LOGGER = "prefect.server.temporary"
 class _LogFile(logging.FileHandler):
     """The command's log file. A record it cannot write (the disk is full) is lost
     silently: :class:`logging.Handler`'s own ``handleError`` prints a 60-line traceback for
-    each to standard error, hundreds of lines around the command's one ``error:`` line."""
+    each to standard error, hundreds of lines around the command's one ``error:`` line;
+    and closing it does not raise."""
 
     def handleError(self, record: logging.LogRecord) -> None:
         self.failed = True
+
+    def close(self) -> None:  # its last flush fails the same way
+        with contextlib.suppress(OSError):
+            super().close()
 
 
 @contextlib.contextmanager

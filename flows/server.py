@@ -262,6 +262,50 @@ def detach_ephemeral() -> None:
 class _Temporary:
     proc: subprocess.Popen[bytes]
     url: str
+    output: _Output | None = None
+
+
+class _Output:
+    """The temporary server's output, read in a daemon thread and logged line by line as
+    errors of :data:`flows.clilog.SERVER_LOGGER`, which only the command's log file hears
+    (:func:`flows.clilog.captured`), never the terminal: the server logs only errors, and
+    when the project home's disk fills (a database write fails) they are hundreds of lines
+    of tracebacks around the command's one ``error:`` line. Its last lines are kept for
+    the error of a server that ends during its start."""
+
+    def __init__(self, stream: Any) -> None:
+        import collections
+        import logging
+        import threading
+
+        from flows.clilog import SERVER_LOGGER
+
+        self.last: collections.deque[str] = collections.deque(maxlen=20)
+        self._log = logging.getLogger(SERVER_LOGGER)
+        self._log.propagate = False
+        if not self._log.handlers:  # else, outside captured, logging's last resort prints
+            self._log.addHandler(logging.NullHandler())
+        self._stream = stream
+        self._thread = threading.Thread(target=self._pump, name="dpgnn-server-output",
+                                        daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in self._stream:
+                line = raw.decode("utf-8", "replace").rstrip()
+                self.last.append(line)
+                self._log.error("%s", line)
+
+    def cause(self) -> str:
+        """Once the server has ended: the last exception its output names (``module.Error:
+        message``), else its last line (``""`` if none)."""
+        import re
+
+        self._thread.join(2.0)
+        lines = [ln.strip() for ln in self.last if ln.strip()]
+        errors = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception): ", ln)]
+        return (errors or lines or [""])[-1]
 
 
 #: This process's temporary server, when :func:`start_temporary` started one.
@@ -292,28 +336,6 @@ def _stop_temporary() -> None:
         t.proc.wait()
 
 
-def _forward_to_log(stream: Any) -> None:
-    """Read the temporary server's output in a daemon thread and log each line as an error
-    of :data:`flows.clilog.SERVER_LOGGER`, which only the command's log file hears
-    (:func:`flows.clilog.captured`), never the terminal. The server logs only errors, and
-    when the project home's disk fills (a database write fails) they are hundreds of lines
-    of tracebacks around the command's one ``error:`` line."""
-    import logging
-    import threading
-
-    from flows.clilog import SERVER_LOGGER
-
-    log = logging.getLogger(SERVER_LOGGER)
-    log.propagate = False
-
-    def pump() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            for raw in stream:
-                log.error("%s", raw.decode("utf-8", "replace").rstrip())
-
-    threading.Thread(target=pump, name="dpgnn-server-output", daemon=True).start()
-
-
 def start_temporary(wait: bool = True) -> str:
     """Start the command's temporary Prefect server, as Prefect's own ephemeral server
     (``SubprocessASGIServer``: the same ``uvicorn`` command on 127.0.0.1, UI and
@@ -322,7 +344,7 @@ def start_temporary(wait: bool = True) -> str:
     runs in the child). Started in its own session, so a Ctrl-C on the terminal does not
     end it mid-run; stopped at exit, and by the command's watchdog (:mod:`flows.reaper`)
     if the command is killed. Its output goes to the command's log file, not the terminal,
-    unless verbose (:func:`_forward_to_log`). Sets ``PREFECT_API_URL`` for this process
+    unless verbose (:class:`_Output`). Sets ``PREFECT_API_URL`` for this process
     (Prefect must not be imported yet: it reads its settings once) and returns the URL.
 
     With ``wait`` (the default) it returns once the server answers; without, at once, and
@@ -350,11 +372,9 @@ def start_temporary(wait: bool = True) -> str:
          "--port", str(port), "--log-level", "error", "--lifespan", "on"],
         env=env, start_new_session=True, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
-    if proc.stdout is not None:
-        _forward_to_log(proc.stdout)
     if _temporary is None:
         atexit.register(_stop_temporary)
-    _temporary = _Temporary(proc, url)
+    _temporary = _Temporary(proc, url, None if proc.stdout is None else _Output(proc.stdout))
     os.environ["PREFECT_API_URL"] = url
     if wait:
         wait_temporary()
@@ -378,8 +398,9 @@ def wait_temporary() -> None:
         raise ServerError(f"Prefect's temporary server (pid {t.proc.pid}) did not answer "
                           f"within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_"
                           "SECONDS)")
+    cause = t.output.cause() if t.output is not None else ""
     raise ServerError(f"Prefect's temporary server (pid {t.proc.pid}) ended during its start "
-                      f"(exit code {code})")
+                      f"(exit code {code})" + (f": {cause}" if cause else ""))
 
 
 def api_url_for_workers() -> str:

@@ -338,7 +338,10 @@ def _scan(infinity_mass: float, losses: npt.NDArray[np.float64],
     lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
     before_u, before_l = upper[:-1], lower[:-1]
     ok = (before_u > delta) & (before_l > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # over: (U - δ)/L beyond ~1e308 (L subnormal) is inf, and so is its log: an ε beyond
+    # ~709 nats reads as inf (conservative; a noise search tries such small noise on its
+    # way, and each run printed numpy's "overflow encountered in divide")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.where(ok, np.log(np.where(ok, before_u - delta, 1.0)
                                     / np.where(ok, before_l, 1.0)), -np.inf)
     stop = np.flatnonzero(ok & (ratio >= losses))

@@ -349,6 +349,35 @@ def test_a_command_starts_its_temporary_server_without_prefects_server_modules(
         pytest.fail(f"the temporary server (pid {out['pid']}) outlived its command")
 
 
+#: A command's temporary server that cannot open its database: it ends during its start.
+_TEMPORARY_FAILS = """
+from flows import clilog, server
+from pathlib import Path
+try:
+    with clilog.captured(Path("{home}")):
+        server.start_temporary()
+except Exception as e:
+    print(f"error: {{e}}")
+"""
+
+
+def test_temporary_servers_output_goes_to_the_log_file(fresh_home: Path) -> None:
+    """The temporary server's output (only errors: a database on a full disk is hundreds
+    of lines of tracebacks) goes to the command's log file, not the terminal (``--verbose``
+    leaves it on the terminal); a server that ends during its start is one line naming its
+    cause."""
+    env = _clean_env(fresh_home) | {
+        "PREFECT_API_DATABASE_CONNECTION_URL": "sqlite+aiosqlite:////proc/nowhere/p.db"}
+    r = subprocess.run([sys.executable, "-c", _TEMPORARY_FAILS.format(home=fresh_home)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.stdout.startswith("error: Prefect's temporary server"), r.stdout + r.stderr
+    assert "ended during its start" in r.stdout
+    assert "OperationalError" in r.stdout and "unable to open database file" in r.stdout
+    assert r.stderr == ""
+    (log,) = (fresh_home / "logs").glob("*.log")
+    assert "Traceback" in log.read_text()
+
+
 def test_temporary_server_refused_once_prefect_is_imported() -> None:
     """Prefect reads its settings once: a URL set after its import would not be used."""
     import prefect  # noqa: F401
