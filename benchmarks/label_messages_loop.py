@@ -64,6 +64,20 @@ DEFAULT_PLANS: dict[str, tuple[str, list[tuple[str, dict[str, Any], tuple[float,
         ("dpdgc-ndp", {"max_degree": cap}, (16.0,), SEEDS) for cap in (1000, 5000)]),
     "mlp-amherst41": ("amherst41", [("dp-mlp", {}, (2.0,), SEEDS)]),
     "mlp-cornell5": ("cornell5", [("dp-mlp", {}, (2.0,), SEEDS[:1])]),
+    # seeds 1 and 2 of the two plans above, on an idle machine on 2026-11-27 (evening)
+    "curves-cornell5-r23": ("cornell5", [
+        ("dpdgc-ndp", {"max_degree": 679}, (2.0, 8.0), SEEDS[1:]),
+        ("dpdgc-kndp", {}, (2.0, 8.0), SEEDS[1:]),
+        ("dp-mlp", {}, (2.0,), SEEDS[1:])]),
+    # the third seed of the node and k-neighbour defaults at ε = 4 and 16 (their first two
+    # are the labels-cornell5 grid's default points)
+    "defaults-cornell5-r3": ("cornell5", [
+        ("dpdgc-ndp", {"max_degree": 679}, (4.0, 16.0), SEEDS[2:]),
+        ("dpdgc-kndp", {}, (4.0, 16.0), SEEDS[2:])]),
+    # node_feature with 2 hops (the default) and 3 on Cornell5, the one graph without a
+    # 3-hop point (validation decides)
+    "hops-cornell5": ("cornell5", [
+        ("dpdgc-fdp", {"hops": h}, (4.0, 16.0), SEEDS) for h in (2, 3)]),
     # node_feature on Cora missed DP-MLP + 2 at ε = 4 and 8 with the defaults: the
     # neighbourhood of the default (w_H, hops) searched on Cora's validation, 2 seeds
     "search-cora-fdp": ("cora", [

@@ -529,8 +529,8 @@ def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
             "--steps", "6000", "--hidden", "8", "--device", "cpu", "--dataset", str(dataset),
             "--json"]  # long enough that the disk fills while it trains: its first progress
     # line comes after a second of training (2,400 steps a second on an idle machine, 2,000
-    # steps were over before it), and the run stops at the fill; the rerun resumes from the
-    # last checkpoint
+    # steps were over before it), and the run stops at the fill; the rerun trains them all
+    # again (no checkpoint within 60 s)
     env = _env(DPGNN_PROGRESS="plain")
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
