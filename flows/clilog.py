@@ -249,7 +249,7 @@ class _LogFile(logging.FileHandler):
     and closing it does not raise."""
 
     def handleError(self, record: logging.LogRecord) -> None:
-        self.failed = True
+        """The record is lost; nothing is printed."""
 
     def close(self) -> None:  # its last flush fails the same way
         with contextlib.suppress(OSError):

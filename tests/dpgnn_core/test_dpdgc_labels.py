@@ -347,7 +347,7 @@ def test_node_level_labels_clip_at_root_d_unless_given() -> None:
     ({"method": "dpdgc-ndp", "max_degree": 9},
      {"messages": "labels", "hops": 1, "steps": 60, "budget_split": (1.0, 0.1, 1.0),
       "row_clip": 3.0}),
-    ({"method": "dpdgc-kndp"}, {"messages": "labels", "hops": 2, "steps": 60,
+    ({"method": "dpdgc-kndp"}, {"messages": "labels", "hops": 3, "steps": 60,
                                 "budget_split": (1.0, 0.1, 1.0)}),
     ({"method": "dpdgc-fdp", "hops": 1}, {"messages": "labels", "hops": 1}),
     ({"method": "dpdgc-kndp", "messages": "adjacency"},
