@@ -141,10 +141,36 @@ async def _serve(served: list[Any]) -> None:
     starts a watchdog (:func:`_exit_later`): on a loaded machine the cancellation was
     sometimes absorbed (nothing logged, the process alive minutes later). A handler of our
     own that raised KeyboardInterrupt wherever the main thread was instead could land in
-    the runner's bookkeeping of a finished run, and asyncio printed a traceback."""
+    the runner's bookkeeping of a finished run, and asyncio printed a traceback.
+
+    After a Ctrl-C, an exception that a task raises as ``asyncio.run`` cancels it at
+    shutdown is one line on standard error, not asyncio's traceback: Prefect's runner
+    still reads a finished run's output and closes its process for a moment after the
+    process exits, and a Ctrl-C in that moment ended in "unhandled exception during
+    asyncio.run() shutdown" and 30 lines. Before a Ctrl-C asyncio's own handler reports."""
     cancel = signal.getsignal(signal.SIGINT)  # asyncio.Runner's: cancels this task
+    loop = asyncio.get_running_loop()
+    earlier = loop.get_exception_handler()
+    stopping: list[bool] = []
+
+    def reported(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not stopping:
+            if earlier is not None:
+                earlier(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        exc = context.get("exception")
+        what = f" ({type(exc).__name__}: {exc})" if exc is not None else ""
+        print(f"serve: while stopping after Ctrl-C: {context.get('message')}{what}",
+              file=sys.stderr)
+
+    # kept after this coroutine ends: asyncio.run's shutdown, which cancels what is left,
+    # reports through it
+    loop.set_exception_handler(reported)
 
     def interrupted(signum: int, frame: Any) -> None:
+        stopping.append(True)
         _exit_later()
         if callable(cancel):
             cancel(signum, frame)

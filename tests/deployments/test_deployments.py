@@ -162,3 +162,49 @@ def test_ctrl_c_cancels_serving_and_starts_the_watchdog(monkeypatch: pytest.Monk
     finally:
         signal.signal(signal.SIGINT, before)
     assert cleaned == ["cancelled"] and watchdogs == ["started"]
+
+
+def test_a_clean_up_failing_after_ctrl_c_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Prefect's runner reads a finished run's output and closes its process for a moment
+    after the process exits; a Ctrl-C then ends that task with an exception while
+    ``asyncio.run`` shuts down. That is one line on standard error, not asyncio's
+    "unhandled exception during asyncio.run() shutdown" with its traceback; an exception
+    before any Ctrl-C still goes to asyncio's own handler."""
+    import asyncio
+    import os
+    import signal
+
+    mod = _serve_module()
+    monkeypatch.setattr(mod, "_exit_later", lambda: None)
+
+    async def closing() -> None:  # the runner's bookkeeping of a finished run
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise RuntimeError("the run's process is already closed") from None
+
+    async def fake_serve(*deps: object) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_exception_handler({"message": "before Ctrl-C",
+                                     "exception": ValueError("reported by asyncio")})
+        keep = asyncio.ensure_future(closing())  # outside the serving task, as Prefect's
+        await asyncio.sleep(0)
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(60)
+        keep.cancel()
+
+    monkeypatch.setattr(mod, "aserve", fake_serve)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with caplog.at_level("ERROR", logger="asyncio"), pytest.raises(KeyboardInterrupt):
+            asyncio.run(mod._serve([]))
+    finally:
+        signal.signal(signal.SIGINT, before)
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "serve: while stopping after Ctrl-C: unhandled exception during asyncio.run() "
+        "shutdown (RuntimeError: the run's process is already closed)"], err
+    assert "before Ctrl-C" in caplog.text and "reported by asyncio" in caplog.text
+    assert "already closed" not in caplog.text
