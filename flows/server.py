@@ -365,7 +365,9 @@ def start_temporary(wait: bool = True) -> str:
     env.pop("PREFECT_API_URL", None)
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    quiet = os.environ.get("DPGNN_VERBOSE", "") in ("", "0", "false")
+    from flows.clilog import verbose
+
+    quiet = not verbose()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent),
          "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
