@@ -184,23 +184,23 @@ def quiet_mlflow() -> Iterator[None]:
     quiet = os.environ.get("DPGNN_VERBOSE", "") in ("", "0", "false")
     loggers = [logging.getLogger(n) for n in ("mlflow", "alembic")]
     saved = [lg.level for lg in loggers]
-    handlers = list(loggers[0].handlers) if quiet else []
+    handlers = list(loggers[0].handlers) if quiet else []  # MLflow's own (no propagation)
+
+    def below_error(record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
     if quiet:
         for lg in loggers:
             lg.setLevel(max(lg.getEffectiveLevel(), logging.WARNING))
         for h in handlers:
-            h.addFilter(_below_error)
+            h.addFilter(below_error)
     try:
         yield
     finally:
         for lg, level in zip(loggers, saved, strict=True):
             lg.setLevel(level)
         for h in handlers:
-            h.removeFilter(_below_error)
-
-
-def _below_error(record: Any) -> bool:
-    return bool(record.levelno < 40)  # logging.ERROR
+            h.removeFilter(below_error)
 
 
 def _experiment(client: Any, name: str, tracking_uri: str) -> str:

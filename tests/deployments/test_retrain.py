@@ -321,9 +321,9 @@ def _wait_for_runs_to_exit(pid: int, idle: list[str]) -> None:
 
     Why the second wait: Prefect's runner reads the rest of a run's output and closes the
     process (anyio's ``aclose``) after the process has exited; a Ctrl-C that lands in
-    that window cancels the runner mid-way and Prefect logs a traceback from asyncio's
-    shutdown (seen twice in a row in `make test` with two workers). Ctrl-C here is meant
-    for an idle server; that window is a Prefect race, not what this test is about."""
+    that window cancels the runner mid-way (serve.py reports that in one line since:
+    tests/deployments/test_deployments.py::test_a_clean_up_failing_after_ctrl_c_is_one_line).
+    Ctrl-C here is meant for an idle server; that window is not what this test is about."""
     import psutil
 
     psutil.wait_procs(psutil.Process(pid).children(recursive=True), timeout=120)
