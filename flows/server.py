@@ -140,13 +140,31 @@ def _prefect_exe() -> str:
     return found
 
 
-def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 120.0
-          ) -> dict[str, Any]:
+def _same_database(st: dict[str, Any], database: str | None) -> None:
+    """Raise when the running server ``st`` uses another database than ``database`` (the
+    masked URL asked for; None: the project's SQLite)."""
+    if st.get("database") != database:
+        raise ServerError(f"a server is already running at {st['url']} (pid {st['pid']}) on "
+                          f"{st.get('database') or 'the project SQLite database'}; "
+                          "`dpgnn server stop` it first")
+
+
+def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 120.0,
+          database_url: str | None = None) -> dict[str, Any]:
     """Start ``prefect server start`` on 127.0.0.1:``port`` in a new session; wait until
-    healthy. Idempotent: returns the running server's info if one is up."""
+    healthy. Idempotent: returns the running server's info if one is up (on the same
+    database). ``database_url``: Prefect's database (``postgresql+asyncpg://...``,
+    checked first by :func:`flows.server_db.check_database_url`); SQLite under the
+    project by default."""
+    from flows.server_db import check_database_url
+
     home = home or _home()
     st = status(home)
+    # Prefect's own variable, when set, is what the server would use: checked and recorded.
+    database_url = database_url or os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
+    database = check_database_url(database_url) if database_url else None
     if st["running"]:
+        _same_database(st, database)
         return st
     home.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/api"
@@ -160,6 +178,8 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
         "PREFECT_UI_ENABLED": env.get("PREFECT_UI_ENABLED", "true"),
     })
     env.pop("PREFECT_API_URL", None)
+    if database_url:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     env.pop(reaper.OWNER_ENV, None)  # outlives the command that starts it, by design
     log = open(home / "server.log", "ab")
     argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
@@ -169,7 +189,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     info = {"pid": proc.pid, "pgid": proc.pid, "url": url, "port": port,
             "start_time": procs.start_time(proc.pid),
             "cmdline": procs.cmdline(proc.pid) or argv,
-            "log": str(home / "server.log"), "started": time.time()}
+            "log": str(home / "server.log"), "started": time.time(), "database": database}
     state_file(home).write_text(json.dumps(info))
     outcome = _until_healthy(proc, url, timeout, every=0.5)
     if outcome == "healthy":

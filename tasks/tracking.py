@@ -62,8 +62,16 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
             "?workflowType=machine_learning")
 
 
+#: The tracking URI a run uses when none is given: MLflow's own variable (a team's tracking
+#: server, set on every machine that runs flows: workers, ``serve.py``, ``dpgnn run``).
+TRACKING_ENV = "MLFLOW_TRACKING_URI"
+
+
 def default_tracking_uri() -> str:
-    """SQLite store under the project directory (MLflow's file store is an error now)."""
+    """``$MLFLOW_TRACKING_URI`` when set (not empty), else an SQLite store under the project
+    directory (MLflow's file store is an error now)."""
+    if os.environ.get(TRACKING_ENV, "").strip():
+        return os.environ[TRACKING_ENV].strip()
     home = project_dir()
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'mlflow.db'}"

@@ -248,19 +248,27 @@ def demo(
 
 
 @server_app.command("start")
-def server_start(port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242) -> None:
-    """Start the background Prefect server (SQLite under the project)."""
+def server_start(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242,
+    database_url: Annotated[str | None, typer.Option(
+        "--database-url", envvar="DPGNN_SERVER_DATABASE_URL", show_envvar=True,
+        help="Prefect's database, e.g. a team's PostgreSQL: "
+             "postgresql+asyncpg://USER:PASSWORD@HOST:5432/prefect (checked before the "
+             "server starts). Default: SQLite under the project.")] = None,
+) -> None:
+    """Start the background Prefect server (SQLite under the project, or --database-url)."""
     from dpgnn_core.errors import ServerError
     from flows import server
 
     try:
         with console().status("starting Prefect server (first start migrates its DB)…"):
-            info = server.start(port=port)
+            info = server.start(port=port, database_url=database_url)
     except ServerError as e:
         error(str(e))
         raise typer.Exit(1) from e
-    typer.echo(f"Prefect server running at {info['url']} (pid {info['pid']}); `dpgnn run` "
-               "uses it while it is up")
+    on = f" on {info['database']}" if info.get("database") else ""
+    typer.echo(f"Prefect server running at {info['url']}{on} (pid {info['pid']}); `dpgnn "
+               "run` uses it while it is up")
 
 
 @server_app.command("stop")
@@ -280,7 +288,8 @@ def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
     if as_json:
         print(json.dumps(st))
     elif st["running"]:
-        typer.echo(f"running at {st['url']} (pid {st['pid']})")
+        on = f" on {st['database']}" if st.get("database") else ""
+        typer.echo(f"running at {st['url']}{on} (pid {st['pid']})")
     else:
         typer.echo("not running")
 
