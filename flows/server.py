@@ -161,8 +161,9 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     home = home or _home()
     st = status(home)
     # Prefect's own variable, when set, is what the server would use: checked and recorded.
+    label = "--database-url" if database_url else "PREFECT_API_DATABASE_CONNECTION_URL"
     database_url = database_url or os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")
-    database = check_database_url(database_url) if database_url else None
+    database = check_database_url(database_url, label=label) if database_url else None
     if st["running"]:
         _same_database(st, database)
         return st

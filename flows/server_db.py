@@ -34,32 +34,32 @@ def masked(url: str) -> str:
         return url if "@" not in url else "<unparsable URL with credentials>"
 
 
-def _parse(url: str) -> Any:
+def _parse(url: str, label: str) -> Any:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
         return make_url(url)
     except (ArgumentError, ValueError) as e:
-        raise ServerError(f"--database-url {masked(url)!r} is not a database URL "
+        raise ServerError(f"{label} {masked(url)!r} is not a database URL "
                           "(expected postgresql+asyncpg://USER:PASSWORD@HOST:PORT/DATABASE)"
                           ) from e
 
 
-def _check_form(url: str) -> Any:
+def _check_form(url: str, label: str) -> Any:
     """The parsed URL; raises when Prefect's server could not use its form."""
-    u = _parse(url)
+    u = _parse(url, label)
     shown = masked(url)
     if u.drivername not in DRIVERS:
         hint = (" (Prefect's server needs the async driver: postgresql+asyncpg://...)"
                 if u.drivername.split("+")[0] == "postgresql" else "")
-        raise ServerError(f"--database-url {shown!r}: driver {u.drivername!r} is not one "
+        raise ServerError(f"{label} {shown!r}: driver {u.drivername!r} is not one "
                           f"Prefect's server runs on ({', '.join(DRIVERS)}){hint}")
     if u.drivername.startswith("postgresql") and not u.database:
-        raise ServerError(f"--database-url {shown!r} names no database (…/DATABASE at the "
+        raise ServerError(f"{label} {shown!r} names no database (…/DATABASE at the "
                           "end)")
     if u.drivername.startswith("sqlite") and not u.database:
-        raise ServerError(f"--database-url {shown!r} names no database file")
+        raise ServerError(f"{label} {shown!r} names no database file")
     return u
 
 
@@ -75,32 +75,32 @@ def _reason(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
-def check_database_url(url: str, timeout: float = 5.0) -> str:
+def check_database_url(url: str, timeout: float = 5.0, label: str = "--database-url") -> str:
     """Check, before the server starts, that Prefect's server can use ``url``: its form
     (an async driver, a database named), and for PostgreSQL that the server answers
     within ``timeout`` seconds and the database exists and takes this user. Returns the
-    URL with its password masked.
+    URL with its password masked. ``label`` names where the URL came from in messages.
 
     Raises:
         ServerError: one line naming the URL (password masked) and what is wrong.
     """
-    u = _check_form(url)
+    u = _check_form(url, label)
     shown = masked(url)
     if not u.drivername.startswith("postgresql"):
         return shown
     try:
         import asyncpg
     except ImportError as e:
-        raise ServerError(f"--database-url {shown!r}: the asyncpg driver is not installed "
+        raise ServerError(f"{label} {shown!r}: the asyncpg driver is not installed "
                           "(pip install asyncpg)") from e
     dsn = u.set(drivername="postgresql").render_as_string(hide_password=False)
     try:
         asyncio.run(_connect(dsn, timeout))
     except OSError as e:  # TimeoutError included
         why = f"no answer within {timeout:g} s" if isinstance(e, TimeoutError) else _reason(e)
-        raise ServerError(f"--database-url {shown!r}: the database server does not answer "
+        raise ServerError(f"{label} {shown!r}: the database server does not answer "
                           f"({why})") from e
     except (asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as e:
         # no such database, authentication failed, a malformed option, ...
-        raise ServerError(f"--database-url {shown!r}: {_reason(e)}") from e
+        raise ServerError(f"{label} {shown!r}: {_reason(e)}") from e
     return shown

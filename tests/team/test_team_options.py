@@ -84,3 +84,14 @@ def test_runs_log_to_mlflow_tracking_uri_when_set(monkeypatch: pytest.MonkeyPatc
     assert default_tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     assert default_tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_prefects_own_database_variable_is_checked_too(tmp_path: Path) -> None:
+    """``PREFECT_API_DATABASE_CONNECTION_URL`` (what the server would use when it is set)
+    is checked as the option is, and named as the source."""
+    url = "postgresql://team:s3cret@db.example:5432/prefect"
+    code, out = _start(tmp_path / "home", env={"PREFECT_API_DATABASE_CONNECTION_URL": url})
+    assert code == 1
+    assert out.startswith("error: PREFECT_API_DATABASE_CONNECTION_URL "
+                          "'postgresql://team:***@db.example:5432/prefect': driver "
+                          "'postgresql' is not one"), out

@@ -57,11 +57,14 @@ SPEC = {"method": "dp-mlp", "epsilon": 2.0, "delta": DELTA, "steps": 10, "hidden
 #: decides).
 BUDGET = 3.2
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-#: Seconds from the Prefect server's start to the scheduled second: serve.py and the
-#: worker start, the deployments register, the scheduler (every 5 s for a deployment just
-#: registered) creates the runs. serve.py registered 5 s before a 40 s lead once, on 2
-#: cores at a load of 16: a deployment registered after its only second never fires.
-LEAD_S = 55
+def _lead(server_start_s: float) -> float:
+    """Seconds from the Prefect server's answer to the scheduled second: serve.py and the
+    worker start, the deployments register, the scheduler (every 5 s for a deployment just
+    registered) creates the runs. A deployment registered after its only second never
+    fires: serve.py registered 5 s before a fixed 40 s lead once, on 2 cores at a load of
+    16. Its start costs about what the server's did (imports, then the API), so the lead
+    grows with the server's start: 30 s on an idle machine, at most 90."""
+    return min(90.0, max(30.0, 1.5 * server_start_s))
 
 
 def _requirements() -> Path:
@@ -157,9 +160,9 @@ def _deployed(url: str, name: str) -> bool:
 
 
 def _start_servers(pg: Postgres, tmp_path: Path, env: dict[str, str],
-                   stack: contextlib.ExitStack) -> tuple[str, str]:
-    """The team's MLflow and Prefect servers on ``pg``; their URLs. MLflow's starts first
-    and migrates while Prefect's does."""
+                   stack: contextlib.ExitStack) -> tuple[str, str, float]:
+    """The team's MLflow and Prefect servers on ``pg``: their URLs, and the seconds
+    Prefect's took to start. MLflow's starts first and migrates while Prefect's does."""
     pg.createdb("prefect")
     pg.createdb("mlflow")
     mlflow_url = f"http://127.0.0.1:{_free_port()}"
@@ -169,7 +172,7 @@ def _start_servers(pg: Postgres, tmp_path: Path, env: dict[str, str],
          "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
          "--port", mlflow_url.rsplit(":", 1)[1], "--workers", "1"],
         {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, mlflow_log))
-    port = _free_port()
+    port, began = _free_port(), time.monotonic()
     stack.callback(lambda: subprocess.run([BIN / "dpgnn", "server", "stop"], env=env,
                                           capture_output=True, timeout=120))
     start = subprocess.run(
@@ -179,9 +182,10 @@ def _start_servers(pg: Postgres, tmp_path: Path, env: dict[str, str],
         timeout=300)
     assert start.returncode == 0, start.stdout + start.stderr[-3000:]
     assert f"on {pg.url('prefect', 'postgresql+asyncpg')} " in start.stdout
+    started = time.monotonic() - began
     _wait("mlflow server", lambda: _healthy(f"{mlflow_url}/health"), 180,
           (mlflow, mlflow_log))
-    return f"http://127.0.0.1:{port}/api", mlflow_url
+    return f"http://127.0.0.1:{port}/api", mlflow_url, started
 
 
 def test_team_setup_on_postgres(tmp_path: Path, fresh_home: Path,
@@ -200,9 +204,10 @@ def test_team_setup_on_postgres(tmp_path: Path, fresh_home: Path,
     assert r.exit_code == 0, r.output
 
     with postgres(bin_dir) as pg, contextlib.ExitStack() as stack:
-        url, mlflow_url = _start_servers(pg, tmp_path, env, stack)
+        url, mlflow_url, server_start_s = _start_servers(pg, tmp_path, env, stack)
+        lead = _lead(server_start_s)
         team = {**env, "PREFECT_API_URL": url, "MLFLOW_TRACKING_URI": mlflow_url}
-        when = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=LEAD_S)
+        when = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=lead)
                 ).replace(microsecond=0)
         cron = _cron_at(when)
         serve_log = tmp_path / "serve.log"
@@ -223,12 +228,13 @@ def test_team_setup_on_postgres(tmp_path: Path, fresh_home: Path,
               max(1.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds() - 3),
               (serve, serve_log))
         print(f"registered {(when - datetime.datetime.now(datetime.UTC)).total_seconds():.1f}"
-              " s before the scheduled second")
+              f" s before the scheduled second ({lead:.0f} s after the server's "
+              f"{server_start_s:.0f} s start)")
         # Nobody triggers a run: the scheduler creates both, the runner and the worker run
         # them.
         runs = _wait("two scheduled runs end", lambda: (
             got if len(got := _runs(url)) == 2 and all(r["state_type"] in FINAL for r in got)
-            else None), LEAD_S + 300, (serve, serve_log), (worker, worker_log))
+            else None), lead + 300, (serve, serve_log), (worker, worker_log))
         logs = serve_log.read_text()[-2000:] + worker_log.read_text()[-2000:]
 
         by_state = {r["state_type"]: r for r in runs}
