@@ -64,7 +64,7 @@ def _lead(server_start_s: float) -> float:
     fires: serve.py registered 5 s before a fixed 40 s lead once, on 2 cores at a load of
     16. Its start costs about what the server's did (imports, then the API), so the lead
     grows with the server's start: 30 s on an idle machine, at most 90."""
-    return min(90.0, max(30.0, 1.5 * server_start_s))
+    return min(90.0, max(30.0, 1.25 * server_start_s))
 
 
 def _requirements() -> Path:
