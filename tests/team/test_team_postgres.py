@@ -88,10 +88,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _session(argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
-             ) -> Iterator[subprocess.Popen[bytes]]:
+def _session(argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT,
+             grace: float = 30) -> Iterator[subprocess.Popen[bytes]]:
     """``argv`` in a session of its own; at the end its process group is stopped (TERM,
-    then KILL), while the process is unreaped: its group is still ours."""
+    then KILL after ``grace`` seconds), while the process is unreaped: its group is still
+    ours."""
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -101,7 +102,7 @@ def _session(argv: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
@@ -171,7 +172,8 @@ def _start_servers(pg: Postgres, tmp_path: Path, env: dict[str, str],
         [str(BIN / "mlflow"), "server", "--backend-store-uri", pg.url("mlflow"),
          "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
          "--port", mlflow_url.rsplit(":", 1)[1], "--workers", "1"],
-        {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, mlflow_log))
+        {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, mlflow_log,
+        grace=5))  # its stores are PostgreSQL's and a folder: nothing to lose
     port, began = _free_port(), time.monotonic()
     stack.callback(lambda: subprocess.run([BIN / "dpgnn", "server", "stop"], env=env,
                                           capture_output=True, timeout=120))
