@@ -61,10 +61,10 @@ def _lead(server_start_s: float) -> float:
     """Seconds from the Prefect server's answer to the scheduled second: serve.py and the
     worker start, the deployments register, the scheduler (every 5 s for a deployment just
     registered) creates the runs. A deployment registered after its only second never
-    fires: serve.py registered 5 s before a fixed 40 s lead once, on 2 cores at a load of
-    16. Its start costs about what the server's did (imports, then the API), so the lead
-    grows with the server's start: 30 s on an idle machine, at most 90."""
-    return min(90.0, max(30.0, 1.25 * server_start_s))
+    fires. serve.py registered 25 s after a 26 s server start (load 8 on 2 cores) and 30 s
+    after a 41 s one (load 12): 40 s at least, 1.5 x the server's start on a busier
+    machine, at most 90."""
+    return min(90.0, max(40.0, 1.5 * server_start_s))
 
 
 def _requirements() -> Path:
