@@ -57,6 +57,8 @@ SPEC = {"method": "dp-mlp", "epsilon": 2.0, "delta": DELTA, "steps": 10, "hidden
 #: decides).
 BUDGET = 3.2
 FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
 def _lead(server_start_s: float) -> float:
     """Seconds from the Prefect server's answer to the scheduled second: serve.py and the
     worker start, the deployments register, the scheduler (every 5 s for a deployment just
