@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -69,10 +71,19 @@ def _cli(home: Path, args: list[str]) -> Any:
 
 
 def _post(url: str, body: dict[str, Any]) -> Any:
+    """POST ``body`` as JSON; the answer's JSON. Retried on 503, as Prefect's own client
+    does: a server answers 503 while its SQLite database is locked by another writer (its
+    services, just after its start), the request's transaction rolled back."""
     req = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
+    for attempt in range(6):
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == 5:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
 
 
 def _mlflow_server(tmp_path: Path, env: dict[str, str],
@@ -212,6 +223,54 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
     assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
     if not _gone_within(lambda: os.killpg(info["pgid"], 0), 30, every=0.2):
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
+
+
+#: A browser for the UI test: Debian's ``chromium`` (``apt-get install chromium``) or another
+#: Chromium build under its usual names.
+CHROMIUM = next((c for c in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(c)), None)
+
+
+def _browse(url: str, profile: Path) -> str:
+    """The DOM of ``url`` in headless Chromium once its scripts have run (a single-page
+    app: its pages are drawn by script, after their API calls), up to 20 s of the page's
+    own time."""
+    assert CHROMIUM is not None
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--user-data-dir={profile}", "--window-size=1400,900",
+                        "--virtual-time-budget=20000", "--dump-dom", url],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def test_the_ui_talks_to_the_server_that_serves_it(tmp_path: Path, fresh_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dpgnn server start --port P`` with its UI: ``/ui-settings`` names the API on port
+    P (it named 127.0.0.1:4200, and the UI said "Can't connect to Server API"), and in
+    headless Chromium the flow runs page shows a run recorded on the server."""
+    for k in [k for k in os.environ if k.startswith("PREFECT_")]:
+        monkeypatch.delenv(k)  # a user's environment; PREFECT_UI_ENABLED unset: the UI is on
+    monkeypatch.setenv("PREFECT_API_BLOCKS_REGISTER_ON_START", "false")  # the copy has them
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    start = _cli(fresh_home, ["start", "--port", str(port)])
+    assert start.exit_code == 0, start.output
+    try:
+        assert _get(f"{base}/ui-settings")["api_url"] == f"{base}/api"
+        flow = _post(f"{base}/api/flows/", {"name": "ui-check"})
+        name = f"ui-run-{os.getpid()}-{port}"
+        _post(f"{base}/api/flow_runs/", {"flow_id": flow["id"], "name": name,
+                                         "state": {"type": "COMPLETED", "name": "Completed"}})
+        if CHROMIUM is None:
+            pytest.skip("no Chromium to open the UI in (apt-get install chromium); "
+                        "/ui-settings was checked")
+        page = _browse(f"{base}/runs", tmp_path / "chromium")
+    finally:
+        stop = _cli(fresh_home, ["stop"])
+    assert stop.exit_code == 0, stop.output
+    assert "Can't connect" not in page, page[-3000:]
+    assert name in page and "ui-check" in page, page[-3000:]
 
 
 def _gone_within(signal_0: Callable[[], None], seconds: float, every: float) -> bool:
