@@ -231,17 +231,56 @@ CHROMIUM = next((c for c in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(c)), None)
 
 
-def _browse(url: str, profile: Path) -> str:
-    """The DOM of ``url`` in headless Chromium once its scripts have run (a single-page
-    app: its pages are drawn by script, after their API calls), up to 20 s of the page's
-    own time."""
+def _browse(url: str, profile: Path, until: Callable[[str], bool], screenshot: Path,
+            timeout: float = 90.0) -> str:
+    """The text of the page at ``url`` in headless Chromium, read (DevTools protocol,
+    ``Runtime.evaluate``) every half second until ``until(text)`` holds or ``timeout``
+    seconds pass; a screenshot of it then goes to ``screenshot``. A single-page app draws
+    its pages by script after its API calls: ``--dump-dom --virtual-time-budget`` dumped
+    some before the run list had arrived, on a loaded machine, one load in two."""
+    import base64
+    import re
+
+    from websockets.sync.client import connect
+
     assert CHROMIUM is not None
-    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                        f"--user-data-dir={profile}", "--window-size=1400,900",
-                        "--virtual-time-budget=20000", "--dump-dom", url],
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
+    log = profile.with_name(f"{profile.name}.log")  # a file: a full pipe would stall it
+    with log.open("wb") as out:
+        proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                                 f"--user-data-dir={profile}", "--window-size=1400,900",
+                                 "--remote-debugging-port=0", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not (found := re.search(r"DevTools listening on ws://[\d.]+:(\d+)/",
+                                      log.read_text(errors="replace"))):
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        targets = _get(f"http://127.0.0.1:{found.group(1)}/json/list")
+        page = next(t for t in targets if t["type"] == "page")
+        with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
+            calls = iter(range(1, 1 << 30))
+
+            def call(method: str, **params: Any) -> dict[str, Any]:
+                n = next(calls)
+                ws.send(json.dumps({"id": n, "method": method, "params": params}))
+                while (msg := json.loads(ws.recv(timeout=60))).get("id") != n:
+                    pass  # an event: none is enabled, but skip any
+                return dict(msg.get("result", {}))
+
+            call("Page.navigate", url=url)
+            deadline, text = time.time() + timeout, ""
+            while not until(text) and time.time() < deadline:
+                time.sleep(0.5)
+                text = call("Runtime.evaluate", returnByValue=True,
+                            expression="document.body ? document.body.innerText : ''"
+                            )["result"].get("value", "")
+            shot = call("Page.captureScreenshot", format="png")["data"]
+            screenshot.write_bytes(base64.b64decode(shot))
+        return text
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # our Chromium's session only
+        proc.wait(timeout=30)
 
 
 def test_the_ui_talks_to_the_server_that_serves_it(tmp_path: Path, fresh_home: Path,
@@ -265,10 +304,13 @@ def test_the_ui_talks_to_the_server_that_serves_it(tmp_path: Path, fresh_home: P
         if CHROMIUM is None:
             pytest.skip("no Chromium to open the UI in (apt-get install chromium); "
                         "/ui-settings was checked")
-        page = _browse(f"{base}/runs", tmp_path / "chromium")
+        page = _browse(f"{base}/runs", tmp_path / "chromium",
+                       lambda text: name in text or "Can't connect" in text,
+                       screenshot=tmp_path / "ui-runs.png")
     finally:
         stop = _cli(fresh_home, ["stop"])
     assert stop.exit_code == 0, stop.output
+    # the page's text (its screenshot: tmp_path / "ui-runs.png")
     assert "Can't connect" not in page, page[-3000:]
     assert name in page and "ui-check" in page, page[-3000:]
 
