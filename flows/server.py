@@ -149,6 +149,18 @@ def _same_database(st: dict[str, Any], database: str | None) -> None:
                           "`dpgnn server stop` it first")
 
 
+def _served_at(url: str, port: int, env: dict[str, str]) -> dict[str, str]:
+    """The server process's settings that name where it is served. ``prefect server start
+    --port`` listens on that port, but its UI's ``/ui-settings`` took the API's address from
+    ``PREFECT_SERVER_API_HOST``/``PORT`` (127.0.0.1:4200 unless set): the UI of a server on
+    any other port said "Can't connect to Server API". A ``PREFECT_UI_API_URL`` the user set
+    (a proxy in front of the server) is kept."""
+    served = {"PREFECT_SERVER_API_HOST": "127.0.0.1", "PREFECT_SERVER_API_PORT": str(port)}
+    if not (env.get("PREFECT_UI_API_URL") or env.get("PREFECT_SERVER_UI_API_URL")):
+        served["PREFECT_UI_API_URL"] = url
+    return served
+
+
 def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 120.0,
           database_url: str | None = None) -> dict[str, Any]:
     """Start ``prefect server start`` on 127.0.0.1:``port`` in a new session; wait until
@@ -181,6 +193,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     env.pop("PREFECT_API_URL", None)
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
+    env.update(_served_at(url, port, env))
     env.pop(reaper.OWNER_ENV, None)  # outlives the command that starts it, by design
     log = open(home / "server.log", "ab")
     argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]

@@ -10,11 +10,15 @@ written. Run 2 is the deployment's flow with the parameters the server holds, ru
 process (a served run is a ~13 s process start; what serving adds, runs 1 and 3 show). The
 home's Prefect and MLflow databases start migrated (copies of the session's).
 
-The server is the test process's own (``prefect_api_url``: Prefect's server without its
-scheduler, so only triggered runs happen; ``dpgnn server start`` itself is tested in
-tests/flows/test_servers.py). The served process (``deployments/serve.py``) and the flow
-runs it starts are real processes; ``prefect deployment run`` runs in this process,
-through Prefect's own command line (a process would cost seconds of imports per run).
+The server is ``dpgnn server start``'s, scheduler on (``scheduling_server``, shared by this
+folder's tests); the deployment's daily schedule is set to an hour half a day away, so only
+the triggered runs happen here. The served process (``deployments/serve.py``) and the flow
+runs it starts are real processes; ``prefect deployment run`` runs in this process, through
+Prefect's own command line (a process would cost seconds of imports per run).
+
+``test_a_one_minute_cron_fires_by_itself``: the same deployment served with a one-minute
+cron; a run that nobody triggered starts by itself, completes and spends budget. With
+SQLAlchemy 2.1.x, Prefect 3.8.8's scheduler failed every minute and created no run.
 """
 
 from __future__ import annotations
@@ -109,7 +113,7 @@ def _run_id(out: str) -> str:
 
 def _prefect(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """``prefect ARGS`` in this process (Prefect's command line, on this process's server:
-    ``prefect_api_url``'s); its output. It fails the test unless the command exits 0. The
+    ``on_server``'s); its output. It fails the test unless the command exits 0. The
     environment and the folder are the caller's."""
     from prefect.cli._app import _app
 
@@ -123,9 +127,9 @@ def _prefect(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def _delete_deployments(url: str, flow: str, name: str) -> None:
-    """Delete the deployment ``flow/name`` from the server at ``url`` if it has one: the
-    server is this test process's, which other tests (test_workpool.py's, with the same
-    deployment) use too."""
+    """Delete the deployment ``flow/name`` (and so its scheduled runs) from the server at
+    ``url`` if it has one: the server is shared by this folder's tests, which register the
+    same deployment."""
     found = _api(url, "/deployments/filter", {"flows": {"name": {"any_": [flow]}},
                                               "deployments": {"name": {"any_": [name]}}})
     for dep in found:
@@ -151,14 +155,35 @@ def _run_here(url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str
     return dict(_api(url, f"/flow_runs/{state.state_details.flow_run_id}"))
 
 
+def _not_during_the_test() -> str:
+    """A daily cron (UTC) twelve hours from now: the deployment keeps a schedule, as served
+    by default, that fires in no test."""
+    from datetime import UTC, datetime
+
+    return f"0 {(datetime.now(UTC).hour + 12) % 24} * * *"
+
+
+def _registered(url: str, serve: subprocess.Popen[bytes], log: Path) -> dict[str, Any]:
+    """The served ``private-retrain`` deployment, once ``serve`` has registered it."""
+    flow_name, dep_name = DEPLOYMENT.split("/")
+    deadline = time.time() + 120
+    while not (found := _api(url, "/deployments/filter", {
+            "flows": {"name": {"any_": [flow_name]}},
+            "deployments": {"name": {"any_": [dep_name]}}})):
+        assert serve.poll() is None, log.read_text()[-3000:]
+        assert time.time() < deadline, "the deployment was not registered"
+        time.sleep(0.5)
+    return dict(found[0])
+
+
 def test_retrain_until_the_budget_is_spent(
-        tmp_path: Path, fresh_home: Path, prefect_api_url: str,
+        tmp_path: Path, fresh_home: Path, on_server: str,
         seeded_mlflow: Callable[[Path], bool], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     from dpgnn_core.budget import BudgetExceeded, BudgetStore
 
     seeded_mlflow(fresh_home)  # the runs' MLflow store, already migrated
-    url, env = prefect_api_url, _clean_env(fresh_home)
+    url, env = on_server, _clean_env(fresh_home)
     home, raw, ds = fresh_home, tmp_path / "raw", tmp_path / "ds"
     _write_source(raw)
     source = {"format": "csv", "source": str(raw / "edges.csv"),
@@ -177,7 +202,8 @@ def test_retrain_until_the_budget_is_spent(
             [sys.executable, "deployments/serve.py", "private-retrain"], cwd=ROOT,
             env={**api_env, "DPGNN_RETRAIN_DATASET": str(ds),
                  "DPGNN_RETRAIN_INGEST": json.dumps(source),
-                 "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
+                 "DPGNN_RETRAIN_SPEC": json.dumps(SPEC), "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+                 "DPGNN_RETRAIN_CRON": _not_during_the_test()},
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
 
     def run() -> dict[str, Any]:
@@ -346,3 +372,70 @@ def _models(home: Path) -> dict[str, Path]:
     """The trained model folders of the project, by the sha256 of their dataset."""
     return {json.loads((m / "manifest.json").read_text())["dataset"]: m
             for m in (home / "artifacts" / "train").iterdir()}
+
+
+def test_a_one_minute_cron_fires_by_itself(tmp_path: Path, fresh_home: Path, on_server: str,
+                                           seeded_mlflow: Callable[[Path], bool]) -> None:
+    """``DPGNN_RETRAIN_CRON='* * * * *' python deployments/serve.py private-retrain`` against
+    ``dpgnn server start``: within the next minute the server's scheduler creates a run that
+    nobody triggers; the served process runs it; it completes, and its release is charged
+    to the dataset's budget. Fails without a working scheduler (SQLAlchemy 2.1.9: no run)."""
+    from tests.flows.test_servers import _ingest
+
+    seeded_mlflow(fresh_home)
+    url, ds, log = on_server, tmp_path / "ds", tmp_path / "serve.log"
+    _ingest(ds, {})
+    _delete_deployments(url, *DEPLOYMENT.split("/"))
+    with log.open("wb") as out:
+        serve = subprocess.Popen(
+            [sys.executable, "deployments/serve.py", "private-retrain"], cwd=ROOT,
+            env={**_clean_env(fresh_home), "PREFECT_API_URL": url,
+                 "DPGNN_RETRAIN_DATASET": str(ds), "DPGNN_RETRAIN_CRON": "* * * * *",
+                 "DPGNN_RETRAIN_SPEC": json.dumps({**SPEC, "steps": 10, "hidden": 8}),
+                 "PREFECT_RUNNER_POLL_FREQUENCY": "1"},
+            stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+    try:
+        dep = _registered(url, serve, log)
+        idle = _pipes(serve.pid)
+        first = _first_scheduled_run(url, dep["id"], serve, log)
+        summary = _wait_for_log(url, first["id"], "new release ")
+        _wait_for_runs_to_exit(serve.pid, idle)
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)  # our serve process's group only
+            serve.wait(timeout=60)
+    # Nobody triggered it: the schedule created it, for a whole minute.
+    assert first["state_type"] == "COMPLETED", first["state"]
+    assert first["auto_scheduled"] is True and first["created_by"]["type"] == "SCHEDULE"
+    assert first["expected_start_time"].endswith(":00Z"), first["expected_start_time"]
+    # Its release was charged to the dataset's budget.
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    spent = {r.release_id: r for r in _budget_records(fresh_home, sha)}
+    release = summary.split()[2].rstrip(":")
+    assert (spent[release].status, spent[release].method) == ("spent", "dp-mlp"), summary
+
+
+def _first_scheduled_run(url: str, deployment_id: str, runner: subprocess.Popen[bytes],
+                         log: Path, timeout: float = 300) -> dict[str, Any]:
+    """The deployment's first run to end (the server's scheduler creates them; ``runner``,
+    the served process or a worker, runs them), waited for up to ``timeout`` seconds: up
+    to a minute for a one-minute cron to come, then the run. ``log`` is the runner's."""
+    start = time.time()
+    deadline = start + timeout
+    while True:
+        runs = _api(url, "/flow_runs/filter", {
+            "flow_runs": {"deployment_id": {"any_": [deployment_id]}},
+            "sort": "EXPECTED_START_TIME_ASC", "limit": 5})
+        ended = [r for r in runs if r["state_type"] in FINAL]
+        if ended:
+            return dict(ended[0])
+        assert runner.poll() is None, log.read_text()[-3000:]
+        # The scheduler schedules a new or changed deployment within seconds.
+        assert runs or time.time() < start + 90, (
+            f"the server's scheduler created no run of {DEPLOYMENT} within 90 s")
+        assert time.time() < deadline, (
+            f"no scheduled run of {DEPLOYMENT} ended within {timeout:g} s; runs: "
+            f"{[(r['name'], r['state_name']) for r in runs]}")
+        time.sleep(1)

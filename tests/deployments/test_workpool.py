@@ -2,11 +2,14 @@
 as written, against a real Prefect server: ``prefect work-pool create dpgnn --type
 process``, ``prefect deploy --prefect-file deployments/prefect.yaml --name private-retrain``
 from the repository root with ``DPGNN_RETRAIN_DATASET`` set, ``prefect worker start
---pool dpgnn`` started in another folder, and a triggered run that completes, spends budget
-and leaves its summary in its flow run's log.
+--pool dpgnn`` started in another folder, and ``prefect deployment schedule create ...
+--cron '* * * * *'``: within the next minute the server's scheduler creates a run that
+nobody triggers, the worker runs it, and it completes, spends budget and leaves its summary
+in its flow run's log. With SQLAlchemy 2.1.x, Prefect 3.8.8's scheduler created no run.
 
-The server is the test process's own (``prefect_api_url``). The two ``prefect`` commands
-that only talk to it (``work-pool create``, ``deploy``) run in this process, through
+The server is ``dpgnn server start``'s, scheduler on (``scheduling_server``). The
+``prefect`` commands that only talk to it (``work-pool create``, ``deploy``, ``deployment
+schedule create``) run in this process, through
 Prefect's own command line (its ``deploy`` imports the flow's module: 10 s more as a
 process); the worker, and the flow run's process it starts, are real processes: the worker
 runs in its own session, and it and everything it started are stopped at the end, whatever
@@ -28,7 +31,13 @@ from typing import Any
 
 import pytest
 
-from tests.deployments.test_retrain import _api, _clean_env, _delete_deployments, _prefect
+from tests.deployments.test_retrain import (
+    _api,
+    _clean_env,
+    _delete_deployments,
+    _first_scheduled_run,
+    _prefect,
+)
 from tests.flows.test_servers import _ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -74,14 +83,14 @@ def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
-                                       prefect_api_url: str,
+                                       on_server: str,
                                        seeded_mlflow: Callable[[Path], bool],
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     from dpgnn_core.budget import BudgetStore
 
     seeded_mlflow(fresh_home)  # the flow run's MLflow store, already migrated
-    url, ds = prefect_api_url, tmp_path / "ds"
+    url, ds = on_server, tmp_path / "ds"
     _ingest(ds, {})
     env = {**_clean_env(fresh_home), "PREFECT_API_URL": url}
     monkeypatch.chdir(ROOT)  # `prefect deploy` from the repository root
@@ -91,7 +100,8 @@ def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
     (pool,) = _api(url, "/work_pools/filter", {"work_pools": {"name": {"any_": ["dpgnn"]}}})
     assert pool["type"] == "process", out
     out = _prefect(["deploy", "--prefect-file", "deployments/prefect.yaml",
-                    "--name", "private-retrain"], capsys)
+                    "--name", "private-retrain", "--param", f"spec={json.dumps(SPEC)}"],
+                   capsys)
     assert "dpgnn-retrain/private-retrain" in out
     (dep,) = _api(url, "/deployments/filter", {"deployments": {"name": {
         "any_": ["private-retrain"]}}})
@@ -103,25 +113,26 @@ def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
     elsewhere = tmp_path / "elsewhere"  # the worker's own folder is not the checkout
     elsewhere.mkdir()
     with _worker(env, elsewhere, tmp_path / "worker.log") as worker:
-        run = _api(url, f"/deployments/{dep['id']}/create_flow_run",
-                   {"parameters": {"spec": SPEC}})
-        deadline = time.time() + 420
-        while (got := _api(url, f"/flow_runs/{run['id']}"))["state_type"] not in FINAL:
-            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-            assert time.time() < deadline, got["state_name"]
-            time.sleep(1)
+        _prefect(["deployment", "schedule", "create", "dpgnn-retrain/private-retrain",
+                  "--cron", "* * * * *", "--timezone", "UTC"], capsys)
+        got = _first_scheduled_run(url, dep["id"], worker, tmp_path / "worker.log")
         assert got["state_type"] == "COMPLETED", (
             got["state"], (tmp_path / "worker.log").read_text()[-4000:])
-        summary = ""
+        summary, deadline = "", time.time() + 60
         while not summary and time.time() < deadline:  # the process flushes its logs
-            summary = next((r["message"] for r in _logs(url, run["id"])
+            summary = next((r["message"] for r in _logs(url, got["id"])
                             if "new release" in r["message"]), "")
             time.sleep(0.5)
+    # Nobody triggered it: the schedule created it, for a whole minute.
+    assert got["auto_scheduled"] is True and got["created_by"]["type"] == "SCHEDULE"
+    assert got["expected_start_time"].endswith(":00Z"), got["expected_start_time"]
 
     # The release was charged to the dataset's budget in the worker's project home.
     store = BudgetStore(fresh_home / "budget.sqlite")
     sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
-    (record,) = store.summary(store.resolve(sha)).records
+    records = {r.release_id: r for r in store.summary(store.resolve(sha)).records}
+    record = records[summary.split()[2].rstrip(":")] if summary else None
+    assert record is not None, "no summary in the flow run's log"
     assert (record.status, record.method) == ("spent", "dp-mlp")
     # Its summary, in the flow run's log: the release, its ε, the odometer, the MLflow run.
     assert summary.startswith(f"new release {record.release_id}: dp-mlp on "), summary

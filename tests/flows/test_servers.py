@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -69,10 +71,19 @@ def _cli(home: Path, args: list[str]) -> Any:
 
 
 def _post(url: str, body: dict[str, Any]) -> Any:
+    """POST ``body`` as JSON; the answer's JSON. Retried on 503, as Prefect's own client
+    does: a server answers 503 while its SQLite database is locked by another writer (its
+    services, just after its start), the request's transaction rolled back."""
     req = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
+    for attempt in range(6):
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 503 or attempt == 5:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
 
 
 def _mlflow_server(tmp_path: Path, env: dict[str, str],
@@ -212,6 +223,96 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
     assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
     if not _gone_within(lambda: os.killpg(info["pgid"], 0), 30, every=0.2):
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
+
+
+#: A browser for the UI test: Debian's ``chromium`` (``apt-get install chromium``) or another
+#: Chromium build under its usual names.
+CHROMIUM = next((c for c in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(c)), None)
+
+
+def _browse(url: str, profile: Path, until: Callable[[str], bool], screenshot: Path,
+            timeout: float = 90.0) -> str:
+    """The text of the page at ``url`` in headless Chromium, read (DevTools protocol,
+    ``Runtime.evaluate``) every half second until ``until(text)`` holds or ``timeout``
+    seconds pass; a screenshot of it then goes to ``screenshot``. A single-page app draws
+    its pages by script after its API calls: ``--dump-dom --virtual-time-budget`` dumped
+    some before the run list had arrived, on a loaded machine, one load in two."""
+    import base64
+    import re
+
+    from websockets.sync.client import connect
+
+    assert CHROMIUM is not None
+    log = profile.with_name(f"{profile.name}.log")  # a file: a full pipe would stall it
+    with log.open("wb") as out:
+        proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                                 f"--user-data-dir={profile}", "--window-size=1400,900",
+                                 "--remote-debugging-port=0", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not (found := re.search(r"DevTools listening on ws://[\d.]+:(\d+)/",
+                                      log.read_text(errors="replace"))):
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        targets = _get(f"http://127.0.0.1:{found.group(1)}/json/list")
+        page = next(t for t in targets if t["type"] == "page")
+        with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
+            calls = iter(range(1, 1 << 30))
+
+            def call(method: str, **params: Any) -> dict[str, Any]:
+                n = next(calls)
+                ws.send(json.dumps({"id": n, "method": method, "params": params}))
+                while (msg := json.loads(ws.recv(timeout=60))).get("id") != n:
+                    pass  # an event: none is enabled, but skip any
+                return dict(msg.get("result", {}))
+
+            call("Page.navigate", url=url)
+            deadline, text = time.time() + timeout, ""
+            while not until(text) and time.time() < deadline:
+                time.sleep(0.5)
+                text = call("Runtime.evaluate", returnByValue=True,
+                            expression="document.body ? document.body.innerText : ''"
+                            )["result"].get("value", "")
+            shot = call("Page.captureScreenshot", format="png")["data"]
+            screenshot.write_bytes(base64.b64decode(shot))
+        return text
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # our Chromium's session only
+        proc.wait(timeout=30)
+
+
+def test_the_ui_talks_to_the_server_that_serves_it(tmp_path: Path, fresh_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dpgnn server start --port P`` with its UI: ``/ui-settings`` names the API on port
+    P (it named 127.0.0.1:4200, and the UI said "Can't connect to Server API"), and in
+    headless Chromium the flow runs page shows a run recorded on the server."""
+    for k in [k for k in os.environ if k.startswith("PREFECT_")]:
+        monkeypatch.delenv(k)  # a user's environment; PREFECT_UI_ENABLED unset: the UI is on
+    monkeypatch.setenv("PREFECT_API_BLOCKS_REGISTER_ON_START", "false")  # the copy has them
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    start = _cli(fresh_home, ["start", "--port", str(port)])
+    assert start.exit_code == 0, start.output
+    try:
+        assert _get(f"{base}/ui-settings")["api_url"] == f"{base}/api"
+        flow = _post(f"{base}/api/flows/", {"name": "ui-check"})
+        name = f"ui-run-{os.getpid()}-{port}"
+        _post(f"{base}/api/flow_runs/", {"flow_id": flow["id"], "name": name,
+                                         "state": {"type": "COMPLETED", "name": "Completed"}})
+        if CHROMIUM is None:
+            pytest.skip("no Chromium to open the UI in (apt-get install chromium); "
+                        "/ui-settings was checked")
+        page = _browse(f"{base}/runs", tmp_path / "chromium",
+                       lambda text: name in text or "Can't connect" in text,
+                       screenshot=tmp_path / "ui-runs.png")
+    finally:
+        stop = _cli(fresh_home, ["stop"])
+    assert stop.exit_code == 0, stop.output
+    # the page's text (its screenshot: tmp_path / "ui-runs.png")
+    assert "Can't connect" not in page, page[-3000:]
+    assert name in page and "ui-check" in page, page[-3000:]
 
 
 def _gone_within(signal_0: Callable[[], None], seconds: float, every: float) -> bool:
