@@ -52,6 +52,17 @@ class ReleaseRecords:
             db.execute("UPDATE releases SET release_id=COALESCE(release_id, ?), created=?, "
                        "updated=? WHERE id=? AND covers IS NOT NULL",
                        (release_id, when, when, record_id))
+            # a dataset version the selection's reservation registered is dated now too
+            # (BudgetStore._register's ``pending``), and so is its log line
+            r = db.execute("SELECT budget_id, dataset_sha256 FROM releases WHERE id=?",
+                           (record_id,)).fetchone()
+            if r is not None:
+                db.execute("UPDATE datasets SET first_seen=? WHERE sha256=? AND "
+                           "first_seen IS NULL", (when, r["dataset_sha256"]))
+                db.execute("UPDATE budgets SET updated=? WHERE budget_id=? AND updated IS "
+                           "NULL", (when, r["budget_id"]))
+                db.execute("UPDATE log SET time=? WHERE budget_id=? AND time IS NULL",
+                           (when, r["budget_id"]))
 
     def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
         """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""

@@ -466,7 +466,9 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
         out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
                                  "remaining": {u: summary.remaining(u) for u in by_unit},
                                  "protected": sorted(summary.filter),
-                                 "filter_used": {u: f.fits for u, f in summary.filter.items()}}
+                                 "filter_used": {u: math.inf if summary.void_since
+                                                 is not None else f.fits  # void: no bound
+                                                 for u, f in summary.filter.items()}}
     return out
 
 
@@ -500,6 +502,8 @@ def _remaining(unit: str, remaining: float, budget: dict[str, Any]) -> str:
         return f"{unit}: not protected"
     if unit not in used:
         return f"{unit}: {remaining:.4g}"
+    if math.isinf(used[unit]):  # a release without privacy: the filter bounds nothing
+        return f"{unit}: none (VOID: no guarantee since a release without privacy)"
     return (f"{unit}: {remaining:.4g} post hoc (filter at {100 * used[unit]:.4g} % of its "
             "bound; the filter, not the post hoc figure, decides admission)")
 

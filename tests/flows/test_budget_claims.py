@@ -1,0 +1,149 @@
+"""What `dpgnn budget` may claim (issue 48 §3, issue 52 §4): a budget set after releases
+says it covers the releases from then on only, a meaningless δ is refused, a void guarantee
+shows no finite figure, and a private selection's reservation dates nothing before its
+release moment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dpgnn_core.budget import BudgetStore, Charge
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.privacy import GaussianEvent, Ledger
+from tests.flows.clirunner import CliRunner
+
+runner = CliRunner()
+
+
+def _dataset(tmp_path: Path, seed: int) -> tuple[str, str]:
+    write_dataset(csbm(num_nodes=100, seed=seed), tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    return str(tmp_path / "ds"), sha
+
+
+def _cli(tmp_path: Path, *args: str) -> Any:
+    from flows.cli import app
+
+    return runner.invoke(app, ["--home", str(tmp_path / "home"), *args])
+
+
+def _spend(sha: str, z: float, run: str) -> int:
+    from tasks.budget import store
+
+    s = store()
+    rid = s.reserve(sha, "ds", None, Charge(Ledger().add(
+        GaussianEvent(noise_multiplier=z, count=2, level="edge"))), method="gap-edp",
+        run_id=run, delta=1e-5, epsilon=None)
+    s.mark_spent(rid)
+    return rid
+
+
+def test_a_budget_set_after_releases_covers_the_releases_from_then_on(tmp_path: Path
+                                                                       ) -> None:
+    """Issue 48 §3: a budget set after releases on a dataset without one claimed "the
+    filter fixed before the epoch's first release" at 407 % used. It now says which
+    releases it covers (those after the last one before it), and still counts the
+    earlier ones in admission."""
+    from dpgnn_core.budget import BudgetExceeded
+    from tasks.budget import store
+
+    ds, sha = _dataset(tmp_path, 71)
+    assert _cli(tmp_path, "budget", "show").exit_code == 0  # the home exists
+    last = _spend(sha, 0.6, "a")  # a large release, no budget yet
+    r = _cli(tmp_path, "budget", "set", ds, "--epsilon", "1", "--delta", "1e-5")
+    assert r.exit_code == 0, r.output
+    r = _cli(tmp_path, "budget", "show", ds)
+    assert "fixed before the epoch's first release" not in r.output
+    (line,) = [ln for ln in r.output.splitlines() if "guarantee of epoch 0" in ln]
+    assert f"for the releases after release {last} only" in line
+    assert "after 1 release(s) of this epoch, which no guarantee covers" in line
+    out = json.loads(_cli(tmp_path, "budget", "show", ds, "--json").output)
+    g = out["datasets"][0]["guarantee"]
+    assert g["fixed_before_first_release"] is False and g["covers_releases_after"] == last
+    try:  # admission still counts the earlier release: nothing more fits
+        _spend(sha, 50.0, "b")
+        raise AssertionError("admitted")
+    except BudgetExceeded:
+        pass
+    # A budget set before any release is fixed in advance, and says so.
+    ds2, sha2 = _dataset(tmp_path / "other", 72)
+    assert _cli(tmp_path, "budget", "set", ds2, "--epsilon", "5",
+                "--delta", "1e-5").exit_code == 0
+    _spend(sha2, 4.0, "c")
+    r = _cli(tmp_path, "budget", "show", ds2)
+    assert "(the filter fixed before the epoch's first release)" in r.output
+    # a reset starts an epoch whose next budget is fixed before its releases again
+    assert _cli(tmp_path, "budget", "reset", ds, "--yes").exit_code == 0
+    s = store()
+    assert s.summary(s.resolve(sha)).budget.covers_from is None
+
+
+def test_budget_set_refuses_a_delta_of_at_least_one_over_n_train(tmp_path: Path) -> None:
+    """Issue 48 §3 (a bar): `budget set --delta 0.5` was accepted. Refused as `run`
+    refuses δ ≥ 1/N_train, in one line naming the value, nothing stored; accepted with
+    --allow-large-delta, which the log records."""
+    from tasks.budget import store
+
+    ds, sha = _dataset(tmp_path, 73)
+    n = json.loads((Path(ds) / "manifest.json").read_text())["split_counts"]["train"]
+    for delta in ("0.5", f"{1.0 / n:.17g}"):
+        r = _cli(tmp_path, "budget", "set", ds, "--epsilon", "1", "--delta", delta)
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"error: --delta {float(delta):g} >= 1/N_train = 1/{n}")
+        assert "--allow-large-delta" in line
+    assert store().budget_id(sha) is None  # nothing stored
+    r = _cli(tmp_path, "budget", "set", ds, "--epsilon", "1", "--delta", "0.5",
+             "--allow-large-delta")
+    assert r.exit_code == 0, r.output
+    s = store()
+    log = s.summary(s.resolve(sha)).log
+    assert "allowed by --allow-large-delta" in log[-1]["detail"]
+
+
+def test_a_void_guarantee_shows_no_finite_filter_figure(tmp_path: Path) -> None:
+    """Issue 52 §4: after an allowed non-private release, `budget show` printed the
+    filter's finite "24.52 % of its bound used" beside VOID; the JSON and the MLflow tag
+    did too."""
+    from tasks import budget as tb
+
+    ds, sha = _dataset(tmp_path, 74)
+    assert _cli(tmp_path, "budget", "set", ds, "--epsilon", "20",
+                "--delta", "1e-5").exit_code == 0
+    _spend(sha, 4.0, "a")
+    before = _cli(tmp_path, "budget", "show", ds).output
+    assert "% of its bound used" in before  # a finite guarantee: its reading
+    tb.admit_non_private({"content_sha256": sha, "name": "ds", "path": ds}, "gcn",
+                         allowed=True)
+    r = _cli(tmp_path, "budget", "show", ds)
+    assert "VOID" in r.output and "% of its bound" not in r.output, r.output
+    out = json.loads(_cli(tmp_path, "budget", "show", ds, "--json").output)
+    units = out["datasets"][0]["filter"]["units"]
+    assert units and all(u["used"] == "inf" for u in units.values())
+    tag = tb.budget_tags(tb.odometer(sha, "edge"))["dpgnn.dataset_budget"]
+    assert "% of its bound" not in tag and "VOID" in tag
+
+
+def test_a_selection_dates_the_dataset_it_registers_at_its_release(tmp_path: Path) -> None:
+    """Issue 52 §4: `versions[].first_seen` was written when a private selection's
+    reservation registered the dataset, before any candidate trained: with the release
+    time, it revealed the selection's duration (its secret K)."""
+    s = BudgetStore(tmp_path / "budget.sqlite")
+    sha = "ab" * 32
+    rid = s.reserve(sha, "toy", None, Charge(fixed=(1.0, 1e-6, "node", "add_remove")),
+                    method="m (private selection)", run_id="run:tuning:tok", delta=1e-6,
+                    epsilon=1.0, covers=["K1"])
+    s.mark_spent(rid)
+    (v,) = s.summary(sha).datasets
+    assert v["first_seen"] is None  # not dated before the release moment
+    s.attach_selected(rid, "rel", at="2030-01-01T00:00:00+00:00")
+    summary = s.summary(sha)
+    assert summary.datasets[0]["first_seen"] == "2030-01-01T00:00:00+00:00"
+    assert summary.records[0].created == "2030-01-01T00:00:00+00:00"
+    # a plain run registers (and dates) its dataset at once
+    s.reserve("cd" * 32, "toy2", None, Charge(fixed=(1.0, 1e-6, "node", "add_remove")),
+              method="m", run_id="r2", delta=1e-6, epsilon=1.0)
+    assert s.summary("cd" * 32).datasets[0]["first_seen"] is not None
