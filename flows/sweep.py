@@ -47,6 +47,7 @@ from tasks.budget import (
     UnitNotBounded,
     account_after,
     admit_non_private,
+    admit_unaccounted,
     admit_units,
     odometer,
 )
@@ -245,9 +246,11 @@ def admitted(ds: Any, pts: list[Any], allow_non_private_release: bool
             refused |= {key(p): e for p in pts if p.method == method}
     for p in pts:
         if key(p) not in refused:
-            try:
+            try:  # an unaccounted use (--log-raw-loss, ...) is a non-private release too
+                allowed |= admit_unaccounted(ds, p.method, p.spec,
+                                             allowed=allow_non_private_release)
                 admit_units(ds, p.method, release_levels(p.spec))
-            except UnitNotBounded as e:
+            except (UnitNotBounded, NonPrivateRefused) as e:
                 refused[key(p)] = e
     return (allowed, [refused_row(p, refused[key(p)]) for p in pts if key(p) in refused],
             [p for p in pts if key(p) not in refused])

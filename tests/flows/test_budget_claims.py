@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dpgnn_core.budget import BudgetStore, Charge
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
@@ -147,3 +149,87 @@ def test_a_selection_dates_the_dataset_it_registers_at_its_release(tmp_path: Pat
     s.reserve("cd" * 32, "toy2", None, Charge(fixed=(1.0, 1e-6, "node", "add_remove")),
               method="m", run_id="r2", delta=1e-6, epsilon=1.0)
     assert s.summary("cd" * 32).datasets[0]["first_seen"] is not None
+
+
+UNACCOUNTED = [["--log-raw-loss"], ["--clip-percentile", "75"], ["--select-on-validation"]]
+
+
+def test_unaccounted_uses_on_a_budgeted_dataset_are_refused_before_prefect(
+        tmp_path: Path, started: list[dict[str, Any]]) -> None:
+    """Issue 48 §3 (a bar for --log-raw-loss): on a budgeted dataset, --log-raw-loss,
+    --clip-percentile and --select-on-validation read private data without noise and were
+    admitted while `budget show` kept its finite ε. Each is refused in one line before
+    Prefect starts, unless --allow-non-private-release; nothing is recorded then. On a
+    dataset without a budget they run as before."""
+    from tasks.budget import store
+    from tests.flows.conftest import FlowStarted
+
+    ds, sha = _dataset(tmp_path, 75)
+    run = ["run", "dp-gcn", "--dataset", ds, "--epsilon", "4", "--steps", "2"]
+    r = _cli(tmp_path, *run, "--log-raw-loss")  # no budget: admitted
+    assert isinstance(r.exception, FlowStarted), r.output
+    assert _cli(tmp_path, "budget", "set", ds, "--epsilon", "8",
+                "--delta", "1e-5").exit_code == 0
+    for extra in UNACCOUNTED:
+        r = _cli(tmp_path, *run, *extra)
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith("error: dataset csbm-n100-s75 has a privacy budget")
+        assert extra[0] in line
+        assert "--allow-non-private-release" in line and "Nothing was trained" in line
+    assert len(started) == 1
+    s = store()
+    assert all(r.status != "non-private" for r in s.summary(s.resolve(sha)).records)
+    r = _cli(tmp_path, *run, "--log-raw-loss", "--allow-non-private-release")
+    assert isinstance(r.exception, FlowStarted), r.output
+    assert started[-1]["allow_non_private_release"] is True
+
+
+def test_an_allowed_unaccounted_use_is_recorded_and_voids_the_guarantee(tmp_path: Path
+                                                                         ) -> None:
+    """With --allow-non-private-release, the flows record the use as a release without
+    privacy (:func:`tasks.budget.admit_unaccounted`): `budget show` and the MLflow tags
+    read VOID from then on."""
+    from dpgnn_core.specs import DpgnnSpec
+    from tasks import budget as tb
+
+    ds, sha = _dataset(tmp_path, 76)
+    assert _cli(tmp_path, "budget", "set", ds, "--epsilon", "8",
+                "--delta", "1e-5").exit_code == 0
+    ref = {"content_sha256": sha, "name": "ds", "path": ds}
+    spec = DpgnnSpec(epsilon=4.0, clip_percentile=75.0)
+    assert tb.admit_unaccounted(ref, "dp-gcn", DpgnnSpec(epsilon=4.0), allowed=False) == {}
+    try:
+        tb.admit_unaccounted(ref, "dp-gcn", spec, allowed=False)
+        raise AssertionError("admitted")
+    except tb.NonPrivateRefused as e:
+        assert "--clip-percentile" in str(e)
+    tags = tb.admit_unaccounted(ref, "dp-gcn", spec, allowed=True)
+    assert "recorded in the odometer" in tags["dpgnn.non_private_release"]
+    s = tb.store()
+    (rec,) = [r for r in s.summary(s.resolve(sha)).records if r.status == "non-private"]
+    assert "--clip-percentile" in rec.note
+    r = _cli(tmp_path, "budget", "show", ds)
+    assert f"VOID: no guarantee since release {rec.id}" in r.output
+    reading = tb.odometer(sha, "node")
+    assert reading["dataset_epsilon_spent"] == float("inf")
+    assert "no guarantee since release" in tb.budget_tags(reading)[
+        "dpgnn.dataset_epsilon_spent"]
+
+
+@pytest.mark.slow
+def test_the_pipeline_refuses_an_unaccounted_use_for_a_python_caller(
+        tmp_path: Path, prefect_api_url: str) -> None:
+    """The flow checks again (a deployment or a Python caller runs no CLI pre-flight):
+    refused before anything trains, nothing recorded but the budget."""
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.pipeline import pipeline
+    from tasks import budget as tb
+
+    ds, sha = _dataset(tmp_path, 77)
+    assert _cli(tmp_path, "budget", "set", ds, "--epsilon", "8",
+                "--delta", "1e-5").exit_code == 0
+    with pytest.raises(tb.NonPrivateRefused, match="--log-raw-loss"):
+        pipeline(spec=DpMlpSpec(epsilon=4.0, steps=2, log_raw_loss=True), dataset=ds)
+    s = tb.store()
+    assert s.summary(s.resolve(sha)).records == []
