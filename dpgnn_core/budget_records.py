@@ -64,6 +64,20 @@ class ReleaseRecords:
                 db.execute("UPDATE log SET time=? WHERE budget_id=? AND time IS NULL",
                            (when, r["budget_id"]))
 
+    def give_back_selection(self, record_id: int, note: str) -> bool:
+        """Give back a private selection's record that named no release: the selection
+        was stopped (Ctrl-C) before its release moment, so nothing of it was published
+        (its candidates are the curator's only, and a later selection trains its own,
+        fresh). The caller gives back only the records its selection has not named yet
+        (:meth:`attach_selected`, which a K = 0 selection calls with no release); a
+        record named a release is never given back."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE releases SET status='released-unused', note=TRIM(COALESCE(note, '') "
+                "|| ' ' || ?), updated=? WHERE id=? AND covers IS NOT NULL AND release_id IS "
+                "NULL AND status IN ('reserved','spent')", (note, _now(), record_id))
+            return cur.rowcount == 1
+
     def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
         """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""
         if not flow_run:

@@ -429,12 +429,30 @@ class TaskGate:
                                       f"{type(error).__name__}: {error}"[:500])
 
 
+#: The gates of this process's tasks now running (:func:`give_back_live`).
+_LIVE: set[TaskGate] = set()
+
+
+def give_back_live(why: str) -> None:
+    """The process is about to end at once (``os._exit``: the Prefect server died, the disk
+    filled up): give back the reservation of every running task that released nothing yet,
+    as a failure would (issue 48 §4: such a run was charged again on its rerun). A task
+    that trained a step keeps its reservation, which its checkpoint carries to the rerun.
+    Best effort: a store that cannot be written leaves the reservation counted."""
+    for gate in list(_LIVE):
+        try:
+            gate.failed(RuntimeError(why))
+        except Exception:  # ending anyway; counted is the safe side
+            log.warning("could not give back reservation %s", gate.record_id)
+
+
 @contextmanager
 def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None
              ) -> Iterator[TaskGate]:
     """Install a :class:`TaskGate` around a task's core call; a failure before the first
     release gives the reservation back. ``owner``: see :class:`TaskGate`."""
     gate = TaskGate(dataset, method, spec, owner)
+    _LIVE.add(gate)
     with release_gate.gated(gate):
         try:
             yield gate
@@ -442,6 +460,7 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = No
             gate.failed(e)
             raise
         finally:
+            _LIVE.discard(gate)
             gate.close()
 
 
