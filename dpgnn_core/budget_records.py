@@ -122,6 +122,19 @@ class ReleaseRecords:
         record still ``reserved`` can be given back."""
         return self._set(record_id, "released-unused", only_from=("reserved",), note=note)
 
+    def released_plan(self, sha256: str, plan_key: str) -> tuple[int, str] | None:
+        """(record id, release id) of a counted release of plan ``plan_key`` (a dataset's
+        content and a whole spec) in the dataset's current epoch, the latest; None when
+        there is none (a private selection's record names its candidates otherwise)."""
+        with self._tx(write=False) as db:
+            hit = db.execute(
+                "SELECT r.id, r.release_id FROM releases r JOIN budgets b ON "
+                "b.budget_id=r.budget_id AND b.epoch=r.epoch WHERE r.dataset_sha256=? AND "
+                "r.plan_key=? AND r.release_id IS NOT NULL AND r.covers IS NULL AND "
+                "r.status IN ('reserved','spent') ORDER BY r.id DESC LIMIT 1",
+                (sha256, plan_key)).fetchone()
+            return (int(hit["id"]), str(hit["release_id"])) if hit else None
+
     def known_release(self, sha256: str, release_id: str) -> bool:
         """Whether ``release_id`` is already recorded (counted) for this dataset's budget."""
         with self._tx(write=False) as db:

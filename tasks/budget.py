@@ -168,6 +168,18 @@ def admit_unaccounted(dataset: Mapping[str, Any], method: str, spec: Any, *,
         f"{method} with {'; '.join(uses)}: no privacy event covers that"))
 
 
+def _in_cached_task() -> bool:
+    """Whether this code runs in a Prefect task that may hit its cache (not one run with
+    ``refresh_cache``: ``--refresh``, a private selection's candidate, a retraining)."""
+    try:
+        from prefect.context import TaskRunContext
+
+        ctx = TaskRunContext.get()
+    except Exception:  # outside Prefect (a library caller): no cache to lose
+        return False
+    return ctx is not None and not getattr(ctx.task, "refresh_cache", False)
+
+
 def _checkpointer() -> Any:
     """The enclosing training's checkpointer, if any (imported late: it needs torch)."""
     from dpgnn_core.training import checkpoint
@@ -293,8 +305,29 @@ class TaskGate:
         if found is not None:  # GAP's earlier stage in this run, or a private selection
             self.record_id, self.adopted = found, True
         elif not self._resume():  # a resumed checkpoint's reservation: charged once
+            self._refuse_remake()
             self._reserve(ledger, info)
         self._carry()
+
+    def _refuse_remake(self) -> None:
+        """Inside a cached task that was not asked to recompute (no ``--refresh``), a plan
+        the odometer already recorded as released means its cached result is gone (the
+        cache and the artifacts moved or deleted, or another code version's cache):
+        training it again would be a new release, charged again, without a word (issue 48
+        §4). Refused (:class:`LostReleaseError`) before anything is reserved."""
+        if not _in_cached_task():
+            return
+        hit = self.store.released_plan(self.ds["content_sha256"], self.key)
+        if hit is None:
+            return
+        record, release = hit
+        raise LostReleaseError(
+            f"{self.method}: this spec was already released on dataset {self.ds['name']} "
+            f"(odometer record {record}, release {release[:12]}) but its cached result is "
+            "missing (the cache or the artifacts under the project home moved or deleted, "
+            "or a cache of another code version): training it again would be a new release "
+            "with fresh noise, charged again to the dataset's budget. Nothing was trained. "
+            "Restore the cache, or rerun with --refresh to spend it again")
 
     def _reserve(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         charge, eps, note = self._charge(ledger, info)

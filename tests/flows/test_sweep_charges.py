@@ -99,3 +99,42 @@ def test_a_selection_stopped_before_its_release_gives_its_record_back(tmp_path: 
     assert "stopped (Ctrl-C) before its release moment" in by_id[second].note
     with selections_stopped([selection]):  # no Ctrl-C: nothing given back
         pass
+
+
+@pytest.mark.slow
+def test_a_plan_released_before_whose_cache_is_gone_is_refused_not_retrained(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48 §4: with `.dpgnn/cache` and `.dpgnn/artifacts` moved away, a rerun missed
+    the cache, retrained silently and was charged again (the README promises not). The
+    gate finds the plan's release in the odometer and refuses before reserving; --refresh
+    spends it again. A lost cache looks to the task like another code version's cache,
+    which is what this test changes."""
+    import json
+
+    import tasks._cache
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.synthetic import csbm
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import LostReleaseError, store
+
+    write_dataset(csbm(num_nodes=200, seed=78), tmp_path / "ds")
+    ds = str(tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    spec = DpMlpSpec(epsilon=2.0, steps=3, batch_size=40, hidden=8, device="cpu",
+                     accountant="rdp")
+    first = pipeline(spec=spec, dataset=ds, explain_graphs=0)
+    s = store()
+
+    def spent() -> list[int]:
+        return [r.id for r in s.summary(s.resolve(sha)).records if r.status == "spent"]
+
+    assert len(spent()) == 1
+    version = tasks._cache.code_version()
+    monkeypatch.setattr(tasks._cache, "code_version", lambda: version + "-cache-gone")
+    with pytest.raises(LostReleaseError, match="already released .* --refresh"):
+        pipeline(spec=spec, dataset=ds, explain_graphs=0)
+    assert len(spent()) == 1  # refused before any charge
+    again = pipeline(spec=spec, dataset=ds, refresh=True, explain_graphs=0)
+    assert again["release"].startswith("new release") and len(spent()) == 2
+    assert first["release"] != again["release"]
