@@ -233,3 +233,32 @@ def test_the_pipeline_refuses_an_unaccounted_use_for_a_python_caller(
         pipeline(spec=DpMlpSpec(epsilon=4.0, steps=2, log_raw_loss=True), dataset=ds)
     s = tb.store()
     assert s.summary(s.resolve(sha)).records == []
+
+
+def test_a_symmetric_edge_list_ingested_as_directed_is_warned_about(tmp_path: Path
+                                                                     ) -> None:
+    """Issue 48 §3: a symmetric edge list ingested as CSV without --undirected was
+    recorded as directed without a word (and DP-GNN's --level node, sound only on directed
+    graphs, then admitted). The ingest warns, naming the flag; not with --undirected, nor
+    for an edge list that is not symmetric."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("node_id,label,f0\n" + "".join(f"{i},{i % 2},{i * 0.1}\n"
+                                                    for i in range(40)))
+    pairs = [(i, (i + 1) % 40) for i in range(40)] + [(i, (i + 7) % 40) for i in range(40)]
+    sym = tmp_path / "sym.csv"
+    sym.write_text("src,dst\n" + "".join(f"{u},{v}\n{v},{u}\n" for u, v in pairs))
+    one_way = tmp_path / "one_way.csv"
+    one_way.write_text("src,dst\n" + "".join(f"{u},{v}\n" for u, v in pairs))
+
+    def ingest(edges: Path, out: str, *extra: str) -> Any:
+        r = _cli(tmp_path, "ingest", "--format", "csv", "--source", str(edges),
+                 "--nodes", str(nodes), "--out", str(tmp_path / out), *extra)
+        assert r.exit_code == 0, r.output
+        return [ln for ln in r.output.splitlines() if ln.startswith("warning:")]
+
+    (line,) = ingest(sym, "a")
+    assert f"the edge list {sym} is symmetric" in line and "--undirected" in line
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["directed"] is True  # recorded as asked, and said
+    assert ingest(sym, "b", "--undirected") == []
+    assert ingest(one_way, "c") == []
