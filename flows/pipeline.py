@@ -15,7 +15,8 @@ from prefect import flow, get_run_logger
 from dpgnn_core.specs import AnySpec, IngestSpec
 from dpgnn_core.methods.preflight import release_levels
 from flows.explain_twin import explain_with_twin, plan_twin
-from tasks.budget import account_after, admit_non_private, admit_unaccounted, admit_units
+from tasks.budget import account_after, admit_non_private, admit_units
+from tasks.unaccounted import admit_unaccounted
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest

@@ -48,10 +48,10 @@ from tasks.budget import (
     UnitNotBounded,
     account_after,
     admit_non_private,
-    admit_unaccounted,
     admit_units,
     odometer,
 )
+from tasks.unaccounted import admit_unaccounted
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested

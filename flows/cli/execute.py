@@ -140,7 +140,7 @@ def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
     :func:`tasks.budget.admit_non_private`)."""
     if allowed:
         return
-    from tasks.budget import admit_unaccounted
+    from tasks.unaccounted import admit_unaccounted
 
     ds = {"content_sha256": manifest.get("content_sha256", ""),
           "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}

@@ -192,19 +192,20 @@ def test_an_allowed_unaccounted_use_is_recorded_and_voids_the_guarantee(tmp_path
     read VOID from then on."""
     from dpgnn_core.specs import DpgnnSpec
     from tasks import budget as tb
+    from tasks import unaccounted as tu
 
     ds, sha = _dataset(tmp_path, 76)
     assert _cli(tmp_path, "budget", "set", ds, "--epsilon", "8",
                 "--delta", "1e-5").exit_code == 0
     ref = {"content_sha256": sha, "name": "ds", "path": ds}
     spec = DpgnnSpec(epsilon=4.0, clip_percentile=75.0)
-    assert tb.admit_unaccounted(ref, "dp-gcn", DpgnnSpec(epsilon=4.0), allowed=False) == {}
+    assert tu.admit_unaccounted(ref, "dp-gcn", DpgnnSpec(epsilon=4.0), allowed=False) == {}
     try:
-        tb.admit_unaccounted(ref, "dp-gcn", spec, allowed=False)
+        tu.admit_unaccounted(ref, "dp-gcn", spec, allowed=False)
         raise AssertionError("admitted")
     except tb.NonPrivateRefused as e:
         assert "--clip-percentile" in str(e)
-    tags = tb.admit_unaccounted(ref, "dp-gcn", spec, allowed=True)
+    tags = tu.admit_unaccounted(ref, "dp-gcn", spec, allowed=True)
     assert "recorded in the odometer" in tags["dpgnn.non_private_release"]
     s = tb.store()
     (rec,) = [r for r in s.summary(s.resolve(sha)).records if r.status == "non-private"]

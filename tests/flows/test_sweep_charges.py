@@ -132,7 +132,7 @@ def test_a_plan_released_before_whose_cache_is_gone_is_refused_not_retrained(
     assert len(spent()) == 1
     version = tasks._cache.code_version()
     monkeypatch.setattr(tasks._cache, "code_version", lambda: version + "-cache-gone")
-    with pytest.raises(LostReleaseError, match="already released .* --refresh"):
+    with pytest.raises(LostReleaseError, match=r"already released .* --refresh"):
         pipeline(spec=spec, dataset=ds, explain_graphs=0)
     assert len(spent()) == 1  # refused before any charge
     again = pipeline(spec=spec, dataset=ds, refresh=True, explain_graphs=0)
