@@ -46,6 +46,7 @@ import numpy as np
 
 from dpgnn_core.budget_change import admission_state as _state
 from dpgnn_core.budget_change import decide, describe
+from dpgnn_core.budget_graphs import SameGraphBudgets, folder_fingerprint
 from dpgnn_core.budget_records import STATUSES, ReleaseRecords, _now
 from dpgnn_core.budget_report import (
     Budget,
@@ -86,7 +87,7 @@ COUNTED = ("reserved", "spent")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets(
     sha256 TEXT PRIMARY KEY, budget_id TEXT NOT NULL, name TEXT, path TEXT,
-    first_seen TEXT);
+    first_seen TEXT, graph TEXT);
 CREATE TABLE IF NOT EXISTS budgets(
     budget_id TEXT PRIMARY KEY, name TEXT, epsilon REAL, delta REAL,
     epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT, guarantee TEXT,
@@ -113,7 +114,7 @@ def owner() -> str:
 
 
 
-class BudgetStore(ReleaseRecords, CarriedReservations):
+class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
     """The odometer of every dataset under a project home.
 
     Args:
@@ -131,7 +132,7 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             for table, col in (("budgets", "filter"), ("budgets", "guarantee"),
-                               ("budgets", "covers_from"),
+                               ("budgets", "covers_from"), ("datasets", "graph"),
                                ("releases", "carrier")):  # a store from before them
                 if col not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {col} TEXT")
@@ -198,8 +199,9 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
                                "first_seen LIMIT 1", (str(path),)).fetchone()
             if prior:
                 budget_id = str(prior["budget_id"])
-        db.execute("INSERT INTO datasets VALUES (?,?,?,?,?)",
-                   (sha256, budget_id, name, str(path) if path else None, when))
+        db.execute("INSERT INTO datasets VALUES (?,?,?,?,?,?)",
+                   (sha256, budget_id, name, str(path) if path else None, when,
+                    folder_fingerprint(str(path) if path else None, sha256)))
         db.execute("INSERT OR IGNORE INTO budgets(budget_id, name, epoch, updated) "
                    "VALUES (?,?,0,?)", (budget_id, name, when))
         if budget_id != sha256:

@@ -99,16 +99,53 @@ def _check_delta(folder: str | None, delta: float, allowed: bool) -> str:
         "the runs' default) or pass --allow-large-delta, which the budget's log records")
 
 
+def same_graph_elsewhere(found: list[tuple[Path, dict[str, Any]]]) -> dict[Path, list[str]]:
+    """For ``dpgnn datasets``: per dataset folder, the other folders listed and the budgets
+    of the store that hold the same graph (edges and features; issue 48 §3), each named by
+    its folder (or name) and budget id. Reads the store only when it exists."""
+    from dpgnn_core.budget import default_store_path
+    from dpgnn_core.budget_graphs import graph_fingerprint
+    from dpgnn_core.home import project_dir
+
+    prints = {p: graph_fingerprint(m) for p, m in found}
+    path = default_store_path(project_dir())
+    store = _store() if path.is_file() else None
+    out: dict[Path, list[str]] = {}
+    for p, fp in prints.items():
+        if fp is None:
+            continue
+        mine = str(p.resolve())
+        others = {str(q.resolve()): str(q) for q, g in prints.items() if g == fp and q != p}
+        if store is not None:
+            for b in store.budgets_of_graph(fp):
+                if b["path"] != mine:
+                    others.setdefault(b["path"] or b["name"],
+                                      f"{b['path'] or b['name']} (budget "
+                                      f"{b['budget_id'][:12]})")
+        if others:
+            out[p] = sorted(others.values())
+    return out
+
+
+#: What a budget shares with another of the same graph (``budget show``, ``datasets``).
+SAME_GRAPH = ("the same graph (edges and features) has another privacy budget: the "
+              "releases of both compose, and neither budget counts the other's "
+              "(docs/privacy.md, \"Other rules\")")
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else ("inf" if math.isinf(x) else f"{x:.4g}")
 
 
-def _print(summary: Any) -> None:
+def _print(summary: Any, same: list[dict[str, Any]] | None = None) -> None:
     from dpgnn_core.budget import UNIT_WORDS
 
     b = summary.budget
     typer.echo(f"{b.name}  (budget id {b.budget_id[:12]}, {len(summary.datasets)} "
                f"version{'s' if len(summary.datasets) != 1 else ''})")
+    if same:
+        typer.echo(f"  same graph: {SAME_GRAPH}: " + "; ".join(
+            f"{o['path'] or o['name']} (budget id {o['budget_id'][:12]})" for o in same))
     typer.echo("  budget: " + (f"ε = {b.epsilon:g} at δ = {b.delta:g} per protected unit"
                                + (f" (protected: {', '.join(b.filter.units)})"
                                   if b.filter is not None and b.filter.units else
@@ -254,9 +291,10 @@ def show(
         store = _store()
         ids = [_budget_of(store, dataset)] if dataset else store.budget_ids()
         summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
+        same = [store.same_graph(i) for i in ids]
         out: dict[str, Any] = {"store": str(store.path), "datasets": [
-            {**s.to_dict(), **({"note": POST_HOC} if s.spent else {})}
-            for s in summaries]}
+            {**s.to_dict(), **({"note": POST_HOC} if s.spent else {}), "same_graph": o}
+            for s, o in zip(summaries, same, strict=True)]}
         if plot:
             from dpgnn_core import plots
 
@@ -276,8 +314,8 @@ def show(
         return
     if not summaries:
         typer.echo(f"no dataset in {store.path} yet (no private run, no budget set)")
-    for s in summaries:
-        _print(s)
+    for s, o in zip(summaries, same, strict=True):
+        _print(s, o)
     if plot:
         typer.echo(f"plot: {out['plot']}")
 

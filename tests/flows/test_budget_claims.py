@@ -263,3 +263,47 @@ def test_a_symmetric_edge_list_ingested_as_directed_is_warned_about(tmp_path: Pa
     assert manifest["directed"] is True  # recorded as asked, and said
     assert ingest(sym, "b", "--undirected") == []
     assert ingest(one_way, "c") == []
+
+
+def test_budgets_of_the_same_graph_are_listed(tmp_path: Path) -> None:
+    """Issue 48 §3: re-ingesting the same graph with another split seed into a new folder
+    starts a fresh budget without a word. `budget show` and `dpgnn datasets` now list the
+    other budgets (and folders) whose graph has the same edges and features."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("node_id,label,f0\n" + "".join(f"{i},{i % 2},{i * 0.1}\n"
+                                                    for i in range(40)))
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,dst\n" + "".join(f"{i},{(i + 3) % 40}\n" for i in range(40)))
+    root = tmp_path / "data"
+    shas = []
+    for folder, seed in (("a", "0"), ("b", "1")):
+        r = _cli(tmp_path, "ingest", "--format", "csv", "--source", str(edges), "--nodes",
+                 str(nodes), "--out", str(root / folder), "--seed", seed)
+        assert r.exit_code == 0, r.output
+        shas.append(json.loads((root / folder / "manifest.json").read_text())
+                    ["content_sha256"])
+    assert shas[0] != shas[1]  # another split: another content, another budget
+    r = _cli(tmp_path, "datasets", str(root))
+    notes = [ln for ln in r.output.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 2 and all("same graph (edges and features)" in n for n in notes)
+    assert str(root / "b") in notes[0] and str(root / "a") in notes[1]
+    from tasks.budget import store
+
+    s = store()
+    for sha, folder in zip(shas, ("a", "b"), strict=True):
+        s.mark_spent(s.reserve(sha, folder, str((root / folder).resolve()), Charge(
+            Ledger().add(GaussianEvent(noise_multiplier=4.0, level="edge"))),
+            method="gap-edp", run_id=folder, delta=1e-5, epsilon=None))
+    r = _cli(tmp_path, "budget", "show", str(root / "a"))
+    (line,) = [ln for ln in r.output.splitlines() if "same graph:" in ln]
+    assert str((root / "b").resolve()) in line and s.resolve(shas[1])[:12] in line
+    out = json.loads(_cli(tmp_path, "budget", "show", str(root / "b"), "--json").output)
+    (other,) = out["datasets"][0]["same_graph"]
+    assert other["budget_id"] == s.resolve(shas[0])
+    # another graph: not listed
+    edges.write_text("src,dst\n" + "".join(f"{i},{(i + 5) % 40}\n" for i in range(40)))
+    assert _cli(tmp_path, "ingest", "--format", "csv", "--source", str(edges), "--nodes",
+                str(nodes), "--out", str(root / "c")).exit_code == 0
+    r = _cli(tmp_path, "datasets", str(root))
+    assert not any(str(root / "c") in ln for ln in r.output.splitlines()
+                   if ln.startswith("note:"))
