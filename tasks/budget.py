@@ -222,8 +222,12 @@ class TaskGate:
     """
 
     def __init__(self, dataset: DatasetRef, method: str, spec: Any,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, *, trains_on_it: bool = True) -> None:
         self.ds = dataset
+        # The plan key names the budget's dataset and the spec; a training on other data
+        # charged to it (an audit's canary datasets) shares the key of a run on the
+        # dataset itself, so only a training on the dataset checks for a lost release.
+        self.trains_on_it = trains_on_it
         self.method = method
         self.key = plan_key(dataset, spec)
         self.owner = owner
@@ -277,7 +281,7 @@ class TaskGate:
         cache and the artifacts moved or deleted, or another code version's cache):
         training it again would be a new release, charged again, without a word (issue 48
         §4). Refused (:class:`LostReleaseError`) before anything is reserved."""
-        if not _in_cached_task():
+        if not self.trains_on_it or not _in_cached_task():
             return
         hit = self.store.released_plan(self.ds["content_sha256"], self.key)
         if hit is None:
@@ -442,11 +446,12 @@ def give_back_live(why: str) -> None:
 
 
 @contextmanager
-def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None
-             ) -> Iterator[TaskGate]:
+def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None, *,
+             trains_on_it: bool = True) -> Iterator[TaskGate]:
     """Install a :class:`TaskGate` around a task's core call; a failure before the first
-    release gives the reservation back. ``owner``: see :class:`TaskGate`."""
-    gate = TaskGate(dataset, method, spec, owner)
+    release gives the reservation back. ``owner``, ``trains_on_it`` (False: the training
+    data is not ``dataset`` itself): see :class:`TaskGate`."""
+    gate = TaskGate(dataset, method, spec, owner, trains_on_it=trains_on_it)
     _LIVE.add(gate)
     with release_gate.gated(gate):
         try:
