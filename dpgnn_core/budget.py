@@ -40,11 +40,13 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dpgnn_core.budget_change import admission_state as _state
 from dpgnn_core.budget_change import decide, describe
+from dpgnn_core.budget_graphs import SameGraphBudgets, folder_fingerprint
 from dpgnn_core.budget_records import STATUSES, ReleaseRecords, _now
 from dpgnn_core.budget_report import (
     Budget,
@@ -85,10 +87,11 @@ COUNTED = ("reserved", "spent")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets(
     sha256 TEXT PRIMARY KEY, budget_id TEXT NOT NULL, name TEXT, path TEXT,
-    first_seen TEXT);
+    first_seen TEXT, graph TEXT);
 CREATE TABLE IF NOT EXISTS budgets(
     budget_id TEXT PRIMARY KEY, name TEXT, epsilon REAL, delta REAL,
-    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT, guarantee TEXT);
+    epoch INTEGER NOT NULL DEFAULT 0, updated TEXT, filter TEXT, guarantee TEXT,
+    covers_from TEXT);
 CREATE TABLE IF NOT EXISTS releases(
     id INTEGER PRIMARY KEY AUTOINCREMENT, budget_id TEXT NOT NULL,
     dataset_sha256 TEXT NOT NULL, epoch INTEGER NOT NULL, created TEXT, updated TEXT,
@@ -111,7 +114,7 @@ def owner() -> str:
 
 
 
-class BudgetStore(ReleaseRecords, CarriedReservations):
+class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
     """The odometer of every dataset under a project home.
 
     Args:
@@ -129,6 +132,7 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             for table, col in (("budgets", "filter"), ("budgets", "guarantee"),
+                               ("budgets", "covers_from"), ("datasets", "graph"),
                                ("releases", "carrier")):  # a store from before them
                 if col not in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN {col} TEXT")
@@ -179,23 +183,31 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
     # --- datasets and budgets
 
     def _register(self, db: sqlite3.Connection, sha256: str, name: str,
-                  path: str | None) -> str:
+                  path: str | None, pending: bool = False) -> str:
+        """Record a dataset version (inside the caller's transaction). ``pending``: a
+        private selection registers it at its reservation, before any candidate trains;
+        the version's ``first_seen`` (and the log line of a new version) are then left
+        undated until the selection's release moment (:meth:`attach_selected`): a time
+        taken now and the release's would together reveal its number of candidates."""
         row = db.execute("SELECT budget_id FROM datasets WHERE sha256=?", (sha256,)).fetchone()
         if row:
             return str(row["budget_id"])
+        when = None if pending else _now()
         budget_id = sha256
         if path:  # a new version of a folder already known shares that folder's budget
             prior = db.execute("SELECT budget_id FROM datasets WHERE path=? ORDER BY "
                                "first_seen LIMIT 1", (str(path),)).fetchone()
             if prior:
                 budget_id = str(prior["budget_id"])
-        db.execute("INSERT INTO datasets VALUES (?,?,?,?,?)",
-                   (sha256, budget_id, name, str(path) if path else None, _now()))
+        db.execute("INSERT INTO datasets VALUES (?,?,?,?,?,?)",
+                   (sha256, budget_id, name, str(path) if path else None, when,
+                    folder_fingerprint(str(path) if path else None, sha256)))
         db.execute("INSERT OR IGNORE INTO budgets(budget_id, name, epoch, updated) "
-                   "VALUES (?,?,0,?)", (budget_id, name, _now()))
+                   "VALUES (?,?,0,?)", (budget_id, name, when))
         if budget_id != sha256:
             self._log(db, budget_id, "new-version",
-                      f"{name} {sha256[:12]} at {path} shares the budget of this folder")
+                      f"{name} {sha256[:12]} at {path} shares the budget of this folder",
+                      when=when, dated=not pending)
         return budget_id
 
     def register(self, sha256: str, name: str, path: str | None = None) -> str:
@@ -203,9 +215,10 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
         with self._tx() as db:
             return self._register(db, sha256, name, path)
 
-    def _log(self, db: sqlite3.Connection, budget_id: str, action: str, detail: str) -> None:
+    def _log(self, db: sqlite3.Connection, budget_id: str, action: str, detail: str,
+             when: str | None = None, dated: bool = True) -> None:
         db.execute("INSERT INTO log(budget_id, time, action, detail) VALUES (?,?,?,?)",
-                   (budget_id, _now(), action, detail))
+                   (budget_id, (when or _now()) if dated else None, action, detail))
 
     def _budget(self, db: sqlite3.Connection, budget_id: str) -> Budget:
         r = db.execute("SELECT * FROM budgets WHERE budget_id=?", (budget_id,)).fetchone()
@@ -213,8 +226,9 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
             raise PrivacyError(f"no dataset {budget_id[:12]} in the budget store {self.path}")
         flt = Filter.from_dict(json.loads(r["filter"])) if r["filter"] else None
         g = Filter.from_dict(json.loads(r["guarantee"])) if r["guarantee"] else None
+        covers = json.loads(r["covers_from"]) if r["covers_from"] else None
         return Budget(r["budget_id"], r["name"], r["epsilon"], r["delta"], r["epoch"], flt,
-                      g if g != flt else None)
+                      g if g != flt else None, covers)
 
     def budget_id(self, sha256: str) -> str | None:
         with self._tx(write=False) as db:
@@ -255,16 +269,35 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
             change = decide(old, self._filter(db, old) if old.epsilon is not None else None,
                             flt, counted, started, replace)
             epoch = old.epoch + (change.kind == "replace")
+            covers = (old.covers_from if change.kind == "lower" else
+                      self._covers_from(db, bid, old.epoch) if change.kind == "set"
+                      and started else None)
             db.execute("UPDATE budgets SET epsilon=?, delta=?, filter=?, guarantee=?, "
-                       "epoch=?, updated=? WHERE budget_id=?",
+                       "epoch=?, updated=?, covers_from=? WHERE budget_id=?",
                        (epsilon, delta, json.dumps(change.admit.to_dict()),
-                        json.dumps(change.guarantee.to_dict()), epoch, _now(), bid))
+                        json.dumps(change.guarantee.to_dict()), epoch, _now(),
+                        json.dumps(covers) if covers else None, bid))
             units_note = (f"protected units {', '.join(change.admit.units)}; "
                           if change.admit.units else "")
-            self._log(db, bid, change.kind, describe(change, old, reason) + "; "
+            late = (f"; set after {covers['releases']} release(s) of epoch {old.epoch} "
+                    f"(the last: release {covers['after_release']}): its guarantee covers "
+                    "the releases from now on only; admission still counts the earlier "
+                    "ones" if covers and change.kind == "set" else "")
+            self._log(db, bid, change.kind, describe(change, old, reason) + late + "; "
                       + units_note + change.admit.describe())
             self._save_rdp(db)
             return self._budget(db, bid)
+
+    @staticmethod
+    def _covers_from(db: sqlite3.Connection, budget_id: str, epoch: int) -> dict[str, Any]:
+        """A budget set after the epoch's first release covers the releases from now on
+        only (issue 48 §3): when it was set, after which release, and how many came
+        before (counted or made without privacy)."""
+        r = db.execute("SELECT COUNT(*) AS n, MAX(id) AS last FROM releases WHERE "
+                       "budget_id=? AND epoch=? AND status IN ('reserved','spent',"
+                       "'non-private')", (budget_id, epoch)).fetchone()
+        return {"time": _now(), "after_release": int(r["last"] or 0),
+                "releases": int(r["n"] or 0)}
 
     @staticmethod
     def _void_since(db: sqlite3.Connection, budget_id: str, epoch: int) -> int | None:
@@ -293,8 +326,8 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
         with self._tx() as db:
             b = self._budget(db, budget_id)
             g = b.stated  # a lowered bound ends too: the new epoch's budget is fixed anew
-            db.execute("UPDATE budgets SET epoch=?, guarantee=NULL, updated=? WHERE "
-                       "budget_id=?", (b.epoch + 1, _now(), budget_id))
+            db.execute("UPDATE budgets SET epoch=?, guarantee=NULL, covers_from=NULL, "
+                       "updated=? WHERE budget_id=?", (b.epoch + 1, _now(), budget_id))
             ended = (f"; the guarantee of epoch {b.epoch} (ε = {g.epsilon:g} at δ = "
                      f"{g.delta:g}) ended here and covers its releases only"
                      if g is not None else "")
@@ -350,7 +383,7 @@ class BudgetStore(ReleaseRecords, CarriedReservations):
                 recorded).
         """
         with self._tx() as db:
-            bid = self._register(db, sha256, name, path)
+            bid = self._register(db, sha256, name, path, pending=bool(covers))
             b = self._budget(db, bid)
             if b.epsilon is not None and b.delta is not None and charge.units():
                 self._load_rdp(db)

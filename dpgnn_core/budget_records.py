@@ -52,6 +52,31 @@ class ReleaseRecords:
             db.execute("UPDATE releases SET release_id=COALESCE(release_id, ?), created=?, "
                        "updated=? WHERE id=? AND covers IS NOT NULL",
                        (release_id, when, when, record_id))
+            # a dataset version the selection's reservation registered is dated now too
+            # (BudgetStore._register's ``pending``), and so is its log line
+            r = db.execute("SELECT budget_id, dataset_sha256 FROM releases WHERE id=?",
+                           (record_id,)).fetchone()
+            if r is not None:
+                db.execute("UPDATE datasets SET first_seen=? WHERE sha256=? AND "
+                           "first_seen IS NULL", (when, r["dataset_sha256"]))
+                db.execute("UPDATE budgets SET updated=? WHERE budget_id=? AND updated IS "
+                           "NULL", (when, r["budget_id"]))
+                db.execute("UPDATE log SET time=? WHERE budget_id=? AND time IS NULL",
+                           (when, r["budget_id"]))
+
+    def give_back_selection(self, record_id: int, note: str) -> bool:
+        """Give back a private selection's record that named no release: the selection
+        was stopped (Ctrl-C) before its release moment, so nothing of it was published
+        (its candidates are the curator's only, and a later selection trains its own,
+        fresh). The caller gives back only the records its selection has not named yet
+        (:meth:`attach_selected`, which a K = 0 selection calls with no release); a
+        record named a release is never given back."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE releases SET status='released-unused', note=TRIM(COALESCE(note, '') "
+                "|| ' ' || ?), updated=? WHERE id=? AND covers IS NOT NULL AND release_id IS "
+                "NULL AND status IN ('reserved','spent')", (note, _now(), record_id))
+            return cur.rowcount == 1
 
     def recorded_in_run(self, sha256: str, release_id: str, flow_run: str) -> bool:
         """Whether ``release_id`` was paid for by a record of flow run ``flow_run``."""
@@ -96,6 +121,19 @@ class ReleaseRecords:
         """Give a reservation back: the run failed before releasing anything. Only a
         record still ``reserved`` can be given back."""
         return self._set(record_id, "released-unused", only_from=("reserved",), note=note)
+
+    def released_plan(self, sha256: str, plan_key: str) -> tuple[int, str] | None:
+        """(record id, release id) of a counted release of plan ``plan_key`` (a dataset's
+        content and a whole spec) in the dataset's current epoch, the latest; None when
+        there is none (a private selection's record names its candidates otherwise)."""
+        with self._tx(write=False) as db:
+            hit = db.execute(
+                "SELECT r.id, r.release_id FROM releases r JOIN budgets b ON "
+                "b.budget_id=r.budget_id AND b.epoch=r.epoch WHERE r.dataset_sha256=? AND "
+                "r.plan_key=? AND r.release_id IS NOT NULL AND r.covers IS NULL AND "
+                "r.status IN ('reserved','spent') ORDER BY r.id DESC LIMIT 1",
+                (sha256, plan_key)).fetchone()
+            return (int(hit["id"]), str(hit["release_id"])) if hit else None
 
     def known_release(self, sha256: str, release_id: str) -> bool:
         """Whether ``release_id`` is already recorded (counted) for this dataset's budget."""

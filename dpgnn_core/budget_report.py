@@ -85,6 +85,9 @@ class Budget:
     epoch: int
     filter: Filter | None = None  # registered at `budget set`
     guarantee: Filter | None = None  # None: the same as ``filter``
+    #: Set after the epoch's first release: ``{"time", "after_release", "releases"}``;
+    #: the guarantee covers the releases from ``time`` on only (None: fixed before them).
+    covers_from: dict[str, Any] | None = None
 
     @property
     def stated(self) -> Filter | None:
@@ -156,6 +159,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         b = self.budget
+        void = self.void_since is not None  # no finite guarantee: no finite "used" either
         return {"dataset": b.name, "budget_id": b.budget_id,
                 "budget": ({"epsilon": b.epsilon, "delta": b.delta}
                            if b.epsilon is not None else None),
@@ -164,7 +168,9 @@ class Summary:
                     "epsilon": b.stated.epsilon, "delta": b.stated.delta,
                     "lowered_to": ({"epsilon": b.epsilon, "delta": b.delta}
                                    if b.lowered else None),
-                    "void_since_release": self.void_since}),
+                    "void_since_release": self.void_since,
+                    "fixed_before_first_release": b.covers_from is None,
+                    "covers_releases_after": (b.covers_from or {}).get("after_release")}),
                 "delta": self.delta, "versions": self.datasets,
                 "spent": {u: {"epsilon": _finite(s.epsilon), "delta": s.delta,
                               "relations": list(s.relations), "composition": s.method,
@@ -173,7 +179,9 @@ class Summary:
                           for u, s in self.spent.items()},
                 "filter": (None if b.filter is None else {
                     **b.filter.to_dict(), "description": b.filter.describe(),
-                    "units": {u: {"admits_more": f.admits, "used": _finite(f.fits),
+                    "void_since_release": self.void_since,
+                    "units": {u: {"admits_more": f.admits,
+                                  "used": _finite(math.inf if void else f.fits),
                                   "used_by_order": [_finite(x) for x in f.used],
                                   "gdp_used": _finite(f.gdp), "note": f.note}
                               for u, f in self.filter.items()}}),

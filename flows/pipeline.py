@@ -16,6 +16,7 @@ from dpgnn_core.specs import AnySpec, IngestSpec
 from dpgnn_core.methods.preflight import release_levels
 from flows.explain_twin import explain_with_twin, plan_twin
 from tasks.budget import account_after, admit_non_private, admit_units
+from tasks.unaccounted import admit_unaccounted
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
@@ -84,6 +85,9 @@ def pipeline(
     np_tags: dict[str, str] = {}
     if getattr(spec, "epsilon", None) is None:
         np_tags = admit_non_private(ds, the_method.name, allowed=allow_non_private_release)
+    else:  # a private run that reads data without noise (--log-raw-loss, ...) is one too
+        np_tags = admit_unaccounted(ds, the_method.name, spec,
+                                    allowed=allow_non_private_release)
     admit_units(ds, the_method.name, release_levels(spec))  # a unit the run cannot bound
     twin_spec, twin_tags = plan_twin(the_method, spec, ds, explain_graphs,
                                      allowed=allow_non_private_release)

@@ -42,6 +42,7 @@ from dpgnn_core.sweeps import (
 )
 from flows import server
 from flows.sweep_rows import refused_row, trained_row
+from flows.sweep_tuning import selections_stopped
 from tasks.budget import (
     NonPrivateRefused,
     UnitNotBounded,
@@ -50,6 +51,7 @@ from tasks.budget import (
     admit_units,
     odometer,
 )
+from tasks.unaccounted import admit_unaccounted
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
@@ -245,9 +247,11 @@ def admitted(ds: Any, pts: list[Any], allow_non_private_release: bool
             refused |= {key(p): e for p in pts if p.method == method}
     for p in pts:
         if key(p) not in refused:
-            try:
+            try:  # an unaccounted use (--log-raw-loss, ...) is a non-private release too
+                allowed |= admit_unaccounted(ds, p.method, p.spec,
+                                             allowed=allow_non_private_release)
                 admit_units(ds, p.method, release_levels(p.spec))
-            except UnitNotBounded as e:
+            except (UnitNotBounded, NonPrivateRefused) as e:
                 refused[key(p)] = e
     return (allowed, [refused_row(p, refused[key(p)]) for p in pts if key(p) in refused],
             [p for p in pts if key(p) not in refused])
@@ -324,59 +328,61 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
     allowed, refused, pts = admitted(ds, pts, allow_non_private_release)
     train_t, eval_t = for_workers(train, refresh), for_workers(evaluate, refresh)
     tuning = None
-    if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
-        from flows.sweep_tuning import CURATOR_NOTE, PrivateSelection
+    held: list[Any] = []  # Ctrl-C before a selection's release gives its record back
+    with selections_stopped(held):
+        if sweep_spec.selection == "private":  # Papernot & Steinke: flows/sweep_tuning.py
+            from flows.sweep_tuning import CURATOR_NOTE, PrivateSelection
 
-        notes.append(CURATOR_NOTE)
+            notes.append(CURATOR_NOTE)
 
-        tuning = PrivateSelection.start(sweep_spec, ds, pts, for_workers(train), eval_t,
-                                        context)
-        pts = [p for p in pts if p.epsilon is None]  # the rest run as usual
-    submitted = []
-    for p in pts:
-        tf = train_t.submit(dataset=ds, spec=p.spec, context=context)
-        # a future as the model: Dask runs evaluate once train is done
-        submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf, context=context)))
-    from prefect.futures import as_completed
+            tuning = PrivateSelection.start(sweep_spec, ds, pts, for_workers(train), eval_t,
+                                            context, held)
+            pts = [p for p in pts if p.epsilon is None]  # the rest run as usual
+        submitted = []
+        for p in pts:
+            tf = train_t.submit(dataset=ds, spec=p.spec, context=context)
+            # a future as the model: Dask runs evaluate once train is done
+            submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf, context=context)))
+        from prefect.futures import as_completed
 
-    from tasks.progress import Progress
+        from tasks.progress import Progress
 
-    with Progress(f"sweep {sweep_spec.name}", len(submitted), unit="point") as shown:
-        for _ in as_completed([ef for _, _, ef in submitted]):
-            shown.advance()  # points done / total, in the order they finish
-    rows = list(refused)  # marked in the table; the sweep went on without them
-    for p, tf, ef in submitted:
-        try:
-            model: Any = tf.result()
-        except BudgetExceeded as e:  # the budget ran out: the sweep goes on without it
-            rows.append(refused_row(p, e))
-            continue
-        ev: Any = ef.result()
-        state = str(tf.state.name)
-        if not _intact(model):  # a cached artifact lost or changed
-            if private_release(model):  # remaking it would spend the budget again
-                raise lost_release(model)
-            model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
-                                                    context=context).result()
-            state = "Rebuilt"
-        if state == "Rebuilt" or not _intact(ev):
-            ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
-                                                    context=context).result()
-        rows.append(trained_row(p, model, ev, state))
-        report = report_of(model)
-        if report.private:  # a cached point re-used its release: recorded, no cost
-            account_after(ds, report, p.method, model.get("ledger"), reading=False)
-    best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
-    for b in best:
-        b["unaccounted"] = ([selection_note(b["candidates"])]
-                            if b["epsilon"] is not None and b["candidates"] > 1 else [])
-    out: dict[str, Any] = {}
-    if tuning is not None:  # only the selected candidates are released
-        selected = tuning.finish()
-        rows += selected["rows"]
-        best += selected["best"]
-        out["withheld"] = selected["withheld"]  # the curator's: never written or logged
-        out["release_time_ms"] = int(selected["released_at"].timestamp() * 1000)
+        with Progress(f"sweep {sweep_spec.name}", len(submitted), unit="point") as shown:
+            for _ in as_completed([ef for _, _, ef in submitted]):
+                shown.advance()  # points done / total, in the order they finish
+        rows = list(refused)  # marked in the table; the sweep went on without them
+        for p, tf, ef in submitted:
+            try:
+                model: Any = tf.result()
+            except BudgetExceeded as e:  # the budget ran out: the sweep goes on without it
+                rows.append(refused_row(p, e))
+                continue
+            ev: Any = ef.result()
+            state = str(tf.state.name)
+            if not _intact(model):  # a cached artifact lost or changed
+                if private_release(model):  # remaking it would spend the budget again
+                    raise lost_release(model)
+                model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
+                                                        context=context).result()
+                state = "Rebuilt"
+            if state == "Rebuilt" or not _intact(ev):
+                ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
+                                                        context=context).result()
+            rows.append(trained_row(p, model, ev, state))
+            report = report_of(model)
+            if report.private:  # a cached point re-used its release: recorded, no cost
+                account_after(ds, report, p.method, model.get("ledger"), reading=False)
+        best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
+        for b in best:
+            b["unaccounted"] = ([selection_note(b["candidates"])]
+                                if b["epsilon"] is not None and b["candidates"] > 1 else [])
+        out: dict[str, Any] = {}
+        if tuning is not None:  # only the selected candidates are released
+            selected = tuning.finish()
+            rows += selected["rows"]
+            best += selected["best"]
+            out["withheld"] = selected["withheld"]  # the curator's: never written or logged
+            out["release_time_ms"] = int(selected["released_at"].timestamp() * 1000)
     out["budget"] = odometer(ds["content_sha256"])  # the dataset's odometer after the sweep
     result = {"rows": rows, "best": best, "dataset": dict(ds),
               "folder": str(sweep_dir(sweep_spec, ds["content_sha256"])), "notes": notes,

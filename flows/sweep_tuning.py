@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,11 +86,21 @@ class PrivateSelection:
     submitted: list[tuple[TuningPlan, list[tuple[Draw, Point, Any, Any]]]] = field(
         default_factory=list)
     records: list[int] = field(default_factory=list)  # each plan's odometer record
+    attached: set[int] = field(default_factory=set)  # the records named at release
+
+    def stopped(self) -> None:
+        """Ctrl-C before the release moment: give back each record not yet named at its
+        release (nothing of that selection was published; a rerun trains and selects
+        afresh and is charged once). Issue 48 §4: the tuning was charged twice."""
+        for record in self.records:
+            if record not in self.attached:
+                store().give_back_selection(record, "stopped (Ctrl-C) before its release "
+                                            "moment: nothing of this selection released")
 
     @classmethod
     def start(cls, sweep_spec: SweepSpec, ds: Any, pts: list[Point],
-              train_task: Any, evaluate_task: Any, context: Any = None
-              ) -> PrivateSelection:
+              train_task: Any, evaluate_task: Any, context: Any = None,
+              held: list[Any] | None = None) -> PrivateSelection:
         """Plan every (private method, ε) (before anything trains), draw its candidates
         with a secret generator and submit them: ``train_task`` with ``refresh_cache``
         (each candidate a fresh training, never a cached one), then ``evaluate_task``,
@@ -107,6 +118,8 @@ class PrivateSelection:
             raise SelectionError(f"{ds['path']}: private selection needs validation records "
                                  f"(split_counts.val = {n_val})")
         self = cls(plans, n_val)
+        if held is not None:  # the flow's :func:`selections_stopped` (its records so far)
+            held.append(self)
         fresh = train_task.with_options(refresh_cache=True)
         for plan in plans:
             owner = new_owner()  # the candidates' token: only they adopt the record
@@ -156,6 +169,7 @@ class PrivateSelection:
         for (plan, cands), record in zip(self.submitted, self.records, strict=True):
             done = [self._candidate(plan, *c) for c in cands]
             if not done:  # Poisson K = 0: the mechanism releases nothing
+                self.attached.add(record)
                 store().attach_selected(record, None, at=when)
                 best.append(_nothing(plan))
                 continue
@@ -169,6 +183,7 @@ class PrivateSelection:
             _point, row, ledger, score, release = done[i]
             # the odometer names the released candidate; the record and the artifact are
             # dated at the release moment
+            self.attached.add(record)
             store().attach_selected(record, release or None, at=when)
             stamp_release(row["artifacts_dir"], at)
             row = {**row, "epsilon_spent": plan.epsilon, "delta": plan.delta}
@@ -243,6 +258,18 @@ def tuning_charge(plan: TuningPlan) -> Any:
     return Charge(curve=Curve(units[0], relations[0], tuple(float(o) for o in ORDERS),
                               tuple(float(v) for v in rdp), 0.0, plan.epsilon,
                               plan.delta))
+
+
+@contextmanager
+def selections_stopped(held: list[PrivateSelection]) -> Iterator[None]:
+    """Around a sweep's selections: on Ctrl-C, each selection in ``held`` gives back the
+    records it has not named at a release (:meth:`PrivateSelection.stopped`)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for selection in held:
+            selection.stopped()
+        raise
 
 
 def reserve_tuning(ds: Any, plan: TuningPlan, specs: list[Any], owner: str) -> int:

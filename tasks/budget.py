@@ -130,6 +130,18 @@ def admit_non_private(dataset: Mapping[str, Any], method: str, *, allowed: bool,
                                          f"in the odometer (record {rid})"}
 
 
+def _in_cached_task() -> bool:
+    """Whether this code runs in a Prefect task that may hit its cache (not one run with
+    ``refresh_cache``: ``--refresh``, a private selection's candidate, a retraining)."""
+    try:
+        from prefect.context import TaskRunContext
+
+        ctx = TaskRunContext.get()
+    except Exception:  # outside Prefect (a library caller): no cache to lose
+        return False
+    return ctx is not None and not getattr(ctx.task, "refresh_cache", False)
+
+
 def _checkpointer() -> Any:
     """The enclosing training's checkpointer, if any (imported late: it needs torch)."""
     from dpgnn_core.training import checkpoint
@@ -210,8 +222,12 @@ class TaskGate:
     """
 
     def __init__(self, dataset: DatasetRef, method: str, spec: Any,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, *, trains_on_it: bool = True) -> None:
         self.ds = dataset
+        # The plan key names the budget's dataset and the spec; a training on other data
+        # charged to it (an audit's canary datasets) shares the key of a run on the
+        # dataset itself, so only a training on the dataset checks for a lost release.
+        self.trains_on_it = trains_on_it
         self.method = method
         self.key = plan_key(dataset, spec)
         self.owner = owner
@@ -255,8 +271,29 @@ class TaskGate:
         if found is not None:  # GAP's earlier stage in this run, or a private selection
             self.record_id, self.adopted = found, True
         elif not self._resume():  # a resumed checkpoint's reservation: charged once
+            self._refuse_remake()
             self._reserve(ledger, info)
         self._carry()
+
+    def _refuse_remake(self) -> None:
+        """Inside a cached task that was not asked to recompute (no ``--refresh``), a plan
+        the odometer already recorded as released means its cached result is gone (the
+        cache and the artifacts moved or deleted, or another code version's cache):
+        training it again would be a new release, charged again, without a word (issue 48
+        §4). Refused (:class:`LostReleaseError`) before anything is reserved."""
+        if not self.trains_on_it or not _in_cached_task():
+            return
+        hit = self.store.released_plan(self.ds["content_sha256"], self.key)
+        if hit is None:
+            return
+        record, release = hit
+        raise LostReleaseError(
+            f"{self.method}: this spec was already released on dataset {self.ds['name']} "
+            f"(odometer record {record}, release {release[:12]}) but its cached result is "
+            "missing (the cache or the artifacts under the project home moved or deleted, "
+            "or a cache of another code version): training it again would be a new release "
+            "with fresh noise, charged again to the dataset's budget. Nothing was trained. "
+            "Restore the cache, or rerun with --refresh to spend it again")
 
     def _reserve(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         charge, eps, note = self._charge(ledger, info)
@@ -391,12 +428,31 @@ class TaskGate:
                                       f"{type(error).__name__}: {error}"[:500])
 
 
+#: The gates of this process's tasks now running (:func:`give_back_live`).
+_LIVE: set[TaskGate] = set()
+
+
+def give_back_live(why: str) -> None:
+    """The process is about to end at once (``os._exit``: the Prefect server died, the disk
+    filled up): give back the reservation of every running task that released nothing yet,
+    as a failure would (issue 48 §4: such a run was charged again on its rerun). A task
+    that trained a step keeps its reservation, which its checkpoint carries to the rerun.
+    Best effort: a store that cannot be written leaves the reservation counted."""
+    for gate in list(_LIVE):
+        try:
+            gate.failed(RuntimeError(why))
+        except Exception:  # ending anyway; counted is the safe side
+            log.warning("could not give back reservation %s", gate.record_id)
+
+
 @contextmanager
-def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None
-             ) -> Iterator[TaskGate]:
+def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None, *,
+             trains_on_it: bool = True) -> Iterator[TaskGate]:
     """Install a :class:`TaskGate` around a task's core call; a failure before the first
-    release gives the reservation back. ``owner``: see :class:`TaskGate`."""
-    gate = TaskGate(dataset, method, spec, owner)
+    release gives the reservation back. ``owner``, ``trains_on_it`` (False: the training
+    data is not ``dataset`` itself): see :class:`TaskGate`."""
+    gate = TaskGate(dataset, method, spec, owner, trains_on_it=trains_on_it)
+    _LIVE.add(gate)
     with release_gate.gated(gate):
         try:
             yield gate
@@ -404,6 +460,7 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = No
             gate.failed(e)
             raise
         finally:
+            _LIVE.discard(gate)
             gate.close()
 
 
@@ -466,7 +523,9 @@ def odometer(sha256: str, level: Any = None, relation: Any = None) -> dict[str, 
         out["dataset_budget"] = {"epsilon": b.epsilon, "delta": b.delta,
                                  "remaining": {u: summary.remaining(u) for u in by_unit},
                                  "protected": sorted(summary.filter),
-                                 "filter_used": {u: f.fits for u, f in summary.filter.items()}}
+                                 "filter_used": {u: math.inf if summary.void_since
+                                                 is not None else f.fits  # void: no bound
+                                                 for u, f in summary.filter.items()}}
     return out
 
 
@@ -500,10 +559,12 @@ def _remaining(unit: str, remaining: float, budget: dict[str, Any]) -> str:
         return f"{unit}: not protected"
     if unit not in used:
         return f"{unit}: {remaining:.4g}"
+    if math.isinf(used[unit]):  # a release without privacy: the filter bounds nothing
+        return f"{unit}: none (VOID: no guarantee since a release without privacy)"
     return (f"{unit}: {remaining:.4g} post hoc (filter at {100 * used[unit]:.4g} % of its "
             "bound; the filter, not the post hoc figure, decides admission)")
 
 
 __all__ = ["ALLOW_NON_PRIVATE_FLAG", "LostReleaseError", "NonPrivateRefused", "TaskGate",
            "account_after", "admit_non_private", "budget_tags", "flow_run_id", "gate_for",
-           "new_owner", "odometer", "plan_key", "store"]
+           "give_back_live", "new_owner", "odometer", "plan_key", "store"]

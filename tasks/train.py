@@ -164,7 +164,8 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
     # before any private computation (or refuses); the first step makes it spent.
     shown = Progress(method.name, total, unit=unit, mode="off") if candidate else \
         progress(unit, total, method.name, getattr(spec, "epsilon", None))
-    with gate_for(budget_dataset or dataset, method.name, spec, owner) as gate, shown, \
+    with gate_for(budget_dataset or dataset, method.name, spec, owner,
+                  trains_on_it=budget_dataset is None) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
         fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
         if candidate:

@@ -111,6 +111,21 @@ def is_symmetric(edge_index: npt.NDArray[np.int64], num_nodes: int) -> bool:
     return bool(fwd.shape == rev.shape and np.array_equal(fwd, rev))
 
 
+def symmetric_but_directed(edge_index: npt.NDArray[np.int64], num_nodes: int,
+                           undirected: bool, path: object) -> str | None:
+    """The ingest warning for an edge list in which every edge has its reverse, ingested
+    without ``--undirected``: it is recorded as directed, and a directed dataset admits
+    runs (DP-GNN's ``--level node``) whose guarantee only holds on directed graphs (issue
+    48 §3). None when ``undirected`` was given, or the list has no edge or is not
+    symmetric."""
+    if undirected or edge_index.shape[1] == 0 or not is_symmetric(edge_index, num_nodes):
+        return None
+    return (f"the edge list {path} is symmetric (every edge u->v also appears as v->u), "
+            "but --undirected was not given: the dataset is recorded as directed, which "
+            "admits levels sound only on directed graphs (DP-GNN's --level node). If the "
+            "graph is undirected, ingest it again with --undirected")
+
+
 def subgraph(
     keep: npt.NDArray[np.bool_], edge_index: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:

@@ -172,7 +172,7 @@ class PrivateSpec(Spec):
     batch_size: int | None = Field(None, ge=1)
     steps: int = Field(500, ge=1)
     lr: float = Field(3e-3, gt=0)
-    clip: float = Field(1.0, gt=0)
+    clip: float = Field(1.0, gt=0, allow_inf_nan=False)  # ∞: no clipping, no bound
     epsilon: float | None = Field(None, gt=0, allow_inf_nan=False)
     delta: float | None = Field(None, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "pld"

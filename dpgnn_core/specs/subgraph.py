@@ -4,6 +4,7 @@ model, its clipping, model selection), and its two families, DP-GNN
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -64,8 +65,9 @@ class SubgraphSpec(PrivateSpec):
         if self.layer_clips is not None:
             if self.clipping != "layerwise":
                 raise ValueError("layer_clips needs clipping='layerwise'")
-            if any(c <= 0 for c in self.layer_clips):
-                raise ValueError(f"layer_clips must be > 0, got {self.layer_clips}")
+            if not all(0 < c < math.inf for c in self.layer_clips):  # NaN fails too
+                raise ValueError(f"layer_clips must be finite and > 0, got "
+                                 f"{self.layer_clips}")
         return self
 
     def clip_norms(self) -> tuple[float, ...]:

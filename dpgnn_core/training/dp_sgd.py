@@ -184,7 +184,9 @@ def train_steps(
             if on_step is not None:
                 on_step(step, rec)
             stop = step < steps and checkpoint.stop_requested()
-            if ckpt is not None and step < steps and (ckpt.due() or stop):
+            # the first step is saved at once: from it on the run's reservation is spent
+            # and a rerun must resume it (charged once), however soon it was killed
+            if ckpt is not None and step < steps and (ckpt.due() or stop or step == 1):
                 ckpt.save(sig, {"step": step, "history": history,
                                 "model": {k: v.detach().cpu() for k, v in
                                           model.state_dict().items()},

@@ -138,12 +138,19 @@ def datasets(
         if problem:
             typer.secho(f"warning: {p}: {problem}; a run refuses it", fg=typer.colors.YELLOW,
                         err=True)
+    from flows.cli.budget import SAME_GRAPH, same_graph_elsewhere
+
+    same = same_graph_elsewhere(found)  # issue 48 §3: a budget per content, made visible
+    for p, others in same.items():
+        typer.secho(f"note: {p}: {SAME_GRAPH}: {'; '.join(others)}",
+                    fg=typer.colors.YELLOW, err=True)
     if as_json:
         for p, m in found:
             print(json.dumps({"path": str(p), **{k: m.get(k) for k in (
                 "name", "task", "num_nodes", "num_edges", "num_graphs", "feature_dim",
                 "num_classes", "split_counts", "content_sha256")},
-                **({"problem": problems[p]} if problems[p] else {})}))
+                **({"problem": problems[p]} if problems[p] else {}),
+                **({"same_graph": same[p]} if p in same else {})}))
         return
     if not found:
         typer.echo(f"no datasets under {root}")

@@ -73,16 +73,79 @@ def _budget_of(store: Any, key: str) -> str:
         return str(store.resolve(folder))
 
 
+def _check_delta(folder: str | None, delta: float, allowed: bool) -> str:
+    """Refuse a budget δ of at least 1/N_train, as ``dpgnn run`` refuses a run's
+    (:func:`dpgnn_core.methods.preflight.check_privacy`): publishing one training record at
+    random is (0, 1/N_train)-DP, so such a δ bounds nothing. N_train is read from the
+    dataset's manifest; a dataset known only to the store (its folder gone) is held to
+    δ < 1/2, which no dataset of two training records or more meets. Returns the note the
+    log records when ``allowed`` (``--allow-large-delta``) lets a large δ through."""
+    from dpgnn_core.errors import PrivacyError
+
+    manifest = Path(folder) / "manifest.json" if folder else None
+    n = 2
+    if manifest is not None and manifest.is_file():
+        n = int((json.loads(manifest.read_text()).get("split_counts") or {})
+                .get("train", 0)) or 2
+    if delta < 1.0 / n:
+        return ""
+    if allowed:
+        return f"δ = {delta:g} >= 1/N_train = 1/{n}, allowed by --allow-large-delta"
+    raise PrivacyError(
+        f"--delta {delta:g} >= 1/N_train = 1/{n} = {1.0 / n:.3g}"
+        + (f" ({manifest}: split_counts.train = {n})" if manifest is not None else "")
+        + ": publishing one training record at random is (0, 1/N_train)-DP, so this δ does "
+        f"not rule out leaking a record; use δ below {1.0 / (10 * n):.3g} (1/(10 N_train), "
+        "the runs' default) or pass --allow-large-delta, which the budget's log records")
+
+
+def same_graph_elsewhere(found: list[tuple[Path, dict[str, Any]]]) -> dict[Path, list[str]]:
+    """For ``dpgnn datasets``: per dataset folder, the other folders listed and the budgets
+    of the store that hold the same graph (edges and features; issue 48 §3), each named by
+    its folder (or name) and budget id. Reads the store only when it exists."""
+    from dpgnn_core.budget import default_store_path
+    from dpgnn_core.budget_graphs import graph_fingerprint
+    from dpgnn_core.home import project_dir
+
+    prints = {p: graph_fingerprint(m) for p, m in found}
+    path = default_store_path(project_dir())
+    store = _store() if path.is_file() else None
+    out: dict[Path, list[str]] = {}
+    for p, fp in prints.items():
+        if fp is None:
+            continue
+        mine = str(p.resolve())
+        others = {str(q.resolve()): str(q) for q, g in prints.items() if g == fp and q != p}
+        if store is not None:
+            for b in store.budgets_of_graph(fp):
+                if b["path"] != mine:
+                    others.setdefault(b["path"] or b["name"],
+                                      f"{b['path'] or b['name']} (budget "
+                                      f"{b['budget_id'][:12]})")
+        if others:
+            out[p] = sorted(others.values())
+    return out
+
+
+#: What a budget shares with another of the same graph (``budget show``, ``datasets``).
+SAME_GRAPH = ("the same graph (edges and features) has another privacy budget: the "
+              "releases of both compose, and neither budget counts the other's "
+              "(docs/privacy.md, \"Other rules\")")
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else ("inf" if math.isinf(x) else f"{x:.4g}")
 
 
-def _print(summary: Any) -> None:
+def _print(summary: Any, same: list[dict[str, Any]] | None = None) -> None:
     from dpgnn_core.budget import UNIT_WORDS
 
     b = summary.budget
     typer.echo(f"{b.name}  (budget id {b.budget_id[:12]}, {len(summary.datasets)} "
                f"version{'s' if len(summary.datasets) != 1 else ''})")
+    if same:
+        typer.echo(f"  same graph: {SAME_GRAPH}: " + "; ".join(
+            f"{o['path'] or o['name']} (budget id {o['budget_id'][:12]})" for o in same))
     typer.echo("  budget: " + (f"ε = {b.epsilon:g} at δ = {b.delta:g} per protected unit"
                                + (f" (protected: {', '.join(b.filter.units)})"
                                   if b.filter is not None and b.filter.units else
@@ -101,6 +164,8 @@ def _print(summary: Any) -> None:
         rem = rem if f is not None else None  # the budget bounds protected units only
         state = (" (not protected by the budget)" if f is None and b.epsilon is not None
                  else "" if f is None else
+                 "; filter: protected, VOID (bounds nothing since release "
+                 f"{summary.void_since})" if summary.void_since is not None else
                  f"; filter: protected, {_fmt(100 * f.fits)} % of its bound used"
                  + (f" ({f.note})" if f.note else ""))
         typer.echo(f"  spent on {unit} ({UNIT_WORDS.get(unit, unit)}): post hoc ε = "
@@ -139,8 +204,14 @@ def _print_guarantee(summary: Any) -> None:
     g = b.stated
     if g is None:
         return
+    late = b.covers_from
     line = (f"  guarantee of epoch {b.epoch}: ε = {g.epsilon:g} at δ = {g.delta:g} per "
-            "protected unit (the filter fixed before the epoch's first release)")
+            "protected unit " + (
+                "(the filter fixed before the epoch's first release)" if late is None else
+                f"for the releases after release {late['after_release']} only (the budget "
+                f"was set at {late['time']}, after {late['releases']} release(s) of this "
+                "epoch, which no guarantee covers: their post hoc ε is under spent; the "
+                "filter counts them too, so it admits less)"))
     if b.lowered:
         line += (f"; admission lowered within the epoch to ε = {b.epsilon:g} at δ = "
                  f"{b.delta:g} (runs need both filters; a bound chosen after seeing "
@@ -167,12 +238,18 @@ def set_(
         "fit is accepted.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     reason: Annotated[str, typer.Option(help="Why (recorded).")] = "",
+    allow_large_delta: Annotated[bool, typer.Option(
+        "--allow-large-delta", help="Accept a δ of at least 1/N_train, which does not rule "
+        "out leaking a whole record (refused otherwise, as `dpgnn run` refuses it; "
+        "recorded in the budget's log).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     from dpgnn_core.errors import DpgnnError
 
     try:
         sha, name, path = _dataset(dataset)
+        large = _check_delta(path, delta, allow_large_delta)
+        reason = "; ".join(x for x in (reason, large) if x)
         store = _store()
         if replace and not yes and not typer.confirm(
                 "replace the budget: the guarantee of its current epoch ends here and a new "
@@ -214,9 +291,10 @@ def show(
         store = _store()
         ids = [_budget_of(store, dataset)] if dataset else store.budget_ids()
         summaries = [store.summary(i, all_epochs=all_epochs) for i in ids]
+        same = [store.same_graph(i) for i in ids]
         out: dict[str, Any] = {"store": str(store.path), "datasets": [
-            {**s.to_dict(), **({"note": POST_HOC} if s.spent else {})}
-            for s in summaries]}
+            {**s.to_dict(), **({"note": POST_HOC} if s.spent else {}), "same_graph": o}
+            for s, o in zip(summaries, same, strict=True)]}
         if plot:
             from dpgnn_core import plots
 
@@ -236,8 +314,8 @@ def show(
         return
     if not summaries:
         typer.echo(f"no dataset in {store.path} yet (no private run, no budget set)")
-    for s in summaries:
-        _print(s)
+    for s, o in zip(summaries, same, strict=True):
+        _print(s, o)
     if plot:
         typer.echo(f"plot: {out['plot']}")
 

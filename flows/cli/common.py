@@ -169,9 +169,12 @@ def server_ready() -> None:
 def give_up(why: str) -> None:
     """End the command at once with one ``error:`` line (called from a watcher thread, and
     on an error raised by a full disk before the watcher saw it)."""
+    if "tasks.budget" in sys.modules:  # a training that released nothing: given back
+        sys.modules["tasks.budget"].give_back_live(f"ended: {why}")
     error(f"{why}; the run stops here. Nothing half-written is kept (every artifact is "
          "written atomically): rerun the same command once fixed (finished steps are "
-         "reused, training resumes from its last checkpoint)")
+         "reused; a training resumes from its checkpoint, kept from its first step on, "
+         "and is charged once; one that had not trained a step gave its reservation back)")
     sys.stderr.flush()
     os._exit(1)  # the flow's own end would wait minutes on a dead API or a full disk
 

@@ -140,6 +140,12 @@ def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
     :func:`tasks.budget.admit_non_private`)."""
     if allowed:
         return
+    from tasks.unaccounted import admit_unaccounted
+
+    ds = {"content_sha256": manifest.get("content_sha256", ""),
+          "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}
+    # a private run reading data without noise (--log-raw-loss, ...) is refused too
+    admit_unaccounted(ds, str(getattr(spec, "method", "")), spec, allowed=False)
     private = getattr(spec, "epsilon", None) is not None
     twin = private and bool(getattr(spec, "explains", False)) and explain_graphs > 0
     if private and not twin:
@@ -147,8 +153,6 @@ def refuse_non_private(spec: Any, dataset: Path, manifest: dict[str, Any],
     from flows.explain_twin import twin_note
     from tasks.budget import admit_non_private
 
-    ds = {"content_sha256": manifest.get("content_sha256", ""),
-          "name": manifest.get("name", dataset.name), "path": str(dataset.resolve())}
     method = str(getattr(spec, "method", "")) if not twin else \
         str(getattr(spec, "method", "")).removeprefix("dp-")
     admit_non_private(ds, method, allowed=False, what=twin_note(method) if twin else "")

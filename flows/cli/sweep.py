@@ -15,6 +15,23 @@ from typing import Annotated, Any
 import typer
 
 
+def same_sweep_lock(spec: Any, manifest: dict[str, Any]) -> Any:
+    """One sweep of ``spec`` on the dataset at a time in this home (issue 48 §4: the same
+    sweep launched twice at once trained and charged every point twice, and the second
+    then failed on the first's artifacts): the second waits, then reuses the first's
+    cached points (:func:`flows.runlock.same_run_lock`, as `dpgnn run` does)."""
+    from dpgnn_core.home import project_dir
+    from flows.runlock import lock_path, same_run_lock
+
+    def waiting(holder: str) -> None:
+        typer.echo(f"waiting for {holder}, which runs the same sweep on this dataset; its "
+                   "points are then reused from the cache (no second charge)", err=True)
+
+    lock = lock_path(project_dir(), str(manifest.get("content_sha256")),
+                     {"sweep": spec.model_dump(mode="json")})
+    return same_run_lock(lock, waiting)
+
+
 def sweep_command(
     spec_file: Annotated[Path, typer.Argument(help="A sweep spec (TOML, YAML or JSON).")],
     dask_address: Annotated[str | None, typer.Option(
@@ -96,8 +113,8 @@ def sweep_command(
     runner = task_runner(dask_address, workers)
     typer.echo(f"sweep {spec.name}: {len(pts)} points on "
                f"{dask_address or 'a local Dask cluster'}…", err=True)
-    with clilog.captured(project_dir()) as log, stdout_to_stderr(), \
-            clilog.workers_log_to(None if dask_address else log):
+    with same_sweep_lock(spec, manifest), clilog.captured(project_dir()) as log, \
+            stdout_to_stderr(), clilog.workers_log_to(None if dask_address else log):
         try:
             with server_watched():
                 result = sweep.with_options(task_runner=runner)(

@@ -147,3 +147,19 @@ def test_a_stop_request_ends_at_the_step_and_keeps_its_state(tmp_path: Path,
     assert ck.resumed_from == [stop_at]
     assert len(calls2) == steps - stop_at
     assert [r["step"] for r in hist] == list(range(1, steps + 1))
+
+
+def test_the_first_step_is_checkpointed_at_once(tmp_path: Path) -> None:
+    """Issue 48 §4: a run killed (its Prefect server killed) before its first periodic
+    checkpoint had spent its reservation and kept no checkpoint, so the rerun was a new
+    release, charged twice, while the error said it resumes. The first step is saved at
+    once, whatever the period: a rerun resumes from it (and adopts its reservation)."""
+    steps, clip = 10, Clipping((1.0,), (0.5,), 16.0)
+    model, opt, _, losses = _setup(0)
+    with checkpointing(tmp_path / "ck", every_seconds=3600), pytest.raises(Killed):
+        train_steps(model, opt, steps, losses, clipping=clip, generator=torch.Generator(),
+                    on_step=_kill_at(3))
+    model2, opt2, calls2, losses2 = _setup(1)
+    with checkpointing(tmp_path / "ck", every_seconds=3600) as ck:
+        train_steps(model2, opt2, steps, losses2, clipping=clip, generator=torch.Generator())
+    assert ck.resumed_from == [1] and len(calls2) == steps - 1

@@ -40,6 +40,10 @@ def _lines(text: str) -> list[str]:
     (["gap-ndp", "--epsilon", "4", "--max-degree", "2"], "exceeds it"),
     (["dp-gcn", "--epsilon", "4", "--level", "node"], "only sound on directed"),
     (["dp-mlp", "--epsilon", "inf"], "--epsilon inf: Input should be a finite number"),
+    # issue 48 §4: an infinite clipping norm trained, was charged, then failed evaluating
+    (["dp-mlp", "--epsilon", "4", "--clip", "inf"], "--clip inf: Input should be a finite"),
+    (["dp-gcn", "--epsilon", "4", "--clipping", "layerwise", "--layer-clips", "1,inf,1"],
+     "finite and > 0"),
     (["dp-mlp", "--epsilon", "4", "--delta", "1.5"], "--delta 1.5"),
     (["gap-ndp", "--epsilon", "4"], "degree bound"),
 ])

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpgnn_core.data.catalog import Loaded, Loader, LoadFn
-from dpgnn_core.data.clean import clean_edges, to_undirected
+from dpgnn_core.data.clean import clean_edges, symmetric_but_directed, to_undirected
 from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import TabularOptions
@@ -444,6 +444,9 @@ def load_tabular(
                      "self_loops_removed": counts["self_loops"] if remove_self_loops else 0,
                      "duplicates_removed": counts["duplicate_edges"] if dedupe else 0},
     }
+    symmetric = symmetric_but_directed(ei, n, undirected, edges)  # issue 48 §3
+    if symmetric:
+        meta["cleaning"]["warnings"] = [symmetric]
     return GraphData(name=name or nodes.name.split(".")[0], task="node", x=x, edge_index=ei,
                      y=y, split=split, num_classes=int(classes.shape[0]),
                      directed=not undirected, meta=meta)
