@@ -103,12 +103,14 @@ def same_graph_elsewhere(found: list[tuple[Path, dict[str, Any]]]) -> dict[Path,
     """For ``dpgnn datasets``: per dataset folder, the other folders listed and the budgets
     of the store that hold the same graph (edges and features; issue 48 §3), each named by
     its folder (or name) and budget id. Reads the store only when it exists."""
-    from dpgnn_core.budget import default_store_path
     from dpgnn_core.budget_graphs import graph_fingerprint
     from dpgnn_core.home import project_dir
 
     prints = {p: graph_fingerprint(m) for p, m in found}
-    path = default_store_path(project_dir())
+    # dpgnn_core.budget's default_store_path, spelled out: importing the budget module pulls
+    # in the accountants (SciPy, dp-accounting), which `dpgnn datasets` must not pay for a
+    # home without a budget store (tests/flows/test_cli.py).
+    path = project_dir() / "budget.sqlite"
     store = _store() if path.is_file() else None
     out: dict[Path, list[str]] = {}
     for p, fp in prints.items():
