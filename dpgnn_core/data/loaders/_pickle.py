@@ -70,6 +70,15 @@ class PlanetoidUnpickler(pickle.Unpickler):
             raise RefusedGlobal(module, name)
         if (module, name) == ("_codecs", "encode"):
             return _latin1_encode
+        if module.startswith("scipy.sparse"):  # the public name: no deprecation warning
+            import scipy.sparse
+
+            return getattr(scipy.sparse, name)
+        if module.startswith("numpy.core."):  # numpy 2 moved it to numpy._core
+            import numpy
+
+            if hasattr(numpy, "_core"):
+                module = module.replace("numpy.core.", "numpy._core.", 1)
         return super().find_class(module, name)
 
 
