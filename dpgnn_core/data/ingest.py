@@ -77,7 +77,7 @@ Span = Callable[[str, str], AbstractContextManager[object]]
 
 
 def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
-           span: Span | None = None) -> dict[str, Any]:
+           owned: bool = False, span: Span | None = None) -> dict[str, Any]:
     """Ingest ``spec`` into the dataset folder ``folder``: :func:`load_from_spec`, then
     :func:`~dpgnn_core.data.store.write_dataset` (atomically).
 
@@ -92,6 +92,9 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
         folder (str or Path): the dataset folder to write.
         overwrite (bool, optional): replace an existing dataset folder (the old one stays
             until the new one is complete). (default: :obj:`False`)
+        owned (bool, optional): ``folder`` is the project's own
+            (``$DPGNN_HOME/datasets/<name>-<key>``): with ``overwrite``, replaced whatever
+            it holds (a half-written one is ingested again). (default: :obj:`False`)
         span (callable, optional): ``span(stage, text)`` opens a context around each
             stage, ``"load"`` then ``"write"`` (a progress display; the command line's
             error message names the stage that failed). (default: :obj:`None`)
@@ -108,7 +111,7 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
 
     stage = span or (lambda _stage, _text: nullcontext())
     with ingest_lock(folder):
-        check_replaceable(folder, overwrite=overwrite)
+        check_replaceable(folder, overwrite=overwrite, owned=owned)
         with stage("load", f"loading {spec.format} data"):
             data = load_from_spec(spec)
         if spec.name is None and loader_of(spec.format).edge_table:
@@ -117,7 +120,7 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
             # a scheduled re-ingest of the folder) records the same spec and the same name.
             data = dataclasses.replace(data, name=Path(folder).resolve().name)
         with stage("write", f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
-            return write_dataset(data, folder, overwrite=overwrite)
+            return write_dataset(data, folder, overwrite=overwrite, owned=owned)
 
 
 def source_fingerprint(spec: IngestSpec) -> dict[str, str]:

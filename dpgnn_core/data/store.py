@@ -134,7 +134,7 @@ def _column(table: pa.Table, name: str, *, path: Path, dtype: pa.DataType) -> np
 
 
 def write_dataset(
-    data: GraphData, folder: str | Path, *, overwrite: bool = False
+    data: GraphData, folder: str | Path, *, overwrite: bool = False, owned: bool = False
 ) -> dict[str, Any]:
     """Validate ``data`` and write it as a dataset folder, atomically.
 
@@ -145,12 +145,15 @@ def write_dataset(
             one is complete); a file, or a folder that is not a dataset's, is never
             replaced (:func:`~dpgnn_core.data.target.check_replaceable`).
             (default: :obj:`False`)
+        owned (bool, optional): ``folder`` is the project's own, replaced whatever it
+            holds (:func:`~dpgnn_core.data.target.check_replaceable`).
+            (default: :obj:`False`)
 
     Returns:
         dict: the manifest that was written.
     """
     folder = Path(folder)
-    check_replaceable(folder, overwrite=overwrite)
+    check_replaceable(folder, overwrite=overwrite, owned=owned)
     validate_graph_data(data, path=folder)
     n = data.num_nodes
     with atomic_dir(folder, overwrite=overwrite) as tmp:

@@ -33,7 +33,9 @@ class NotADatasetError(DataError):
 
 
 def lock_file(folder: Path) -> Path:
-    """``.NAME.ingest.lock`` beside ``folder``: held by the ingest writing it."""
+    """``.NAME.ingest.lock`` beside ``folder`` (made absolute, so that ``.`` names its
+    folder): held by the ingest writing it."""
+    folder = Path(os.path.abspath(folder))
     return folder.with_name(f".{folder.name}.ingest.lock")
 
 
@@ -95,7 +97,7 @@ def ingest_lock(folder: str | Path) -> Iterator[None]:
         OSError: the lock file cannot be created (a read-only folder, a file in the way).
     """
     folder = Path(folder)
-    created = _make_parents(folder)
+    created = _make_parents(Path(os.path.abspath(folder)))
     try:
         with _locked(folder):
             yield
@@ -164,10 +166,12 @@ def _listing(names: list[str]) -> str:
     return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def check_replaceable(folder: str | Path, *, overwrite: bool) -> None:
+def check_replaceable(folder: str | Path, *, overwrite: bool, owned: bool = False) -> None:
     """Raise unless writing ``folder`` may replace what is there: nothing is, or
     ``overwrite`` is given and ``folder`` is a dataset folder (a ``manifest.json`` written
-    by ``dpgnn ingest``, and no file but those it lists) or an empty folder.
+    by ``dpgnn ingest``, and no file but those it lists) or an empty folder; or, when
+    ``owned`` (the project's own folder, ``$DPGNN_HOME/datasets/<name>-<key>``, which only
+    dpgnn writes), any folder: a half-written one is ingested again.
 
     Raises:
         TargetExistsError: ``folder`` exists and ``overwrite`` is false.
@@ -175,30 +179,30 @@ def check_replaceable(folder: str | Path, *, overwrite: bool) -> None:
             a folder without a dataset manifest, or one that holds other files too (all
             named, up to five): one line, and ``folder`` is left as it is.
     """
-    folder = Path(folder)
+    shown, folder = Path(folder), Path(os.path.abspath(folder))  # ".": the folder itself
     if not folder.exists() and not folder.is_symlink():
         return
     if not overwrite:
-        raise TargetExistsError(f"{folder} already exists; choose another folder or pass "
+        raise TargetExistsError(f"{shown} already exists; choose another folder or pass "
                                 "overwrite=True (--overwrite)")
     keep = " --overwrite replaces only a dataset folder written by `dpgnn ingest`; it was " \
         "left as it is"
     if folder.is_symlink():
-        raise NotADatasetError(f"{folder} is a symbolic link;{keep} (name the folder it "
+        raise NotADatasetError(f"{shown} is a symbolic link;{keep} (name the folder it "
                                "points to, if that is a dataset)")
     if not folder.is_dir():
-        raise NotADatasetError(f"{folder} is a file, not a dataset folder;{keep}")
+        raise NotADatasetError(f"{shown} is a file, not a dataset folder;{keep}")
     names = sorted(p.name for p in folder.iterdir())
-    if not names:
-        return  # an empty folder: nothing to lose
+    if not names or owned:
+        return  # an empty folder: nothing to lose; the project's own: dpgnn's to replace
     why, manifest = _manifest_problem(folder)
     if why is not None:
-        raise NotADatasetError(f"{folder} is not a dataset folder: {why} (it holds "
+        raise NotADatasetError(f"{shown} is not a dataset folder: {why} (it holds "
                                f"{_listing(names)});{keep}")
     assert manifest is not None
     others = [n for n in names if n != MANIFEST and n not in manifest["files"]]
     if others:
-        raise NotADatasetError(f"{folder} holds files that are not its dataset's "
+        raise NotADatasetError(f"{shown} holds files that are not its dataset's "
                                f"({_listing(others)});{keep}: move them away first")
 
 
