@@ -110,8 +110,10 @@ class FolderVersion:
     def still_current(self) -> bool:
         """Whether ``folder`` still names this version (not replaced since it was
         opened)."""
+        if self._dir is None:
+            return False
         with contextlib.suppress(OSError):
-            return os.path.samestat(os.fstat(self._dir or -1), os.stat(self.folder))
+            return os.path.samestat(os.fstat(self._dir), os.stat(self.folder))
         return False
 
 

@@ -256,7 +256,6 @@ def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any],
         raise typer.Exit(2)
     stage = "write"  # before loading: the target's lock and parent folders
 
-
     def mark(step: str, _text: str) -> contextlib.nullcontext[None]:
         nonlocal stage
         stage = "read" if step == "load" else "write"  # what an OSError is said to fail

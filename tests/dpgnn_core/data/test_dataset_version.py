@@ -76,3 +76,31 @@ def test_a_changed_file_fails_its_checksum(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="checksum mismatch") as e:
         read_dataset(ds)
     assert str(p) in str(e.value)
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_a_version_deleted_before_its_files_opened_is_read_again_or_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: bool) -> None:
+    """The folder is replaced (and the old version deleted) between the manifest read and
+    the files' opening: an unpinned read reads the new version whole; a pinned one is
+    refused, naming both versions."""
+    from dpgnn_core.data.version import FolderVersion
+
+    ds = tmp_path / "ds"
+    _, sha1 = _versions(ds)
+    v2 = csbm(num_nodes=80, seed=2)
+    open_files = FolderVersion.open_files
+    shas: list[str] = []
+
+    def replace_then_open(self: FolderVersion, names: list[str]) -> None:
+        if not shas:
+            shas.append(write_dataset(v2, ds, overwrite=True)["content_sha256"])
+        open_files(self, names)
+
+    monkeypatch.setattr(FolderVersion, "open_files", replace_then_open)
+    if not pinned:
+        np.testing.assert_array_equal(read_dataset(ds).x, v2.x)
+        return
+    with pytest.raises(ArtifactError) as e:
+        read_dataset(ds, content_sha256=sha1)
+    assert sha1[:12] in str(e.value) and shas[0][:12] in str(e.value)
