@@ -128,3 +128,42 @@ def test_facebook100_adjacency_of_another_kind_is_refused_in_one_line(tmp_path: 
         load_facebook100(p, min_class_size=1)
     msg = str(e.value)
     assert str(p) in msg and "'A'" in msg and "\n" not in msg
+
+
+# --- no deserialiser that runs code, anywhere in the code ---------------------------------
+
+
+def _unsafe_calls(path: Path) -> list[str]:
+    """The calls in ``path`` that can run code a file chooses: ``pickle.load(s)`` (other
+    than the restricted unpickler's module), ``torch.load`` without
+    ``weights_only=True``, ``numpy.load(allow_pickle=True)``, ``yaml.load``, and
+    ``joblib`` / ``dill`` / ``cloudpickle`` loads."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner = node.func.value.id if isinstance(node.func.value, ast.Name) else ""
+        name = node.func.attr
+        kw = {k.arg: k.value for k in node.keywords}
+        true = lambda v: isinstance(v, ast.Constant) and v.value is True  # noqa: E731
+        bad = ((owner in ("pickle", "dill", "cloudpickle", "joblib", "marshal")
+                and name in ("load", "loads"))
+               or (owner == "torch" and name == "load" and not true(kw.get("weights_only")))
+               or (owner in ("np", "numpy") and name == "load"
+                   and kw.get("allow_pickle") is not None and not (
+                       isinstance(kw["allow_pickle"], ast.Constant)
+                       and kw["allow_pickle"].value is False))
+               or (owner == "yaml" and name in ("load", "unsafe_load", "full_load")))
+        if bad:
+            found.append(f"{path}:{node.lineno}: {owner}.{name}")
+    return found
+
+
+def test_no_code_runs_a_file_chooses() -> None:
+    root = Path(__file__).resolve().parents[3]
+    files = [p for pkg in ("dpgnn_core", "tasks", "flows", "deployments")
+             for p in sorted((root / pkg).rglob("*.py"))]
+    assert len(files) > 50
+    assert [c for f in files for c in _unsafe_calls(f)] == []
