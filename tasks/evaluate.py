@@ -9,13 +9,12 @@ from typing import Any
 import torch
 from prefect import task
 
-from dpgnn_core.data.store import read_dataset
 from dpgnn_core.errors import ArtifactError
 from dpgnn_core.io import atomic_dir, sha256_file, write_json_atomic
 from tasks._cache import inputs_and_code
 from tasks.config import RunContext, in_context
 from tasks.refs import DatasetRef, EvalRef, Files, ModelRef
-from tasks.train import artifact_dir, files_manifest
+from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 
 def artifact_intact(folder: str | Path, files: Files) -> bool:
@@ -43,7 +42,7 @@ def evaluate(dataset: DatasetRef, model: ModelRef, context: RunContext | None = 
 
 def _evaluate(dataset: DatasetRef, model: ModelRef) -> EvalRef:
     verify_files(model["path"], model["files"])
-    data = read_dataset(dataset["path"], verify=False)
+    data = load_keyed_dataset(dataset, verify=False)  # the run's version, or refused
     from dpgnn_core.methods.registry import load_blob
 
     blob = torch.load(Path(model["path"]) / "model.pt", map_location="cpu", weights_only=True)

@@ -46,7 +46,7 @@ def ensure_ingested(spec: IngestSpec) -> Path:
     try:
         read_manifest(folder)
     except DataError:
-        ingest_dataset(spec, folder, overwrite=folder.exists())
+        ingest_dataset(spec, folder, overwrite=folder.exists(), owned=True)
     return folder
 
 
@@ -66,6 +66,7 @@ def ingest(spec: IngestSpec, out: str | None = None, overwrite: bool = False) ->
         # overwrite.
         manifest = ingest_dataset(spec, folder,
                                   overwrite=overwrite or (out is None and folder.exists()),
+                                  owned=out is None,
                                   span=lambda _stage, text: shown.span(text))
     get_run_logger().info("ingested %s: %d nodes, %d edges -> %s", manifest["name"],
                           manifest["num_nodes"], manifest["num_edges"], folder)

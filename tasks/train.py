@@ -11,8 +11,7 @@ from typing import Any
 from prefect import task
 
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.data.store import read_dataset, read_manifest
-from dpgnn_core.errors import ArtifactError
+from dpgnn_core.data.store import read_dataset
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.serialize import torch_save
@@ -37,12 +36,13 @@ def files_manifest(folder: Path, names: list[str]) -> Files:
             for n in names}
 
 
-def load_keyed_dataset(dataset: DatasetRef) -> GraphData:
-    """Read the dataset a task was keyed on. ``read_dataset`` checks every file against the
-    manifest; the manifest must be the one whose hash is in the cache key."""
-    if read_manifest(dataset["path"])["content_sha256"] != dataset["content_sha256"]:
-        raise ArtifactError(f"dataset {dataset['path']} changed since it was ingested")
-    return read_dataset(dataset["path"])
+def load_keyed_dataset(dataset: DatasetRef, *, verify: bool = True) -> GraphData:
+    """Read the dataset a task was keyed on: the version whose hash is in the cache key
+    (the run's pinned version), read whole even while an ingest replaces the folder; a
+    folder that holds another version is refused, naming both (``read_dataset``'s
+    ``content_sha256``). ``verify`` checks every file's sha256 too."""
+    return read_dataset(dataset["path"], verify=verify,
+                        content_sha256=dataset["content_sha256"])
 
 
 def progress(unit: str, total: int, label: str | None = None,

@@ -15,6 +15,7 @@ from dpgnn_core.data.catalog import loader_of, validate_options
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.manifest import manifest_digest
 from dpgnn_core.data.splits import make_disjoint
+from dpgnn_core.data.target import check_replaceable, ingest_lock
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_file, sha256_json
 from dpgnn_core.specs import IngestSpec
@@ -76,34 +77,50 @@ Span = Callable[[str, str], AbstractContextManager[object]]
 
 
 def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
-           span: Span | None = None) -> dict[str, Any]:
+           owned: bool = False, span: Span | None = None) -> dict[str, Any]:
     """Ingest ``spec`` into the dataset folder ``folder``: :func:`load_from_spec`, then
     :func:`~dpgnn_core.data.store.write_dataset` (atomically).
+
+    One ingest of ``folder`` at a time: the whole ingest, loading included, holds the
+    folder's ingest lock (:func:`~dpgnn_core.data.target.ingest_lock`), so a second one is
+    refused at once, naming the first. Before anything is read, ``folder`` is checked
+    (:func:`~dpgnn_core.data.target.check_replaceable`): ``overwrite`` replaces only a
+    dataset folder (or an empty one), never a file or a folder of other files.
 
     Args:
         spec (IngestSpec): what to ingest.
         folder (str or Path): the dataset folder to write.
-        overwrite (bool, optional): replace an existing folder (the old one stays until
-            the new one is complete). (default: :obj:`False`)
+        overwrite (bool, optional): replace an existing dataset folder (the old one stays
+            until the new one is complete). (default: :obj:`False`)
+        owned (bool, optional): ``folder`` is the project's own
+            (``$DPGNN_HOME/datasets/<name>-<key>``): with ``overwrite``, replaced whatever
+            it holds (a half-written one is ingested again). (default: :obj:`False`)
         span (callable, optional): ``span(stage, text)`` opens a context around each
             stage, ``"load"`` then ``"write"`` (a progress display; the command line's
             error message names the stage that failed). (default: :obj:`None`)
 
     Returns:
         dict: the manifest written.
+
+    Raises:
+        TargetBusyError: another process is ingesting into ``folder``.
+        TargetExistsError: ``folder`` exists and ``overwrite`` is false.
+        NotADatasetError: ``overwrite`` is given but ``folder`` is not a dataset folder.
     """
     from dpgnn_core.data.store import write_dataset  # pyarrow: not with this module
 
     stage = span or (lambda _stage, _text: nullcontext())
-    with stage("load", f"loading {spec.format} data"):
-        data = load_from_spec(spec)
-    if spec.name is None and loader_of(spec.format).edge_table:
-        # A table's own name is no dataset's ("nodes"): name it after its folder. Not put
-        # into the recorded spec, so every path that ingests it (the command line, a
-        # scheduled re-ingest of the folder) records the same spec and the same name.
-        data = dataclasses.replace(data, name=Path(folder).resolve().name)
-    with stage("write", f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
-        return write_dataset(data, folder, overwrite=overwrite)
+    with ingest_lock(folder):
+        check_replaceable(folder, overwrite=overwrite, owned=owned)
+        with stage("load", f"loading {spec.format} data"):
+            data = load_from_spec(spec)
+        if spec.name is None and loader_of(spec.format).edge_table:
+            # A table's own name is no dataset's ("nodes"): name it after its folder. Not
+            # put into the recorded spec, so every path that ingests it (the command line,
+            # a scheduled re-ingest of the folder) records the same spec and the same name.
+            data = dataclasses.replace(data, name=Path(folder).resolve().name)
+        with stage("write", f"writing {data.num_nodes:,} nodes, {data.num_edges:,} edges"):
+            return write_dataset(data, folder, overwrite=overwrite, owned=owned)
 
 
 def source_fingerprint(spec: IngestSpec) -> dict[str, str]:

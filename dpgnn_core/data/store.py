@@ -38,7 +38,9 @@ import pyarrow.parquet as pq
 from dpgnn_core import __version__
 from dpgnn_core.data.graph import SPLIT_NAMES, GraphData
 from dpgnn_core.data.manifest import manifest_digest
+from dpgnn_core.data.target import check_replaceable
 from dpgnn_core.data.validate import validate_graph_data
+from dpgnn_core.data.version import FolderVersion, OtherVersionError, VersionGone
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 
@@ -132,20 +134,26 @@ def _column(table: pa.Table, name: str, *, path: Path, dtype: pa.DataType) -> np
 
 
 def write_dataset(
-    data: GraphData, folder: str | Path, *, overwrite: bool = False
+    data: GraphData, folder: str | Path, *, overwrite: bool = False, owned: bool = False
 ) -> dict[str, Any]:
     """Validate ``data`` and write it as a dataset folder, atomically.
 
     Args:
         data (GraphData): the dataset.
         folder (str or Path): the dataset folder to create.
-        overwrite (bool, optional): replace an existing folder (only once the new one is
-            complete). (default: :obj:`False`)
+        overwrite (bool, optional): replace an existing dataset folder (only once the new
+            one is complete); a file, or a folder that is not a dataset's, is never
+            replaced (:func:`~dpgnn_core.data.target.check_replaceable`).
+            (default: :obj:`False`)
+        owned (bool, optional): ``folder`` is the project's own, replaced whatever it
+            holds (:func:`~dpgnn_core.data.target.check_replaceable`).
+            (default: :obj:`False`)
 
     Returns:
         dict: the manifest that was written.
     """
     folder = Path(folder)
+    check_replaceable(folder, overwrite=overwrite, owned=owned)
     validate_graph_data(data, path=folder)
     n = data.num_nodes
     with atomic_dir(folder, overwrite=overwrite) as tmp:
@@ -242,13 +250,22 @@ def read_manifest(folder: str | Path, *, check: bool = True) -> dict[str, Any]:
     path = folder / MANIFEST
     if not folder.is_dir():
         raise DataError("dataset folder not found", path=folder)
-    if not path.is_file():
+    return _parse_manifest(folder, path.read_text() if path.is_file() else None, check=check)
+
+
+def _parse_manifest(folder: Path, text: str | None, *, check: bool) -> dict[str, Any]:
+    """:func:`read_manifest` of the manifest's ``text`` (None: there is none)."""
+    path = folder / MANIFEST
+    if text is None:
         raise DataError("not a dataset folder: manifest.json is missing "
                         "(create one with `dpgnn ingest`)", path=path)
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"manifest is not valid JSON: {e}", path=path) from e
+    if not isinstance(manifest, dict):
+        raise DataError("manifest is not a JSON object", path=path,
+                        value=type(manifest).__name__)
     for key in ("schema_version", "task", "num_nodes", "num_edges", "feature_dim", "files",
                 "num_classes"):
         if key not in manifest:
@@ -381,19 +398,30 @@ def record_labels(folder: str | Path, task: str) -> tuple[np.ndarray, np.ndarray
     return labels, _split_codes(table.column("split"), path=p)
 
 
-def read_features(folder: str | Path) -> np.ndarray:
-    """``features.parquet`` as a float32 ``[n, d]`` array (memory-mapped read, no loop)."""
+def _table(folder: str | Path, name: str, version: FolderVersion | None) -> pa.Table:
+    """The table ``name`` of ``folder``: of the opened ``version`` if given, else of the
+    file there now (memory-mapped either way)."""
+    if version is not None:
+        return pq.read_table(pa.BufferReader(pa.py_buffer(version.buffer(name))))
+    return pq.read_table(Path(folder) / name, memory_map=True)
+
+
+def read_features(folder: str | Path, version: FolderVersion | None = None) -> np.ndarray:
+    """``features.parquet`` as a float32 ``[n, d]`` array (memory-mapped read, no loop);
+    of ``version`` (:class:`~dpgnn_core.data.version.FolderVersion`) when given."""
     p = Path(folder) / "features.parquet"
-    feats = pq.read_table(p, memory_map=True)
+    feats = _table(folder, "features.parquet", version)
     if "x" not in feats.column_names:
         raise DataError("missing column", path=p, field="x")
     return _matrix(feats.column("x"), path=p, field="x")
 
 
-def read_edges(folder: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """``edges.parquet`` as an int64 ``[2, E]`` array and the optional edge features."""
+def read_edges(folder: str | Path, version: FolderVersion | None = None
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``edges.parquet`` as an int64 ``[2, E]`` array and the optional edge features; of
+    ``version`` when given."""
     p = Path(folder) / "edges.parquet"
-    edges = pq.read_table(p, memory_map=True)
+    edges = _table(folder, "edges.parquet", version)
     edge_index = np.empty((2, edges.num_rows), dtype=np.int64)
     edge_index[0] = _column(edges, "src", path=p, dtype=pa.int64())
     edge_index[1] = _column(edges, "dst", path=p, dtype=pa.int64())
@@ -402,21 +430,68 @@ def read_edges(folder: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     return edge_index, edge_attr
 
 
-def read_dataset(folder: str | Path, *, verify: bool = True) -> GraphData:
+def read_dataset(folder: str | Path, *, verify: bool = True,
+                 content_sha256: str | None = None) -> GraphData:
     """Read a dataset folder into :class:`GraphData`, validating it against its manifest.
+
+    One version is read whole, even while an ingest replaces the folder
+    (:class:`~dpgnn_core.data.version.FolderVersion`): the manifest and every table are
+    those of the same version, and the sha256 checked are those of the bytes parsed.
 
     Args:
         folder (str or Path): the dataset folder.
         verify (bool, optional): check sha256 of every file. (default: :obj:`True`)
+        content_sha256 (str, optional): the version to read (a run's pinned dataset): a
+            folder that holds another is refused, naming both. (default: :obj:`None`, the
+            version there now)
+
+    Raises:
+        DataError: naming the file, field and value; or the folder, when it holds another
+            version than ``content_sha256``.
     """
     folder = Path(folder)
-    manifest = read_manifest(folder)
+    for attempt in range(3):
+        with FolderVersion(folder) as version:
+            manifest = _parse_manifest(folder, version.manifest_text(), check=True)
+            _check_pinned(folder, manifest, content_sha256)
+            listed = manifest["files"] if isinstance(manifest["files"], dict) else {}
+            tables = ["nodes.parquet", "features.parquet", "edges.parquet"]
+            if manifest["task"] == "graph" and "graphs.parquet" in listed:
+                tables.append("graphs.parquet")
+            try:
+                version.open_files(sorted(set(listed) | set(tables)))
+            except VersionGone:
+                if version.still_current() or attempt == 2:
+                    raise  # the manifest lists a file that is not there
+                continue  # replaced meanwhile: read the version there now
+            return _read_version(folder, manifest, version, verify=verify)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_pinned(folder: Path, manifest: dict[str, Any], pinned: str | None) -> None:
+    """Refuse ``manifest`` unless it is of the version ``pinned`` (when given)."""
+    now = manifest.get("content_sha256")
+    if pinned is not None and now != pinned:
+        raise OtherVersionError(
+            f"dataset folder {folder} holds another version than the one this run started "
+            f"with (content sha256 {str(now)[:12]}…, the run's {pinned[:12]}…): it was "
+            "re-ingested meanwhile; the run stops rather than mix the two (run it again to "
+            "use the new version)", path=folder / MANIFEST, field="content_sha256", value=now)
+
+
+def _read_version(folder: Path, manifest: dict[str, Any], version: FolderVersion, *,
+                  verify: bool) -> GraphData:
+    """:func:`read_dataset` of the files of the opened ``version``."""
     if verify:
-        verify_checksums(folder, manifest)
+        for name, info in dict(manifest["files"]).items():
+            digest = version.sha256(name)
+            if not isinstance(info, dict) or digest != info.get("sha256"):
+                raise DataError("checksum mismatch: the file changed after ingest",
+                                path=folder / name, field="sha256", value=digest)
     n = int(manifest["num_nodes"])
 
     p = folder / "nodes.parquet"
-    nodes = pq.read_table(p)
+    nodes = _table(folder, "nodes.parquet", version)
     if nodes.num_rows != n:
         raise DataError(f"has {nodes.num_rows} rows, manifest says {n}", path=p,
                         field="node_id", value=nodes.num_rows)
@@ -433,13 +508,13 @@ def read_dataset(folder: str | Path, *, verify: bool = True) -> GraphData:
                 if "graph_id" in nodes.column_names else None)
 
     p = folder / "features.parquet"
-    x = read_features(folder)
+    x = read_features(folder, version)
     if x.shape != (n, manifest["feature_dim"]):
         raise DataError(f"features have shape {list(x.shape)}, manifest says "
                         f"[{n}, {manifest['feature_dim']}]", path=p, field="x")
 
     p = folder / "edges.parquet"
-    edge_index, edge_attr = read_edges(folder)
+    edge_index, edge_attr = read_edges(folder, version)
     if edge_index.shape[1] != manifest["num_edges"]:
         raise DataError(f"has {edge_index.shape[1]} rows, manifest says "
                         f"{manifest['num_edges']}", path=p, field="src",
@@ -448,9 +523,9 @@ def read_dataset(folder: str | Path, *, verify: bool = True) -> GraphData:
     graph_y = graph_split = None
     if manifest["task"] == "graph":
         p = folder / "graphs.parquet"
-        if not p.is_file():
+        if "graphs.parquet" not in manifest["files"]:
             raise DataError("graph-classification dataset without graphs.parquet", path=p)
-        graphs = pq.read_table(p)
+        graphs = _table(folder, "graphs.parquet", version)
         graph_y = _column(graphs, "label", path=p, dtype=pa.int64())
         graph_split = _split_codes(graphs.column("split"), path=p)
 

@@ -57,15 +57,23 @@ app.add_typer(_budget_app(), name="budget")
 
 @app.callback()
 def main_options(
-    home: Annotated[Path | None, typer.Option(
-        help="Project directory (datasets, artifacts, caches, MLflow store).",
-        envvar="DPGNN_HOME")] = None,
+    home: Annotated[str | None, typer.Option(
+        help="Project directory (datasets, artifacts, caches, MLflow store); an empty one "
+        "is refused.", envvar="DPGNN_HOME", show_default=False)] = None,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Show full logs and tracebacks on the terminal (else "
         "they go to a log file under the home, named in the error line).")] = False,
 ) -> None:
-    if home is not None:
-        os.environ["DPGNN_HOME"] = str(home.resolve())
+    from dpgnn_core.home import HOME_ENV, HomeError, check_home_text
+
+    try:  # DPGNN_HOME= (click reads an empty variable as unset) or --home '': one line
+        if home is not None:
+            os.environ[HOME_ENV] = str(Path(check_home_text(home, "--home")).resolve())
+        elif HOME_ENV in os.environ:
+            check_home_text(os.environ[HOME_ENV])
+    except HomeError as e:
+        error(str(e))
+        raise typer.Exit(2) from e
     if verbose:
         os.environ["DPGNN_VERBOSE"] = "1"
 

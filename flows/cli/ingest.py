@@ -195,7 +195,9 @@ def _parameters() -> list[inspect.Parameter]:
             str | None, typer.Option(help="Dataset name (default: for csv/parquet the "
                                      "--out folder's name, else the source's).")]),
         inspect.Parameter("overwrite", kw, default=False, annotation=Annotated[
-            bool, typer.Option(help="Replace an existing --out folder.")]),
+            bool, typer.Option(help="Replace an existing --out dataset folder (one written "
+                               "by dpgnn ingest); a file or any other folder is refused "
+                               "and left as it is.")]),
     ]
     for option in loader_options().values():
         kind: Any = option.kind
@@ -239,17 +241,20 @@ def ingest(**kwargs: Any) -> None:
 def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any], out: Path,
           *, overwrite: bool, as_json: bool) -> None:
     """Load ``source`` with the loader options ``opts`` and write the dataset folder
-    ``out``; one ``error:`` line (exit 1) for bad data, 2 for an existing folder."""
+    ``out``; one ``error:`` line (exit 1) for bad data or another ingest writing ``out``,
+    2 for an existing folder or, with ``--overwrite``, one that is not a dataset's (left
+    as it is: core ``check_replaceable``)."""
     from dpgnn_core.data.ingest import ingest as ingest_dataset
+    from dpgnn_core.data.target import NotADatasetError
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.io import TargetExistsError
     from dpgnn_core.specs import IngestSpec
 
-    if out.exists() and not overwrite:
+    if (out.exists() or out.is_symlink()) and not overwrite:
         error(f"{out} already exists; pass --overwrite to replace it (the old folder stays "
               "until the new one is complete)")
         raise typer.Exit(2)
-    stage = "read"
+    stage = "write"  # before loading: the target's lock and parent folders
 
     def mark(step: str, _text: str) -> contextlib.nullcontext[None]:
         nonlocal stage
@@ -261,6 +266,9 @@ def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any],
                           options=opts)
         with console().status(f"ingesting {fmt} data…"), stdout_to_stderr():
             manifest = ingest_dataset(spec, out, overwrite=overwrite, span=mark)
+    except NotADatasetError as e:
+        error(str(e))
+        raise typer.Exit(2) from e
     except (DpgnnError, TargetExistsError, ValueError) as e:
         error(str(e))
         raise typer.Exit(1) from e

@@ -38,7 +38,8 @@ def test_changed_artifact_is_a_dpgnn_error(tmp_path: Path) -> None:
     from dpgnn_core.data.synthetic import csbm
 
     write_dataset(csbm(num_nodes=50, seed=0), tmp_path / "ds")
-    with pytest.raises(ArtifactError, match="changed since it was ingested"):
+    with pytest.raises(ArtifactError, match="holds another version than the one this run "
+                       "started with"):
         load_keyed_dataset({"path": str(tmp_path / "ds"), "content_sha256": "0" * 64})
 
 

@@ -8,6 +8,7 @@ columns (high school is dropped, missing values get no indicator).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,49 @@ from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
 
 COLUMNS = ("status", "gender", "major", "minor", "housing", "year", "high_school")
+
+
+def _numeric(value: Any, source: Path, key: str) -> Any:
+    """``value`` if it is a sparse matrix or a 2-D numeric array, else a one-line
+    :class:`DataError` naming the variable (a cell array, struct or text holds objects)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(value):
+        return value
+    kind = getattr(value, "dtype", None)
+    if not isinstance(value, np.ndarray) or kind is None or value.ndim != 2 \
+            or not (np.issubdtype(kind, np.number) or np.issubdtype(kind, np.bool_)):
+        what = (f"a {value.ndim}-D array of {kind}" if isinstance(value, np.ndarray)
+                else type(value).__name__)
+        raise DataError(f"expected a numeric matrix, found {what} (a cell array, struct or "
+                        "text is not read)", path=source, field=key, value=str(kind))
+    return value
+
+
+def _read_mat(source: Path) -> tuple[Any, np.ndarray]:
+    """The adjacency ``A`` (as COO) and ``local_info`` (int64) of a ``.mat`` file.
+
+    ``scipy.io.loadmat`` parses MATLAB's format without running code (no pickle); it
+    returns cell arrays and structs as object arrays, refused here by :func:`_numeric`.
+    """
+    try:
+        import scipy.io as sio  # here: not imported with the catalogue
+        import scipy.sparse as sp
+
+        mat = sio.loadmat(source)
+    except Exception as e:
+        raise DataError(f"cannot read MATLAB file: {type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else ''}", path=source) from e
+    for key in ("A", "local_info"):
+        if key not in mat:
+            raise DataError("missing variable in .mat file", path=source, field=key)
+    adj = sp.coo_matrix(_numeric(mat["A"], source, "A"))
+    info = np.asarray(_numeric(mat["local_info"], source, "local_info"))
+    if info.size and np.issubdtype(info.dtype, np.floating) \
+            and not (np.isfinite(info).all() and (info == np.round(info)).all()):
+        raise DataError("local_info must hold integer codes", path=source,
+                        field="local_info", value=str(info.dtype))
+    return adj, info.astype(np.int64)
 
 
 def load_facebook100(
@@ -57,18 +101,7 @@ def load_facebook100(
                         value=target)
     if min_class_size < 1:
         raise DataError("must be at least 1", field="min_class_size", value=min_class_size)
-    try:
-        import scipy.io as sio  # here: not imported with the catalogue
-        import scipy.sparse as sp
-
-        mat = sio.loadmat(source)
-    except Exception as e:
-        raise DataError(f"cannot read MATLAB file: {e}", path=source) from e
-    for key in ("A", "local_info"):
-        if key not in mat:
-            raise DataError("missing variable in .mat file", path=source, field=key)
-    adj = sp.coo_matrix(mat["A"])
-    info = np.asarray(mat["local_info"]).astype(np.int64)
+    adj, info = _read_mat(source)
     n0 = info.shape[0]
     if adj.shape != (n0, n0) or info.shape[1] != len(COLUMNS):
         raise DataError(f"A is {adj.shape}, local_info is {info.shape}; expected n x n and "

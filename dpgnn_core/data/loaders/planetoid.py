@@ -6,7 +6,6 @@ the first ``len(y)`` rows, validation the next 500, test the rows listed in ``te
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import to_undirected
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
+from dpgnn_core.data.loaders._pickle import load_planetoid_pickle
 from dpgnn_core.data.options import PlanetoidOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError
@@ -55,20 +55,20 @@ def load_planetoid(source: str | Path, name: str | None = None,
             be most of the set). (default: :obj:`None`, the public split)
         seed (int, optional): seed of that split. (default: :obj:`0`)
 
-    The raw adjacency (a dict of neighbour lists) is symmetrised and coalesced, as PyG does;
-    the manifest records how many raw entries were merged or were self-loops.
+    The raw files are pickles; they are read by a restricted unpickler that refuses, in
+    one line naming the file, any global but the numpy arrays, scipy sparse matrices and
+    dict of lists they hold (:mod:`dpgnn_core.data.loaders._pickle`): a crafted file
+    cannot run code. The raw adjacency (a dict of neighbour lists) is symmetrised and
+    coalesced, as PyG does; the manifest records how many raw entries were merged or were
+    self-loops.
     """
     source = Path(source)
     name = (name or _infer_name(source)).lower()
     paths = {p: require_file(source / f"ind.{name}.{p}", f"Planetoid part '{p}'") for p in _PARTS}
     test_path = require_file(source / f"ind.{name}.test.index", "Planetoid test index")
-    objs: dict[str, Any] = {}
-    for part, p in paths.items():
-        with open(p, "rb") as f:
-            try:
-                objs[part] = pickle.load(f, encoding="latin1")
-            except Exception as e:  # pragma: no cover - corrupt file
-                raise DataError(f"cannot unpickle Planetoid part: {e}", path=p) from e
+    # Pickles: read with an unpickler that admits only the numpy and scipy types these
+    # files hold, so a crafted file cannot run code (loaders/_pickle.py).
+    objs: dict[str, Any] = {part: load_planetoid_pickle(p) for part, p in paths.items()}
     test_idx = np.loadtxt(test_path, dtype=np.int64).reshape(-1)
     tx, ty = _dense(objs["tx"]), _dense(objs["ty"])
     allx, ally = _dense(objs["allx"]), _dense(objs["ally"])
