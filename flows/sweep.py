@@ -366,11 +366,13 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         report = report_of(model)
         if report.private:  # a cached point re-used its release: recorded, no cost
             account_after(ds, report, p.method, model.get("ledger"), reading=False)
+    from flows.sweep_rows import point_times
+
+    out: dict[str, Any] = {"point_times": point_times(submitted)}  # each child run's span
     best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
     for b in best:
         b["unaccounted"] = ([selection_note(b["candidates"])]
                             if b["epsilon"] is not None and b["candidates"] > 1 else [])
-    out: dict[str, Any] = {}
     if tuning is not None:  # only the selected candidates are released
         selected = tuning.finish()
         rows += selected["rows"]
