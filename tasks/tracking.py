@@ -62,6 +62,32 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
             "?workflowType=machine_learning")
 
 
+#: Where ``mlflow ui`` serves by default (its ``--host`` and ``--port`` defaults).
+UI_URL = "http://127.0.0.1:5000"
+
+
+def experiment_url(base: str, experiment_id: str) -> str:
+    """The experiment's runs table on the MLflow UI at ``base`` (``workflowType``: as
+    :func:`run_url`, else MLflow 3.17 opens its GenAI view)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
+
+
+def open_lines(tracking_uri: str, experiment_id: str, run_id: str | None = None
+               ) -> list[str]:
+    """How to open a run (or, without ``run_id``, the experiment) in MLflow's runs table:
+    its link when ``tracking_uri`` is a server; else the ``mlflow ui`` command for the
+    store and the link on that UI's default address (:data:`UI_URL`)."""
+    import sys
+
+    if tracking_uri.startswith(("http:", "https:")):
+        return [run_url(tracking_uri, experiment_id, run_id) if run_id else
+                experiment_url(tracking_uri, experiment_id)]
+    exe = Path(sys.executable).parent / "mlflow"
+    link = (run_url(UI_URL, experiment_id, run_id) if run_id else
+            experiment_url(UI_URL, experiment_id))
+    return [f"{exe} ui --backend-store-uri {tracking_uri}", f"then open {link}"]
+
+
 def default_tracking_uri() -> str:
     """SQLite store under the project directory (MLflow's file store is an error now)."""
     home = project_dir()
