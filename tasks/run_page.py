@@ -165,14 +165,49 @@ def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     return text
 
 
+def cumulative_words(budget: dict[str, Any], level: Any = None, relation: Any = None
+                     ) -> str:
+    """The dataset's cumulative ε after a run, each figure naming its unit: every unit the
+    budget protects, and the run's own unit (``level`` under ``relation``) when it is not
+    one of them, e.g. ``12.96 at δ = 1e-05 for node_feature (protected), inf for node
+    (this run's unit)``. The run's unit alone can read ∞ (a release at another unit bounds
+    nothing about it) while the protected unit, which admits runs, stands finite: both
+    are shown. A void guarantee is ∞ for every unit. ``""`` without an odometer."""
+    from dpgnn_core.privacy.units import source_unit
+
+    if not budget:
+        return ""
+    d = budget.get("dataset_epsilon_delta")
+    at = f" at δ = {d:.3g}" if d else ""
+    if budget.get("dataset_guarantee_void"):
+        return f"inf{at} for every unit (VOID: {budget['dataset_guarantee_void']})"
+    by_unit = budget.get("dataset_epsilon_by_unit", {})
+    run_unit = (source_unit(level, relation if isinstance(relation, str) else "add_remove")[0]
+                if isinstance(level, str) else None)
+    protected = list((budget.get("dataset_budget") or {}).get("protected", []))
+    units = [*protected, *([run_unit] if run_unit and run_unit not in protected else [])]
+    if not units:  # a run over several units: the largest, as the odometer reads it
+        return f"{budget['dataset_epsilon_spent']:.4g}{at} (the largest of its units)"
+    figures = []
+    for u in units:
+        eps = budget["dataset_epsilon_spent"] if u == run_unit else by_unit.get(u, 0.0)
+        labels = [w for w, on in (("protected", u in protected),
+                                  ("this run's unit", u == run_unit)) if on]
+        figures.append(f"{eps:.4g}{at if not figures else ''} for {u} ({', '.join(labels)})")
+    return ", ".join(figures)
+
+
 def with_odometer(tags: dict[str, str], budget: dict[str, Any],
-                  after: str = "this run") -> dict[str, str]:
+                  after: str = "this run", level: Any = None, relation: Any = None
+                  ) -> dict[str, str]:
     """``tags`` whose run description says, after its (ε, δ) line, the dataset's odometer
-    after the run (``after``: ``"the sweep"`` for a sweep's point)."""
+    after the run (``after``: ``"the sweep"`` for a sweep's point), each figure naming
+    its unit (:func:`cumulative_words`; the run's unit is ``level`` under ``relation``)."""
     if not budget or "mlflow.note.content" not in tags:
         return tags
     bt = budget_tags(budget)
-    line = f"**Dataset's cumulative ε after {after}:** {bt['dpgnn.dataset_epsilon_spent']}"
+    line = (f"**Dataset's cumulative ε after {after}:** "
+            f"{cumulative_words(budget, level, relation)}")
     if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
         line += (f" (post hoc per unit, each counting every release bearing on it: "
                  f"{bt['dpgnn.dataset_epsilon_by_unit']})")
@@ -285,7 +320,8 @@ def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | N
         readings[key] = odometer(sha256, report.level, report.relation)
     budget = readings[key]
     tags = with_odometer(privacy_tags(report, str(row.get("cache", "")), privacy=privacy),
-                         budget, after="the sweep")
+                         budget, after="the sweep", level=report.level,
+                         relation=report.relation)
     odo = {k: v + " (after the sweep)" if k == "dpgnn.dataset_epsilon_spent" else v
            for k, v in budget_tags(budget).items()}
     return {"privacy": privacy}, {**tags, **odo}
