@@ -188,7 +188,7 @@ def cumulative_words(budget: dict[str, Any], level: Any = None, relation: Any = 
     units = [*protected, *([run_unit] if run_unit and run_unit not in protected else [])]
     if not units:  # a run over several units: the largest, as the odometer reads it
         return f"{budget['dataset_epsilon_spent']:.4g}{at} (the largest of its units)"
-    figures = []
+    figures: list[str] = []
     for u in units:
         eps = budget["dataset_epsilon_spent"] if u == run_unit else by_unit.get(u, 0.0)
         labels = [w for w, on in (("protected", u in protected),
