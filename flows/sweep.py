@@ -302,7 +302,9 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         ``selection = "private"``, each private method's rows are the selected candidates
         only (:mod:`flows.sweep_tuning`) and ``withheld`` holds the others, for the caller
         alone. ``notes``: points listed more than once (run once), and with a private
-        selection where its candidates are kept (the curator's only). With ``write``:
+        selection where its candidates are kept (the curator's only). ``point_times``:
+        each point's span (its training's start to its evaluation's end, ms; by
+        :func:`tasks.run_page.point_key`), which its MLflow child run spans. With ``write``:
         ``paths`` (the files written, by name) and ``mlflow`` (the parent run's id and
         URI, or ``mlflow_error``).
     """
