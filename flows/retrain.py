@@ -16,8 +16,9 @@ training (:class:`~dpgnn_core.budget.BudgetExceeded`): the flow run ends ``Faile
 that refusal's one line as its state message, no model is written and nothing is charged.
 
 What a run leaves in its Prefect log (served or under a worker): a completed run, one
-paragraph (:func:`summary_line`: the release, its ε, the dataset's cumulative ε and budget
-after it, the MLflow run); a refused run, the refusal's one line. A refusal is an expected
+paragraph (:func:`summary_line`: the release, its ε, the dataset's cumulative ε of each
+protected unit and of the run's own unit, each named, and the budget after it, the MLflow
+run); a refused run, the refusal's one line. A refusal is an expected
 outcome, not an error of the code: Prefect's records of it (the task's and the pipeline's
 failure, each with a traceback, and the engine's re-raise of the Failed state) are dropped
 (:class:`QuietRefusals`).
@@ -90,14 +91,16 @@ def summary_line(summary: dict[str, Any], update: dict[str, Any]) -> str:
         update (dict): the folder's update (``action``, ``reason``).
     """
     from tasks.budget import budget_tags
+    from tasks.run_page import cumulative_words
 
     eps, delta = summary.get("epsilon"), summary.get("delta")
     parts = [f"{summary.get('release')}: {summary.get('method')} on {summary.get('dataset')}"
              + (f", ε = {eps:.4g} at δ = {delta:.3g}" if eps is not None and delta else "")
              + f", unit {summary.get('level')}"]
     odo = budget_tags(summary)
-    if odo:
-        parts.append(f"dataset's cumulative ε {odo['dpgnn.dataset_epsilon_spent']}"
+    if odo:  # each figure names its unit: the protected ones, and the run's own
+        words = cumulative_words(summary, summary.get("level"), summary.get("relation"))
+        parts.append(f"dataset's cumulative ε {words}"
                      + (f" (budget {odo['dpgnn.dataset_budget']})"
                         if "dpgnn.dataset_budget" in odo else " (no budget set)"))
     if summary.get("mlflow_run_id"):

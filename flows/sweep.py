@@ -306,7 +306,9 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         ``selection = "private"``, each private method's rows are the selected candidates
         only (:mod:`flows.sweep_tuning`) and ``withheld`` holds the others, for the caller
         alone. ``notes``: points listed more than once (run once), and with a private
-        selection where its candidates are kept (the curator's only). With ``write``:
+        selection where its candidates are kept (the curator's only). ``point_times``:
+        each point's span (its training's start to its evaluation's end, ms; by
+        :func:`tasks.run_page.point_key`), which its MLflow child run spans. With ``write``:
         ``paths`` (the files written, by name) and ``mlflow`` (the parent run's id and
         URI, or ``mlflow_error``).
     """
@@ -372,11 +374,13 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
             report = report_of(model)
             if report.private:  # a cached point re-used its release: recorded, no cost
                 account_after(ds, report, p.method, model.get("ledger"), reading=False)
+        from flows.sweep_rows import point_times
+
+        out: dict[str, Any] = {"point_times": point_times(submitted)}  # each child run's span
         best = best_per_method_and_epsilon([r for r in rows if not r.get("refused")])
         for b in best:
             b["unaccounted"] = ([selection_note(b["candidates"])]
                                 if b["epsilon"] is not None and b["candidates"] > 1 else [])
-        out: dict[str, Any] = {}
         if tuning is not None:  # only the selected candidates are released
             selected = tuning.finish()
             rows += selected["rows"]

@@ -44,7 +44,7 @@ def resumed_status(report: PrivacyReport) -> str:
 #: the release (a tag) and sentences (the run's description has them, in words).
 _NOT_PARAMS = ("ledger", "epsilon_by_step", "release", "warnings", "unaccounted", "private",
                "method", "protects", "scope", "public", "randomness", "inference", "budget",
-               "unaccounted_release")
+               "unaccounted_release", "tuning")
 
 
 def _one_or_all(values: list[Any]) -> Any:
@@ -165,14 +165,49 @@ def _noise_summary(report: PrivacyReport, privacy: dict[str, Any]) -> str:
     return text
 
 
+def cumulative_words(budget: dict[str, Any], level: Any = None, relation: Any = None
+                     ) -> str:
+    """The dataset's cumulative ε after a run, each figure naming its unit: every unit the
+    budget protects, and the run's own unit (``level`` under ``relation``) when it is not
+    one of them, e.g. ``12.96 at δ = 1e-05 for node_feature (protected), inf for node
+    (this run's unit)``. The run's unit alone can read ∞ (a release at another unit bounds
+    nothing about it) while the protected unit, which admits runs, stands finite: both
+    are shown. A void guarantee is ∞ for every unit. ``""`` without an odometer."""
+    from dpgnn_core.privacy.units import source_unit
+
+    if not budget:
+        return ""
+    d = budget.get("dataset_epsilon_delta")
+    at = f" at δ = {d:.3g}" if d else ""
+    if budget.get("dataset_guarantee_void"):
+        return f"inf{at} for every unit (VOID: {budget['dataset_guarantee_void']})"
+    by_unit = budget.get("dataset_epsilon_by_unit", {})
+    run_unit = (source_unit(level, relation if isinstance(relation, str) else "add_remove")[0]
+                if isinstance(level, str) else None)
+    protected = list((budget.get("dataset_budget") or {}).get("protected", []))
+    units = [*protected, *([run_unit] if run_unit and run_unit not in protected else [])]
+    if not units:  # a run over several units: the largest, as the odometer reads it
+        return f"{budget['dataset_epsilon_spent']:.4g}{at} (the largest of its units)"
+    figures: list[str] = []
+    for u in units:
+        eps = budget["dataset_epsilon_spent"] if u == run_unit else by_unit.get(u, 0.0)
+        labels = [w for w, on in (("protected", u in protected),
+                                  ("this run's unit", u == run_unit)) if on]
+        figures.append(f"{eps:.4g}{at if not figures else ''} for {u} ({', '.join(labels)})")
+    return ", ".join(figures)
+
+
 def with_odometer(tags: dict[str, str], budget: dict[str, Any],
-                  after: str = "this run") -> dict[str, str]:
+                  after: str = "this run", level: Any = None, relation: Any = None
+                  ) -> dict[str, str]:
     """``tags`` whose run description says, after its (ε, δ) line, the dataset's odometer
-    after the run (``after``: ``"the sweep"`` for a sweep's point)."""
+    after the run (``after``: ``"the sweep"`` for a sweep's point), each figure naming
+    its unit (:func:`cumulative_words`; the run's unit is ``level`` under ``relation``)."""
     if not budget or "mlflow.note.content" not in tags:
         return tags
     bt = budget_tags(budget)
-    line = f"**Dataset's cumulative ε after {after}:** {bt['dpgnn.dataset_epsilon_spent']}"
+    line = (f"**Dataset's cumulative ε after {after}:** "
+            f"{cumulative_words(budget, level, relation)}")
     if len(budget.get("dataset_epsilon_by_unit", {})) > 1:
         line += (f" (post hoc per unit, each counting every release bearing on it: "
                  f"{bt['dpgnn.dataset_epsilon_by_unit']})")
@@ -182,32 +217,102 @@ def with_odometer(tags: dict[str, str], budget: dict[str, Any],
     return {**tags, "mlflow.note.content": "\n\n".join([head, line, *rest])}
 
 
-def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | None = None
+def point_report(row: dict[str, Any], best: dict[str, Any] | None = None
+                 ) -> tuple[PrivacyReport | None, dict[str, Any] | None]:
+    """A private sweep point's report and ledger (its ``report.json`` and ``ledger.json``;
+    None when its model folder is gone). A private selection's released candidate
+    (``best`` with ``selection = "private"``) has the released model's instead
+    (:func:`selection_release`): its own training's ε is one candidate's, not the
+    guarantee of the model released."""
+    import json
+    from pathlib import Path
+
+    mdir = Path(row["artifacts_dir"]) if row.get("artifacts_dir") else None
+    if mdir is None or not (mdir / "report.json").is_file():
+        return None, None
+    report = PrivacyReport.from_dict(json.loads((mdir / "report.json").read_text()))
+    ledger = (json.loads((mdir / "ledger.json").read_text())
+              if (mdir / "ledger.json").is_file() else None)
+    if best is not None and best.get("selection") == "private":
+        report = selection_release(report, best)
+        ledger = best["ledger"]
+    return report, ledger
+
+
+def selection_release(report: PrivacyReport, best: dict[str, Any]) -> PrivacyReport:
+    """The report of the model a private selection released, from the selected
+    candidate's own report and the selection's entry ``best``
+    (:func:`flows.sweep_tuning._released`): ε and δ the tuning mechanism's
+    (``epsilon_spent``, ``delta``: Papernot & Steinke over every configuration's ledger,
+    the noisy validation score included), RDP, the sweep's target ε, the candidate's
+    ledger with the score's event, the selection's unaccounted uses, and the selection
+    (``private_selection``: its report line; ``tuning``: its public plan). No per-step curve: a
+    candidate's ε after step t is its training's, not a figure of the released model."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from dpgnn_core.privacy.events import Ledger
+
+    return replace(report, epsilon=float(best["epsilon_spent"]),
+                   delta=float(best["delta"]), accountant="rdp",
+                   target_epsilon=float(best["epsilon"]), epsilon_by_step=(),
+                   ledger=Ledger.from_dict(best["ledger"]),
+                   unaccounted=tuple(best.get("unaccounted") or ()),
+                   details=MappingProxyType({**report.details,
+                                             "private_selection": best["report"],
+                                             "tuning": best.get("tuning", {})}))
+
+
+#: What a private selection's released ``ledger.json`` (logged to MLflow) adds to the
+#: candidate's ledger.
+SELECTION_LEDGER_NOTE = ("the selected candidate's ledger: its training and its noisy "
+                         "validation score. The released model's ε is the tuning ε "
+                         "(epsilon, at delta) of the private selection over every "
+                         "configuration's ledger (Papernot & Steinke 2022, in tuning), not "
+                         "this ledger's own composition")
+
+
+def released_files(report: PrivacyReport, folder: Any) -> list[str]:
+    """Write a private selection's released ``report.json`` and ``ledger.json``
+    (:func:`selection_release`; the ledger with the tuning ε and plan beside its entries,
+    :data:`SELECTION_LEDGER_NOTE`) into ``folder``; returns their paths."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = report.to_dict()
+    ledger = {**(data.get("ledger") or {}), "epsilon": report.epsilon, "delta": report.delta,
+              "tuning": data.get("tuning", {}), "note": SELECTION_LEDGER_NOTE}
+    (folder / "report.json").write_text(json.dumps(data, indent=2, default=str))
+    (folder / "ledger.json").write_text(json.dumps(ledger, indent=2, default=str))
+    return [str(folder / "report.json"), str(folder / "ledger.json")]
+
+
+def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | None = None,
+                  best: dict[str, Any] | None = None
                   ) -> tuple[dict[str, Any], dict[str, str]]:
     """A private sweep point's MLflow params and tags, as a single run's page has them
-    (issue 36 §4): ``privacy.*`` (:func:`privacy_params`, from the point's ``report.json``
-    and ``ledger.json``), the privacy tags and description (:func:`privacy_tags`) and the
-    dataset's odometer after the sweep for the point's own unit.
+    (issue 36 §4): ``privacy.*`` (:func:`privacy_params`, from the point's report and
+    ledger, :func:`point_report`: a private selection's released model's), the privacy
+    tags and description (:func:`privacy_tags`) and the dataset's odometer after the
+    sweep for the point's own unit.
 
     Args:
         row (dict): the sweep's result row (``artifacts_dir``, ``config``, ``cache``).
         sha256 (str): the dataset's content sha256.
         readings (dict, optional): odometer readings already taken, by unit (level and
             relation), filled here: one reading per unit for a whole sweep.
+        best (dict, optional): the sweep's ``best`` entry of the point when it is the
+            selected one.
     """
-    import json
-    from pathlib import Path
-
     from tasks.budget import odometer
 
-    mdir = Path(row["artifacts_dir"])
-    if not (mdir / "report.json").is_file():  # the model folder is gone: what the row says
+    report, ledger = point_report(row, best)
+    if report is None:  # the model folder is gone: what the row says
         return ({"privacy": {"delta": row["delta"], "level": row["level"],
                              "noise_multiplier": row.get("noise_multiplier")}},
                 {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}", "dpgnn.level": str(row["level"])})
-    report = PrivacyReport.from_dict(json.loads((mdir / "report.json").read_text()))
-    ledger = (json.loads((mdir / "ledger.json").read_text())
-              if (mdir / "ledger.json").is_file() else None)
     privacy = privacy_params(report, ledger, dict(row.get("config") or {}))
     key = (repr(report.level), repr(report.relation))
     readings = {} if readings is None else readings
@@ -215,10 +320,100 @@ def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | N
         readings[key] = odometer(sha256, report.level, report.relation)
     budget = readings[key]
     tags = with_odometer(privacy_tags(report, str(row.get("cache", "")), privacy=privacy),
-                         budget, after="the sweep")
+                         budget, after="the sweep", level=report.level,
+                         relation=report.relation)
     odo = {k: v + " (after the sweep)" if k == "dpgnn.dataset_epsilon_spent" else v
            for k, v in budget_tags(budget).items()}
     return {"privacy": privacy}, {**tags, **odo}
+
+
+def point_name(row: dict[str, Any], dataset: str, report: PrivacyReport | None) -> str:
+    """A sweep point's run name, as a single run's (:func:`run_name`:
+    ``dpdgc-edp-cora-eps4-edge-s0-3f2a9c01b7de``); a point refused by the budget, or whose
+    model folder is gone, ``METHOD-DATASET-epsEPS-sSEED`` and ``-refused``."""
+    if report is not None:
+        return run_name(row["method"], dataset, report, int(row["seed"]))
+    eps = row.get("epsilon")
+    parts = [row["method"], dataset, *([f"eps{float(eps):.3g}"] if eps is not None else []),
+             f"s{row['seed']}"]
+    return "-".join([*parts, "refused"] if row.get("refused") else parts)
+
+
+def point_key(row: dict[str, Any]) -> str:
+    """What identifies a sweep point among a sweep's rows (its method, configuration, ε
+    and seed): the key of ``result["point_times"]``."""
+    return f"{row['method']}|{row['config_id']}|{row['epsilon']}|{row['seed']}"
+
+
+def _selected_tags(best: dict[str, Any]) -> dict[str, str]:
+    """Tags of the point chosen on validation for its (method, ε): ``dpgnn.selected``,
+    its unaccounted uses and, for a private selection, what the selection was (the
+    released candidates only: K and the others are never logged)."""
+    import json
+
+    tags = {"dpgnn.selected": "true"}
+    if best.get("unaccounted"):
+        tags["dpgnn.unaccounted"] = "; ".join(best["unaccounted"])[:5000]
+    if best.get("selection") == "private":
+        tags["dpgnn.selection"] = str(best["report"])[:5000]
+        tags["dpgnn.tuning"] = json.dumps(best["tuning"], default=str)[:5000]
+    return tags
+
+
+def point_page(row: dict[str, Any], ds: dict[str, Any], best: dict[str, Any] | None,
+               readings: dict[Any, Any], folder: Any) -> dict[str, Any]:
+    """A sweep point's child run, as a single run's (issue 52 §3): ``name``
+    (:func:`point_name`), ``tags`` and ``params`` (the privacy of :func:`point_privacy`,
+    the point's options, the dataset), ``artifacts`` (the dataset's and model's
+    manifests, history, evaluation metrics, ledger and report), ``history_path`` and the
+    final ``metrics`` (by MLflow name).
+
+    A private selection's released candidate is the released model: its report and ledger
+    are written to ``folder`` as released (:func:`released_files`: the tuning ε), and its
+    own training's files (manifest, history, evaluation) are not logged: they state one
+    candidate's ε and its exact validation accuracy, of which only the noisy count is
+    released. Its metrics are the row's (the noisy validation score, the tuning ε)."""
+    import json
+    from pathlib import Path
+
+    refused = bool(row.get("refused"))
+    report = point_report(row, best)[0] if row["private"] and not refused else None
+    tags = {"dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
+            "dpgnn.private": str(row["private"]).lower(), "dpgnn.cache": str(row["cache"]),
+            "dpgnn.dataset_sha256": ds["content_sha256"]}
+    privacy: dict[str, Any] = {}
+    if refused:  # the budget refused it: nothing was trained
+        tags["dpgnn.refused"] = str(row["refused"])[:5000]
+    elif row["private"]:
+        privacy, more = point_privacy(row, ds["content_sha256"], readings, best)
+        tags |= more
+    if best is not None:
+        tags |= _selected_tags(best)
+    params = {"method": row["method"], "seed": row["seed"], "epsilon_target": row["epsilon"],
+              **{f"option.{k}": v for k, v in row["config"].items()}, **privacy,
+              "dataset": {k: ds[k] for k in ("name", "path", "content_sha256")}}
+    artifacts = [str(Path(ds["path"]) / "manifest.json")]
+    artifacts = [a for a in artifacts if Path(a).is_file()]
+    mdir = Path(row["artifacts_dir"]) if row.get("artifacts_dir") else None
+    history: str | None = None
+    metrics: dict[str, Any] = {}
+    if best is not None and best.get("selection") == "private":
+        artifacts += released_files(report, folder) if report is not None else []
+    elif mdir is not None and mdir.is_dir():
+        artifacts += [str(mdir / f) for f in ("manifest.json", "history.json", "ledger.json",
+                                              "report.json") if (mdir / f).is_file()]
+        history = str(mdir / "history.json") if (mdir / "history.json").is_file() else None
+        evaluated = Path(row.get("evaluation_dir") or "-") / "metrics.json"
+        if evaluated.is_file():
+            artifacts.append(str(evaluated))
+            metrics = {f"{split}_{k}": v for split, m in
+                       json.loads(evaluated.read_text()).items() for k, v in m.items()}
+    if not metrics:
+        metrics = {k: row.get(k) for k in ("val_accuracy", "test_accuracy")}
+    if history is None or not row["private"]:
+        metrics["epsilon_spent"] = row.get("epsilon_spent")
+    return {"name": point_name(row, ds["name"], report), "tags": tags, "params": params,
+            "artifacts": artifacts, "history_path": history, "metrics": metrics}
 
 
 #: What each protected unit leaves unprotected (the report's ``protects`` says it too).
@@ -259,7 +454,9 @@ def privacy_tags(report: PrivacyReport, state: str, *,
     if insecure:
         head = f"**NOT PRIVATE** (reproducible noise); nominal {head}"
     noise = _noise_summary(report, privacy)
-    lines = [head, f"**Noise:** {noise}",
+    selection = report.details.get("private_selection")
+    lines = [head, *([f"**Private selection:** {selection}"] if selection else []),
+             f"**Noise:** {noise}",
              f"**Protects:** {report.protects}",
              f"**Unit:** {_fmt_level(report.level)}; "
              f"**relation:** {report.relation}"]

@@ -136,7 +136,7 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
                                 tracking_uri, experiment)
         described = with_odometer(with_twin(privacy_tags(report, o.states.get("train", ""),
                                                          privacy=privacy), twin_run),
-                                  o.budget)
+                                  o.budget, level=report.level, relation=report.relation)
         run = log_run(
             run_name=run_name(o.method, ds["name"], report, o.spec.seed),
             params=params,

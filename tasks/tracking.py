@@ -67,6 +67,32 @@ def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
 
 
+#: Where ``mlflow ui`` serves by default (its ``--host`` and ``--port`` defaults).
+UI_URL = "http://127.0.0.1:5000"
+
+
+def experiment_url(base: str, experiment_id: str) -> str:
+    """The experiment's runs table on the MLflow UI at ``base`` (``workflowType``: as
+    :func:`run_url`, else MLflow 3.17 opens its GenAI view)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
+
+
+def open_lines(tracking_uri: str, experiment_id: str, run_id: str | None = None
+               ) -> list[str]:
+    """How to open a run (or, without ``run_id``, the experiment) in MLflow's runs table:
+    its link when ``tracking_uri`` is a server; else the ``mlflow ui`` command for the
+    store and the link on that UI's default address (:data:`UI_URL`)."""
+    import sys
+
+    if tracking_uri.startswith(("http:", "https:")):
+        return [run_url(tracking_uri, experiment_id, run_id) if run_id else
+                experiment_url(tracking_uri, experiment_id)]
+    exe = Path(sys.executable).parent / "mlflow"
+    link = (run_url(UI_URL, experiment_id, run_id) if run_id else
+            experiment_url(UI_URL, experiment_id))
+    return [f"{exe} ui --backend-store-uri {tracking_uri}", f"then open {link}"]
+
+
 def default_tracking_uri() -> str:
     """``$MLFLOW_TRACKING_URI`` when set (not empty), else an SQLite store under the project
     directory (MLflow's file store is an error now)."""
@@ -293,6 +319,41 @@ def history_points(history: list[dict[str, Any]], most: int = MAX_CURVE_POINTS
     return out
 
 
+def _by_name(metrics: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
+    """Final metrics per split (``{"test": {"accuracy": ...}}``) as MLflow's names
+    (``test_accuracy``)."""
+    return {f"{split}_{k}": v for split, m in metrics.items() for k, v in m.items()}
+
+
+def _fill_run(client: Any, run_id: str, *, params: dict[str, Any], tags: dict[str, str],
+              dataset: dict[str, Any] | None, history_path: str | None,
+              metrics: dict[str, float | None], artifacts: list[str], at: int) -> None:
+    """What a run carries, a pipeline run's and a sweep point's alike: params (nested
+    dicts flattened with dots), tags, the dataset input, the per-step history
+    (:func:`history_points`) and the final ``metrics`` (at step 0; NaN and None left out),
+    all stamped ``at`` (ms), and the artifacts."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
+                       if isinstance(v, (list, tuple)) else str(v))[:6000])
+             for k, v in _flat("", params).items()]
+    for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
+        client.log_batch(run_id, params=items[i:i + 100])
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+    if dataset is not None:
+        client.log_inputs(run_id, datasets=[_dataset_input(dataset)])
+    series: list[Metric] = []
+    if history_path:
+        history = json.loads(Path(history_path).read_text())
+        series += [Metric(k, v, at, step) for k, step, v in history_points(history)]
+    series += [Metric(k, float(v), at, 0) for k, v in metrics.items()
+               if v is not None and not math.isnan(float(v))]
+    for i in range(0, len(series), 900):
+        client.log_batch(run_id, metrics=series[i:i + 900])
+    for path in artifacts:
+        client.log_artifact(run_id, path)
+
+
 @task(name="log_run", cache_policy=_NO_CACHE_POLICY, persist_result=False)
 def log_run(
     *,
@@ -323,7 +384,6 @@ def log_run(
         TrackingError: the tracking URI does not answer or cannot be written
             (:func:`check_tracking_uri`); anything MLflow raises while logging.
     """
-    from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     uri = tracking_uri or default_tracking_uri()
@@ -335,28 +395,9 @@ def log_run(
                                 tags={"mlflow.runName": run_name, **tags})
         run_id = run.info.run_id
         try:
-            now = int(time.time() * 1000)
-            flat = {k: v for k, v in _flat("", params).items()}
-            items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
-                               if isinstance(v, (list, tuple)) else str(v))[:6000])
-                     for k, v in flat.items()]
-            for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
-                client.log_batch(run_id, params=items[i:i + 100])
-            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-            if dataset is not None:
-                client.log_inputs(run_id, datasets=[_dataset_input(dataset)])
-            series: list[Metric] = []
-            if history_path:
-                history = json.loads(Path(history_path).read_text())
-                series += [Metric(k, v, now, step) for k, step, v in history_points(history)]
-            for split, m in metrics.items():
-                for k, v in m.items():
-                    if v is not None and not math.isnan(v):
-                        series.append(Metric(f"{split}_{k}", float(v), now, 0))
-            for i in range(0, len(series), 900):
-                client.log_batch(run_id, metrics=series[i:i + 900])
-            for path in artifacts:
-                client.log_artifact(run_id, path)
+            _fill_run(client, run_id, params=params, tags=tags, dataset=dataset,
+                      history_path=history_path, metrics=_by_name(metrics),
+                      artifacts=artifacts, at=int(time.time() * 1000))
             client.set_terminated(run_id, "FINISHED", end_time=int(time.time() * 1000))
         except Exception:
             with contextlib.suppress(Exception):  # keep the logging error, not this one
@@ -380,35 +421,44 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
               start_time_ms: int | None = None, release_time_ms: int | None = None
               ) -> dict[str, Any]:
     """One MLflow parent run for a sweep (its spec as params, the results table, the best
-    configurations and the plots as artifacts) and a nested child run per point (options,
-    ε, seed, metrics, privacy tags); the configuration chosen on validation for each
-    (method, ε) is tagged ``dpgnn.selected`` with what the selection read.
+    configurations and the plots as artifacts) and a nested child run per point that
+    carries what a single run carries (:func:`tasks.run_page.point_page`: the run name,
+    privacy params, tags and description, the dataset, history, final metrics and
+    artifacts), from its training's start to its evaluation's end
+    (``result["point_times"]``, by :func:`~tasks.run_page.point_key`; the sweep's start
+    and the logging time when a point has none). The configuration chosen on validation
+    for each (method, ε) is tagged ``dpgnn.selected`` with what the selection read.
 
     Never raises: a logging failure is returned as ``mlflow_error`` (the sweep's results
     are on disk; rerunning the sweep reuses every point and logs again).
 
     With ``selection = "private"`` every time logged is ``release_time_ms``, the
-    selection's release moment (now when not given; ``start_time_ms`` is ignored): the
-    parent and child runs start and end at it and their metrics carry it. The sweep's wall
-    time grows with the secret number of candidates K, so it must not be logged
-    (docs/privacy.md, "One release, one charge").
+    selection's release moment (now when not given; ``start_time_ms`` and the points'
+    times are ignored): the parent and child runs start and end at it and their metrics
+    carry it. The sweep's wall time grows with the secret number of candidates K, so it
+    must not be logged (docs/privacy.md, "One release, one charge"). The released
+    candidate's page states the released model's privacy: the tuning ε, not its own
+    training's (:func:`tasks.run_page.selection_release`).
 
     Returns:
-        dict: ``mlflow_parent_run_id``, ``mlflow_tracking_uri``, ``mlflow_experiment_id``
-        and, on failure, ``mlflow_error``.
+        dict: ``mlflow_parent_run_id``, ``mlflow_tracking_uri``, ``mlflow_experiment_id``,
+        ``mlflow_url`` (the parent run's page, when the URI is a server) and, on failure,
+        ``mlflow_error``.
     """
-    from mlflow.entities import Metric, Param, RunTag
+    import tempfile
+
+    from mlflow.entities import Param, RunTag
     from mlflow.tracking import MlflowClient
 
     from tasks.budget import budget_tags  # here: log_run needs no odometer (dp_accounting)
-    from tasks.run_page import point_privacy
+    from tasks.run_page import point_key
 
     uri = tracking_uri or default_tracking_uri()
     ds = result["dataset"]
     dataset = {"name": ds["name"], "path": ds["path"], "content_sha256": ds["content_sha256"]}
     try:
         check_tracking_uri(uri)
-        with short_http_retries(), quiet_mlflow():
+        with short_http_retries(), quiet_mlflow(), tempfile.TemporaryDirectory() as tmp:
             client = MlflowClient(tracking_uri=uri)
             exp_id = _experiment(client, experiment, uri)
             now = int(time.time() * 1000)
@@ -429,46 +479,14 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
             client.log_inputs(parent, datasets=[_dataset_input(dataset)])
             selected = {(b["method"], b["config_id"], b["epsilon"]): b for b in result["best"]}
             readings: dict[Any, Any] = {}  # the odometer per unit, read once
-            for row in result["rows"]:
-                eps = row["epsilon"]
-                name = (f"{row['method']}-" + (f"eps{eps:g}" if eps is not None else "np")
-                        + f"-s{row['seed']}")
-                tags = {"mlflow.runName": name, "mlflow.parentRunId": parent,
-                        "dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
-                        "dpgnn.private": str(row["private"]).lower(),
-                        "dpgnn.cache": str(row["cache"])}
-                p: dict[str, Any] = {}
-                if row.get("refused"):  # the budget refused it: nothing was trained
-                    tags |= {"dpgnn.refused": str(row["refused"])[:5000]}
-                elif row["private"]:  # what a single run's page says (run_record)
-                    p, privacy = point_privacy(row, ds["content_sha256"], readings)
-                    tags |= privacy
-                best = selected.get((row["method"], row["config_id"], eps))
-                if best is not None:
-                    tags["dpgnn.selected"] = "true"
-                    if best.get("unaccounted"):
-                        tags["dpgnn.unaccounted"] = "; ".join(best["unaccounted"])[:5000]
-                    if best.get("selection") == "private":  # result["rows"] holds only
-                        # the released candidates: K and the others are never logged
-                        tags["dpgnn.selection"] = str(best["report"])[:5000]
-                        tags["dpgnn.tuning"] = json.dumps(best["tuning"], default=str)[:5000]
-                child = client.create_run(exp_id, run_name=name, tags=tags,
-                                          start_time=now).info.run_id
-                row["mlflow_run_id"] = child
-                p = {"method": row["method"], "seed": row["seed"], "epsilon_target": eps,
-                     **{f"option.{k}": v for k, v in row["config"].items()}, **_flat("", p)}
-                items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
-                                   if isinstance(v, (list, tuple)) else str(v))[:6000])
-                         for k, v in p.items()]
-                for i in range(0, len(items), 100):  # MLflow takes 100 params a batch
-                    client.log_batch(child, params=items[i:i + 100])
-                client.log_inputs(child, datasets=[_dataset_input(dataset)])
-                ms = [Metric(k, float(row[k]), now, 0)
-                      for k in ("val_accuracy", "test_accuracy", "epsilon_spent")
-                      if row.get(k) is not None and not math.isnan(float(row[k]))]
-                client.log_batch(child, metrics=ms)
-                client.set_terminated(child, "FAILED" if row.get("refused") else "FINISHED",
-                                      end_time=now if private_selection else None)
+            times = result.get("point_times") or {}
+            for i, row in enumerate(result["rows"]):
+                span = ((now, now) if private_selection else
+                        tuple(times.get(point_key(row)) or (start_time_ms or now, now)))
+                row["mlflow_run_id"] = _log_point(
+                    client, exp_id, parent, row, ds,
+                    selected.get((row["method"], row["config_id"], row["epsilon"])),
+                    readings, (int(span[0]), int(span[1])), Path(tmp) / str(i))
             for key in ("table", "csv", "spec", "best", "privacy_utility", "hyperparameters"):
                 if key in paths:
                     client.log_artifact(parent, paths[key])
@@ -484,5 +502,28 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
                                    if spec.get("selection") != "private" else
                                    "(a private selection is drawn and trained afresh: a "
                                    "new tuning release)")}
-    return {"mlflow_parent_run_id": parent, "mlflow_tracking_uri": uri,
-            "mlflow_experiment_id": exp_id}
+    out = {"mlflow_parent_run_id": parent, "mlflow_tracking_uri": uri,
+           "mlflow_experiment_id": exp_id}
+    if uri.startswith(("http:", "https:")):
+        out["mlflow_url"] = run_url(uri, exp_id, parent)
+    return out
+
+
+def _log_point(client: Any, exp_id: str, parent: str, row: dict[str, Any],
+               ds: dict[str, Any], best: dict[str, Any] | None, readings: dict[Any, Any],
+               span: tuple[int, int], folder: Path) -> str:
+    """One sweep point's child run (:func:`tasks.run_page.point_page`), from ``span[0]``
+    to ``span[1]`` (ms; its metrics stamped at the end); returns its run id."""
+    from tasks.run_page import point_page
+
+    page = point_page(row, ds, best, readings, folder)
+    child = client.create_run(exp_id, run_name=page["name"], start_time=span[0], tags={
+        "mlflow.runName": page["name"], "mlflow.parentRunId": parent, **page["tags"]}
+                              ).info.run_id
+    _fill_run(client, child, params=page["params"], tags=page["tags"],
+              dataset={k: ds[k] for k in ("name", "path", "content_sha256")},
+              history_path=page["history_path"], metrics=page["metrics"],
+              artifacts=page["artifacts"], at=span[1])
+    client.set_terminated(child, "FAILED" if row.get("refused") else "FINISHED",
+                          end_time=span[1])
+    return str(child)

@@ -289,7 +289,19 @@ def declare(staged: Staged) -> Staged:
 
 
 def declared(family: str) -> Staged:
-    """The stages ``family`` declared (its module is imported by the registry)."""
+    """The stages ``family`` declared, importing its module first when it has not been
+    (:func:`~dpgnn_core.methods.catalog.load_family`): the answer never depends on which
+    module happened to be imported before.
+
+    Raises:
+        KeyError: ``family`` is not in the catalogue, or declares no stages.
+    """
+    if family not in _DECLARED:
+        from dpgnn_core.methods.catalog import load_family
+
+        load_family(family)
+    if family not in _DECLARED:
+        raise KeyError(f"method family {family!r} declares no stages (not a staged method)")
     return _DECLARED[family]
 
 

@@ -302,5 +302,22 @@ def modules() -> list[str]:
     return list(dict.fromkeys(e.module for e in _CATALOG.values()))
 
 
-__all__ = ["CATALOG", "Canary", "Check", "Entry", "entry", "is_private", "modules",
-           "spec_types"]
+def load_family(family: str) -> None:
+    """Import the module(s) that implement ``family``: each registers its methods (and a
+    staged family declares its stages) when it is imported, so a lookup by family calls
+    this first instead of relying on an earlier import having happened (a test run alone,
+    or in another order, sees the same registry).
+
+    Raises:
+        KeyError: no catalogue entry has that family (with the families to choose from).
+    """
+    found = list(dict.fromkeys(e.module for e in _CATALOG.values() if e.family == family))
+    if not found:
+        raise KeyError(f"unknown method family {family!r}; choose one of "
+                       f"{', '.join(sorted({e.family for e in _CATALOG.values()}))}")
+    for module in found:
+        importlib.import_module(module)
+
+
+__all__ = ["CATALOG", "Canary", "Check", "Entry", "entry", "is_private", "load_family",
+           "modules", "spec_types"]

@@ -107,6 +107,45 @@ class Spec(BaseModel):
     #: The family's catalogue declaration, for a family whose catalogue entries are written
     #: beside its spec (:class:`Family`); None: the catalogue's own table lists it.
     catalogue: ClassVar[Family | None] = None
+    #: Inputs besides the name that change the defaults a levelled family's name fills in
+    #: (DPDGC's ``messages="adjacency"``): :meth:`default_note` states them too.
+    default_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ()
+
+    @classmethod
+    def filled_in(cls, data: Any) -> Any:
+        """``data`` (a spec's input) with what its method name implies and the defaults
+        of its level filled in where it leaves them out: a levelled family's name
+        validator (GAP, ProGAP, DPDGC). Unchanged here."""
+        return data
+
+    @classmethod
+    def default_note(cls, name: str, field: str) -> str | None:
+        """The default of ``field`` for method ``name`` where the name's level decides it,
+        in words for ``dpgnn run NAME --help`` (``3``; ``"1 with messages = adjacency"``
+        for each :attr:`default_variants` input that changes it): derived from
+        :meth:`filled_in`, the same code that fills the default into a run's spec, so the
+        help cannot drift from the runs. None for a field no level decides."""
+        if name not in cls.level_names.values():
+            return None
+        variants = [dict(v) for v in cls.default_variants]
+        decided = {k for n in cls.level_names.values() for v in [{}, *variants]
+                   for k in cls.filled_in({"method": n, **v})
+                   if k not in ("method", *cls.implied, *v)}
+        if field not in decided:
+            return None
+
+        def value(given: Mapping[str, Any]) -> Any:
+            filled = cls.filled_in({"method": name, **given})
+            return filled.get(field, cls.model_fields[field].get_default(
+                call_default_factory=True))
+
+        main = value({})
+        text = f"{_words(main)} for {name}"
+        for v in variants:
+            if field not in v and value(v) != main:
+                text += f"; {_words(value(v))} with " + ", ".join(
+                    f"{k} = {_words(x)}" for k, x in v.items())
+        return text
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -273,6 +312,13 @@ def link(data: Any, name_of: Any, fields_of: Any) -> Any:
             raise ValueError(f"method {d['method']!r} implies {k}={v!r}, got {k}={d[k]!r}")
         d[k] = v
     return d
+
+
+def _words(value: Any) -> str:
+    """A default as the command line takes it (a tuple as numbers separated by commas)."""
+    if isinstance(value, tuple | list):
+        return ", ".join(_words(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def fill_level_defaults(data: Any, table: dict[str, dict[str, Any]],

@@ -33,8 +33,8 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
             k-neighbour and node_feature level, ``adjacency`` at edge level and ∞)
         hops (int): aggregation hops; hop t > 1 sums the normalised release of hop t - 1
             (one more release each, post-processing at ``node_feature`` level); the
-            classifier reads every hop. (default: 2 at k-neighbour and node_feature
-            level with label messages, else 1)
+            classifier reads every hop. (default: 3 at k-neighbour and node_feature
+            level with label messages, else 1; ``level_defaults``)
         max_degree (int, optional): degree bound D, required at node level: the graph's
             degrees must already be within D (undirected degree, or in + out degree on a
             graph flagged directed); a graph beyond it is refused, no edge is dropped.
@@ -88,6 +88,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         "node_feature": {"messages": "labels", "hops": 3,
                          "budget_split": (1.0, 0.1, 1.0)}}
     adjacency_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
+    default_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({"messages": "adjacency"},)
     #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
     #: full-batch epochs at edge level and ∞; the noisy encoder steps (adj_steps, the
     #: clipping norm, budget_split) and row clipping at the private levels (at ∞ the
@@ -128,11 +129,15 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         adjacency = isinstance(data, dict) and data.get("messages") == "adjacency"
         return cls.adjacency_defaults if adjacency else cls.level_defaults
 
+    @classmethod
+    def filled_in(cls, data: Any) -> Any:
+        # each level its own defaults (key=str)
+        return link_level(data, cls.level_names, cls.defaults_for(data), key=str)
+
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        # each level its own defaults (key=str)
-        data = link_level(data, cls.level_names, cls.defaults_for(data), key=str)
+        data = cls.filled_in(data)
         if (isinstance(data, dict) and data.get("level") == "node"
                 and data.get("messages") == "labels" and data.get("row_clip") is None
                 and isinstance(data.get("max_degree"), int | float)):

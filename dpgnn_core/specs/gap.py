@@ -101,10 +101,14 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     selection: Literal["best-val", "last"] = "best-val"
     budget_split: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
+    @classmethod
+    def filled_in(cls, data: Any) -> Any:
+        return link_level(data, cls.level_names, cls.level_defaults)
+
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return link_level(data, cls.level_names, cls.level_defaults)
+        return cls.filled_in(data)
 
     @model_validator(mode="after")
     def _gap(self) -> GapSpec:
@@ -203,10 +207,14 @@ class ProgapSpec(PrivateSpec):
     lr: float = Field(1e-3, gt=0)
     selection: Literal["best-val", "last"] = "best-val"
 
+    @classmethod
+    def filled_in(cls, data: Any) -> Any:
+        return link_level(data, cls.level_names, cls.level_defaults)
+
     @model_validator(mode="before")
     @classmethod
     def _name(cls, data: Any) -> Any:
-        return link_level(data, cls.level_names, cls.level_defaults)
+        return cls.filled_in(data)
 
     @model_validator(mode="after")
     def _progap(self) -> ProgapSpec:

@@ -236,7 +236,8 @@ def _print(summary: dict[str, Any]) -> None:
         typer.echo(line)
     if summary.get("mlflow_run_id"):
         typer.echo(f"MLflow    run {summary['mlflow_run_id']} "
-                   f"({summary['mlflow_tracking_uri']})")
+                   f"({summary['mlflow_tracking_uri']})"
+                   + (f": {summary['mlflow_url']}" if summary.get("mlflow_url") else ""))
     if summary.get("mlflow_error"):
         typer.secho(f"warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
     if eps is not None and not math.isfinite(eps):

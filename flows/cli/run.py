@@ -100,6 +100,20 @@ def _names_taking(name: str | None, field: str) -> list[str]:
             if n != name and t is types[name] and field in _options(n, t)]
 
 
+def _without_default(text: str) -> str:
+    """``text`` without its last ``(default: ...)`` clause (nested parentheses kept
+    together), for a default stated from the spec's own defaults instead."""
+    start = text.rfind("(default:")
+    if start < 0:
+        return text
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return (text[:start].rstrip() + " " + text[i + 1:].lstrip()).strip()
+    return text[:start].rstrip()
+
+
 def _signature(name: str, spec_type: Any) -> inspect.Signature:
     from dpgnn_core.methods.catalog import is_private
     from flows.cli.common import field_help
@@ -113,7 +127,10 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
         info = spec_type.model_fields[field]
         default = info.get_default(call_default_factory=True)
         text = helps.get(field, "")
-        if "(default:" not in text:
+        note = spec_type.default_note(name, field)  # a default the name's level decides
+        if note is not None:
+            text = f"{_without_default(text)} (default: {note})".strip()
+        elif "(default:" not in text:
             text = f"{text} (default: {default})".strip()
         if _tuple_field(info.annotation):
             text += " Give the numbers separated by commas."

@@ -66,7 +66,8 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
             typer.echo(f"  NOT accounted: {note}")
     if summary.get("mlflow_run_id"):
         typer.echo(f"  MLflow run {summary['mlflow_run_id']} in "
-                   f"{summary['mlflow_tracking_uri']}")
+                   f"{summary['mlflow_tracking_uri']}"
+                   + (f": {summary['mlflow_url']}" if summary.get("mlflow_url") else ""))
     if summary.get("mlflow_error"):
         typer.secho(f"  warning: {summary['mlflow_error']}", fg=typer.colors.YELLOW,
                     err=True)

@@ -143,21 +143,29 @@ def sweep_command(
         print(json.dumps(_nan_to_none(summary), default=str, allow_nan=False))
         _refused_exit(refused, len(result["rows"]))
         return
+    _print_summary(result, paths, logged, experiment)
+    _refused_exit(refused, len(result["rows"]))
+
+
+def _print_summary(result: dict[str, Any], paths: dict[str, str], logged: dict[str, Any],
+                   experiment: str) -> None:
+    """The sweep's text output: the table, where the results and plots are, and how to
+    open the MLflow runs (their link: the runs table, not MLflow's GenAI view)."""
     _print_table(result)
     typer.echo(f"\ntable     {paths['table']} (and .csv; Markdown: {paths['summary']})")
     typer.echo(f"plot      {paths['privacy_utility']}")
     if "hyperparameters" in paths:
         typer.echo(f"plot      {paths['hyperparameters']}")
     if logged.get("mlflow_parent_run_id"):
-        import sys
+        from tasks.tracking import open_lines
 
-        mlflow_exe = Path(sys.executable).parent / "mlflow"
         typer.echo(f"MLflow    parent run {logged['mlflow_parent_run_id']} in experiment "
-                   f"{experiment!r}; open it with:\n  {mlflow_exe} ui --backend-store-uri "
-                   f"{logged['mlflow_tracking_uri']}")
+                   f"{experiment!r}; open its runs table with:")
+        for line in open_lines(logged["mlflow_tracking_uri"],
+                               logged["mlflow_experiment_id"]):
+            typer.echo(f"  {line}")
     if logged.get("mlflow_error"):
         typer.secho(f"warning: {logged['mlflow_error']}", fg=typer.colors.YELLOW, err=True)
-    _refused_exit(refused, len(result["rows"]))
 
 
 def _refused_exit(refused: list[dict[str, Any]], points: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,35 @@ def test_summary_line_names_release_epsilon_odometer_and_mlflow_run() -> None:
     line = summary_line(summary, {"action": "reused", "reason": "unchanged source"})
     assert line.startswith("new release 0123456789abcdef: dp-mlp on csbm-n200-s0, ε = 2 at "
                            "δ = 0.001, unit node; dataset's cumulative ε 3.5 at δ = 0.001 "
-                           "(budget ε = 8 at δ = 0.001; remaining node: 4.5")
+                           "for node (protected, this run's unit) (budget ε = 8 at δ = "
+                           "0.001; remaining node: 4.5")
     assert "MLflow run r1 in sqlite:///x/mlflow.db" in line
     assert "dataset reused (unchanged source)" in line and "\n" not in line
     failed = summary_line({**summary, "mlflow_run_id": None, "mlflow_error": "MLflow down"},
                           {"action": "given", "reason": "no ingest spec"})
     assert "not logged to MLflow: MLflow down" in failed
+
+
+def test_summary_line_names_the_unit_and_gives_the_protected_units_figure() -> None:
+    """Issue 52 §3: the summary's "dataset's cumulative ε" was the run's own unit's, and
+    read "inf" (DP-MLP's unit node, which an earlier node_feature-level release bounds
+    nothing about) while the protected unit, node_feature, stood at 12.96 of 16. Each
+    figure now names its unit, the protected one first."""
+    summary = {"release": "new release 0123456789abcdef", "method": "dp-mlp",
+               "dataset": "d", "epsilon": 2.0, "delta": 1e-5, "level": "node",
+               "relation": "add_remove", "dataset_epsilon_spent": math.inf,
+               "dataset_epsilon_delta": 1e-5,
+               "dataset_epsilon_by_unit": {"node": math.inf, "node_feature": 12.96},
+               "dataset_budget": {"epsilon": 16.0, "delta": 1e-5,
+                                  "remaining": {"node": 0.0, "node_feature": 3.04},
+                                  "protected": ["node_feature"],
+                                  "filter_used": {"node_feature": 0.8}},
+               "mlflow_run_id": "r1", "mlflow_tracking_uri": "sqlite:///x/mlflow.db"}
+    line = summary_line(summary, {"action": "given", "reason": "no ingest spec"})
+    assert ("dataset's cumulative ε 12.96 at δ = 1e-05 for node_feature (protected), inf "
+            "for node (this run's unit) (budget ε = 16 at δ = 1e-05; remaining node: not "
+            "protected, node_feature: 3.04 post hoc") in line
+    void = summary_line({**summary, "dataset_guarantee_void": "no guarantee since release "
+                         "3"}, {"action": "given", "reason": "no ingest spec"})
+    assert "dataset's cumulative ε inf at δ = 1e-05 for every unit (VOID: no guarantee" \
+        in void and "12.96" not in void

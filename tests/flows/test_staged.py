@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dpgnn_core.methods._staged import declared
 from dpgnn_core.methods.catalog import CATALOG
 from dpgnn_core.methods.registry import get
@@ -12,8 +14,29 @@ from dpgnn_core.specs import GapSpec, ProgapSpec
 def test_every_staged_entry_declares_its_stages() -> None:
     staged = {e.family for e in CATALOG.values() if e.staged}
     assert staged == {"gap", "progap"}
-    get("gap-edp")  # the registry imports the method modules, which declare their stages
+    # declared() imports the family's module itself (issue 52 §5): no earlier get() needed
     assert {declared(f).family for f in staged} == staged
+
+
+def test_declared_loads_its_family_in_a_fresh_interpreter() -> None:
+    """Issue 52 §5: ``declared("progap")`` raised KeyError unless something had imported
+    ProGAP's module before (the test above passed only after another test had). A fresh
+    interpreter has imported nothing: the lookup alone must load the family."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from dpgnn_core.methods._staged import declared\n"
+            "assert 'dpgnn_core.methods.progap' not in sys.modules\n"
+            "print(declared('progap').family, declared('gap').family)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["progap", "gap"]
+    with pytest.raises(KeyError, match="unknown method family"):
+        declared("no-such-family")
+    with pytest.raises(KeyError, match="declares no stages"):
+        declared("dp-mlp")
 
 
 def test_stages_read_only_earlier_stages_and_the_last_is_train() -> None:

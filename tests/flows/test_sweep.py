@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -128,6 +129,20 @@ def test_sweep_on_a_local_cluster_logs_nested_runs_and_reruns_from_cache(
     assert all(c.info.status == "FINISHED" for c in runs)
     assert sum(c.data.tags.get("dpgnn.selected") == "true" for c in children) == 3
     assert parents[0].data.tags["dpgnn.points"] == "5"
+    # each child is a run as a single run is (issue 52 §3): the documented name, its
+    # artifacts, and its own span (training start to evaluation end) within the sweep's
+    parent = parents[0]
+    for c in children:
+        assert parent.info.start_time <= c.info.start_time < c.info.end_time \
+            <= parent.info.end_time
+        names = {a.path for a in client.list_artifacts(c.info.run_id)}
+        assert {"manifest.json", "history.json", "metrics.json"} <= names, names
+        if c.data.tags["dpgnn.private"] == "true":
+            assert {"ledger.json", "report.json"} <= names
+            assert re.fullmatch(r"dp-mlp-csbm\S*-eps[28]-node-s0-[0-9a-f]{12}",
+                                c.info.run_name), c.info.run_name
+        else:
+            assert re.fullmatch(r"mlp-csbm\S*-s0", c.info.run_name), c.info.run_name
 
     # the same sweep again: every point from the cache, no training
     trained = _trained(home)

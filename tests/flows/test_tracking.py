@@ -218,3 +218,29 @@ def test_failed_logging_keeps_the_result(dataset: str, spec: Any,
     out = pipeline(spec=spec, dataset=dataset)
     assert out["mlflow_run_id"] is None and "disk full" in out["mlflow_error"]
     assert out["cache"]["train"] == "Cached"  # re-running reuses the model
+
+
+def test_every_printed_mlflow_link_opens_the_runs_table(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """Issue 52 §3: the demo's and a sweep's "open it with" line gave only `mlflow ui`,
+    whose experiment page MLflow 3.17 opens on its GenAI view in a fresh browser. Every
+    link printed carries ``?workflowType=machine_learning`` (docs/mlflow.md)."""
+    from flows.cli.sweep import _print_summary
+    from tasks.tracking import open_lines
+
+    mode = "?workflowType=machine_learning"
+    ui, then = open_lines("sqlite:////p/mlflow.db", "7")
+    assert ui.endswith("mlflow ui --backend-store-uri sqlite:////p/mlflow.db")
+    assert then == f"then open http://127.0.0.1:5000/#/experiments/7{mode}"
+    assert open_lines("http://h:5123/", "7", "r1") == [
+        f"http://h:5123/#/experiments/7/runs/r1{mode}"]
+    assert open_lines("https://h", "7") == [f"https://h/#/experiments/7{mode}"]
+    paths = {"table": "t.parquet", "summary": "s.md", "privacy_utility": "p.png"}
+    _print_summary({"best": [], "rows": []}, paths, {
+        "mlflow_parent_run_id": "p1", "mlflow_tracking_uri": "sqlite:////p/mlflow.db",
+        "mlflow_experiment_id": "3"}, "dpgnn-demo")
+    out = capsys.readouterr().out
+    assert "open its runs table with:" in out
+    assert f"then open http://127.0.0.1:5000/#/experiments/3{mode}" in out
+    links = [w for w in out.split() if w.startswith("http")]
+    assert links and all(w.endswith(mode) for w in links)
