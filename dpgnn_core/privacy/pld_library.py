@@ -25,6 +25,30 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_pmf
 
 LIBRARY_BOUNDS = pld_common.compute_self_convolve_bounds
+
+#: The most grid points a PLD may have: 2^28 (2 GiB of float64; composing one takes FFT
+#: buffers of complex numbers, about four times that at peak). A plan past it is refused in
+#: one line (:func:`check_grid`) instead of numpy's ``MemoryError`` (10^9 DP-MLP steps asked
+#: for a 36 GiB array, ``dpgnn privacy epsilon --steps 1e12`` for 3.5 PiB) or "Maximum
+#: allowed size exceeded" (a noise multiplier of 1e-9: losses up to ~10^18, a grid of
+#: 10^22 points). Plans the defaults calibrate stay far below it: ε = 100 peaks at 1.8 GB.
+MAX_PMF_POINTS = 2**28
+
+
+def check_grid(points: int, what: str) -> None:
+    """Refuse a PLD of more than :data:`MAX_PMF_POINTS` grid points before it is allocated.
+
+    Raises:
+        PrivacyError: one line naming ``what`` (the plan), the points and the memory.
+    """
+    if points > MAX_PMF_POINTS:
+        from dpgnn_core.privacy.events import PrivacyError
+
+        raise PrivacyError(
+            f"the PLD accountant cannot hold {what} in memory (a grid of {points:.3g} "
+            f"privacy-loss points, {points * 8 / 2**30:.3g} GiB, above its limit of "
+            f"{MAX_PMF_POINTS:.3g}); use the RDP accountant (--accountant rdp), which has "
+            "no grid, or fewer steps / more noise")
 LIBRARY_TRUNCATE_TAILS = pld_pmf._truncate_tails
 LIBRARY_CONNECT_DOTS = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap
 
@@ -49,6 +73,7 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     n = len(p)
     upper, lower = (n - 1) * num_times, 0
     if tail_mass_truncation == 0:
+        check_grid(upper - lower + 1, f"{num_times:,} composed steps")
         return lower, upper
     if orders is None:
         orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
@@ -57,6 +82,7 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     if order_list.size and np.max(np.abs(order_list)) * max(n - 1, 1) > 700:
         # orders the caller chose beyond exp's range: the library's log-space way
         lo, hi = LIBRARY_BOUNDS(input_list, num_times, tail_mass_truncation, orders)
+        check_grid(int(hi) - int(lo) + 1, f"{num_times:,} composed steps")
         return int(lo), int(hi)
     per_chunk = max(1, 4_000_000 // max(n, 1))  # at most ~32 MB of exponentials at once
     log_mgfs = np.empty(order_list.size)
@@ -73,6 +99,7 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
             upper = min(upper, math.ceil(bound))
         if order < 0:
             lower = max(lower, math.floor(bound))
+    check_grid(upper - lower + 1, f"{num_times:,} composed steps")
     return lower, upper
 
 

@@ -30,6 +30,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from dpgnn_core.methods import preflight
@@ -40,6 +41,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         manifest = json.loads(manifest_path.read_text())
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
+        check_environment()
         refuse_non_private(spec, dataset, manifest, explain_graphs,
                             allow_non_private_release)
         refuse_unbounded(spec, dataset, manifest)
