@@ -92,6 +92,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             canary_scale: float, allow_non_private_release: bool = False) -> None:
     """Check everything the spec and the manifest can refuse, then run the audit flow and
     print its summary (one JSON object with ``--json``)."""
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from flows import clilog
@@ -106,6 +107,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                    runs=runs, attack=attack, guess_fraction=guess_fraction, beta=beta,
                    bound_delta=bound_delta)
         clilog.check_home(project_dir())
+        check_environment()  # DPGNN_CHECKPOINT_SECONDS, say: one line, before Prefect
         if tracking_uri:
             from tasks.tracking import check_tracking_uri
 

@@ -38,6 +38,7 @@ def sweep_command(
 ) -> None:
     """Run a sweep: every (method, options, ε, seed) point of SPEC_FILE through the cached
     pipeline tasks on Dask; results table, privacy-utility plot, nested MLflow runs."""
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from dpgnn_core.methods import preflight
@@ -56,6 +57,7 @@ def sweep_command(
         spec = load_sweep_spec(spec_file)
         pts = points(spec)
         clilog.check_home(project_dir())
+        check_environment()  # DPGNN_CHECKPOINT_SECONDS, say: one line, before Prefect
         if tracking_uri:
             from tasks.tracking import check_tracking_uri
 
