@@ -303,8 +303,24 @@ def one_thread_unless_set() -> None:
             os.environ[v] = "1"
 
 
+#: The width of ``--help`` piped or redirected (no terminal to fit): rich fell back to 80
+#: columns and cut option names (``--insecure-reproducib…``).
+PIPED_HELP_WIDTH = 120
+
+
+def wide_help_when_piped() -> None:
+    """Render help :data:`PIPED_HELP_WIDTH` columns wide when standard output is no
+    terminal, unless ``COLUMNS`` or ``TERMINAL_WIDTH`` sets a width."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS") or os.environ.get("TERMINAL_WIDTH"):
+        return
+    import typer.rich_utils
+
+    typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+
+
 def main() -> None:
     one_thread_unless_set()
+    wide_help_when_piped()
     # The earlier form `dpgnn run --method NAME ...` stays as an alias of `dpgnn run NAME`.
     args = sys.argv[1:]
     if "run" in args:

@@ -286,6 +286,6 @@ def test_rich_mode_draws_bars_and_stages_without_crashing() -> None:
         with Progress("sweep", 3, unit="point", mode="rich", console=console) as s:
             s.advance()
     text = buf.getvalue()
-    assert "dp-gcn" in text and "step 40/40 (100%)" in text and "ε 4.00/4" in text
+    assert "dp-gcn" in text and "step 40/40 (100%)" in text and "ε 4.00/4.00" in text
     assert "building subgraphs" in text and "point 1/3" in text
     assert prog._DISPLAY._progress is None  # the shared display stopped with its last user
