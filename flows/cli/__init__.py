@@ -248,7 +248,8 @@ def demo(
 
 
 @server_app.command("start")
-def server_start(port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242) -> None:
+def server_start(port: Annotated[int, typer.Option(
+        min=1, max=65535, help="Port on 127.0.0.1, 1-65535.")] = 4242) -> None:
     """Start the background Prefect server (SQLite under the project)."""
     from dpgnn_core.errors import ServerError
     from flows import server

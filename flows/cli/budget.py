@@ -40,10 +40,10 @@ def _dataset(key: str) -> tuple[str, str, str | None]:
     sha256 (prefix), folder or name."""
     folder = Path(key)
     if (folder / "manifest.json").is_file():
-        from dpgnn_core.data.manifest import quick_problem
+        from dpgnn_core.data.manifest import load_manifest, quick_problem
         from dpgnn_core.errors import DataError
 
-        m = json.loads((folder / "manifest.json").read_text())
+        m = load_manifest(folder / "manifest.json")
         problem = quick_problem(folder, m)  # light: the manifest's hash and file sizes
         if problem is not None:
             raise DataError(f"refused: {problem}", path=folder / "manifest.json",

@@ -8,7 +8,6 @@ Ctrl-C at a step's end and the one line that says what a stopped run kept.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
+    from dpgnn_core.data.manifest import load_manifest
     from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
@@ -38,7 +38,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # method's pre-flight, which the flow runs too; it imports no torch)
-        manifest = json.loads(manifest_path.read_text())
+        manifest = load_manifest(manifest_path)
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         check_environment()

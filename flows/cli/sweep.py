@@ -38,6 +38,7 @@ def sweep_command(
 ) -> None:
     """Run a sweep: every (method, options, ε, seed) point of SPEC_FILE through the cached
     pipeline tasks on Dask; results table, privacy-utility plot, nested MLflow runs."""
+    from dpgnn_core.data.manifest import load_manifest
     from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
@@ -78,7 +79,7 @@ def sweep_command(
         if not manifest_path.is_file():
             raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
                              "(no manifest.json); create one with `dpgnn ingest`")
-        manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
+        manifest = {**load_manifest(manifest_path), "path": spec.dataset}
         notes = list(dict.fromkeys(n for p in pts
                                    for n in preflight.check(p.spec, manifest)))
         from dpgnn_core.sweep_tuning import preflight_private_selection
