@@ -55,8 +55,11 @@ class OneLineErrors(TyperGroup):
         except _CLICK_ERROR as e:
             error(e.format_message())
             sys.exit(e.exit_code)
-        except typer.Abort:
-            error("aborted")
+        except typer.Abort as e:
+            cause = e.__cause__  # the framework turns any EOFError into Abort, not only
+            # Ctrl-D at a prompt: a truncated gzip file said only "aborted"
+            error(f"{type(cause).__name__}: {cause}" if isinstance(cause, EOFError)
+                  and str(cause) else "aborted")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code (0 when none)
 
