@@ -86,9 +86,13 @@ def format_epsilon(eps: float) -> str:
         return "0.00"
     exp = math.floor(math.log10(eps))
     if eps >= 1e-3:
-        decimals = max(2, 2 - exp)
-        scale = 10**decimals
-        return f"{math.ceil(eps * scale * (1 - 1e-12)) / scale:.{decimals}f}"
+        for e in (exp, exp + 1):  # rounded up to the next power of ten (0.9999): its form
+            decimals = max(2, 2 - e)
+            scale = 10**decimals
+            shown = math.ceil(eps * scale * (1 - 1e-12)) / scale
+            if shown < 10.0 ** (e + 1):
+                break
+        return f"{shown:.{decimals}f}"
     return _scientific(eps)
 
 
