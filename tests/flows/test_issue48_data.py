@@ -117,3 +117,21 @@ def test_truncated_gzip_table_of_a_csv_ingest(tmp_path: Path) -> None:
     (tmp_path / "n.csv").write_text("node_id,f1,label\n0,1,0\n1,2,1\n")
     with pytest.raises(DataError, match=r"e\.csv\.gz"):
         load_tabular(tmp_path / "e.csv.gz", tmp_path / "n.csv")
+
+
+def test_a_budget_store_database_error_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only home: ``budget show`` raised a raw ``OperationalError`` (and logged its
+    traceback to /tmp). The store's own read is replaced here: as root (the test machine)
+    a read-only folder is still writable."""
+    import sqlite3
+
+    import dpgnn_core.budget
+
+    def readonly(*a: object, **k: object) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(dpgnn_core.budget.BudgetStore, "budget_ids", readonly)
+    r = runner.invoke(app, ["budget", "show"])
+    line = _one_error(r, 2)
+    assert "cannot use the budget store" in line and "budget.sqlite" in line \
+        and "attempt to write a readonly database" in line, line
