@@ -25,6 +25,7 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import pld_pmf
 
 LIBRARY_BOUNDS = pld_common.compute_self_convolve_bounds
+LIBRARY_SELF_CONVOLVE = pld_common.self_convolve
 
 #: The most grid points a PLD may have: 2^28 (2 GiB of float64; composing one takes FFT
 #: buffers of complex numbers, about four times that at peak). A plan past it is refused in
@@ -73,7 +74,6 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     n = len(p)
     upper, lower = (n - 1) * num_times, 0
     if tail_mass_truncation == 0:
-        check_grid(upper - lower + 1, f"{num_times:,} composed steps")
         return lower, upper
     if orders is None:
         orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n
@@ -82,7 +82,6 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
     if order_list.size and np.max(np.abs(order_list)) * max(n - 1, 1) > 700:
         # orders the caller chose beyond exp's range: the library's log-space way
         lo, hi = LIBRARY_BOUNDS(input_list, num_times, tail_mass_truncation, orders)
-        check_grid(int(hi) - int(lo) + 1, f"{num_times:,} composed steps")
         return int(lo), int(hi)
     per_chunk = max(1, 4_000_000 // max(n, 1))  # at most ~32 MB of exponentials at once
     log_mgfs = np.empty(order_list.size)
@@ -99,7 +98,6 @@ def chernoff_bounds(input_list: npt.ArrayLike, num_times: int,
             upper = min(upper, math.ceil(bound))
         if order < 0:
             lower = max(lower, math.floor(bound))
-    check_grid(upper - lower + 1, f"{num_times:,} composed steps")
     return lower, upper
 
 
@@ -162,6 +160,25 @@ def connect_dots_fixed_gap(discretization: float, rounded_epsilon_lower: int,
                                d[-1], True)
 
 
+def self_convolve(input_list: npt.ArrayLike, num_times: int,
+                  tail_mass_truncation: float = 0) -> tuple[int, Any]:
+    """dp-accounting's ``common.self_convolve`` (a PMF convolved ``num_times`` with itself
+    by FFT, its tails truncated at the Chernoff bounds), the same code with one step
+    added: the output's length is checked (:func:`check_grid`) before the FFT buffers are
+    allocated, so a composition too large for memory is one line, not numpy's
+    ``MemoryError``."""
+    from scipy import fft
+
+    lower, upper = pld_common.compute_self_convolve_bounds(input_list, num_times,
+                                                           tail_mass_truncation)
+    check_grid(upper - lower + 1, f"{num_times:,} composed steps")
+    output_len = upper - lower + 1
+    fast_len = fft.next_fast_len(max(output_len, len(input_list)))  # type: ignore[arg-type]
+    out = np.real(fft.ifft(fft.fft(input_list, fast_len) ** num_times))
+    return lower, np.roll(out, -lower)[:output_len]
+
+
 pld_common.compute_self_convolve_bounds = chernoff_bounds
+pld_common.self_convolve = self_convolve
 pld_pmf._truncate_tails = truncate_tails
 pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap = connect_dots_fixed_gap

@@ -178,3 +178,20 @@ def test_a_spent_budget_is_refused_before_prefect(tmp_path: Path,
                             "--dataset", str(ds)])
     line = _one_error(r, 2)
     assert "privacy budget of dataset" in line and "is spent for unit node" in line, line
+
+
+def test_the_guarded_self_convolution_is_the_librarys() -> None:
+    """The size check adds a step, not a change: the same truncation bound and numbers as
+    dp-accounting's ``self_convolve`` (with the library's bounds function, replaced by
+    the same-valued fast one in both)."""
+    import numpy as np
+
+    from dpgnn_core.privacy import pld_library
+
+    rng = np.random.default_rng(0)
+    p = rng.random(300)
+    p /= p.sum()
+    for times, tail in ((1, 0.0), (7, 1e-15), (200, 1e-15)):
+        lo, out = pld_library.self_convolve(p, times, tail)
+        lib_lo, lib_out = pld_library.LIBRARY_SELF_CONVOLVE(p, times, tail)
+        assert lo == lib_lo and np.array_equal(out, lib_out)

@@ -264,7 +264,7 @@ def test_train_task_writes_progress_lines_when_piped(tmp_path: Any,
     lines = [LINE.match(x) for x in capsys.readouterr().err.splitlines()]
     last = [m for m in lines if m][-1]
     assert (last["label"], last["done"], last["total"], last["target"]) == \
-        ("dp-mlp", "30", "30", "2")
+        ("dp-mlp", "30", "30", "2.00")
     assert float(last["eps"]) >= ref["report"]["epsilon"]
     assert last["loss"] is None  # a private run shows no raw loss unless log_raw_loss
 
