@@ -6,9 +6,11 @@ them, so ``dpgnn --help`` and ``dpgnn datasets`` answer at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -309,19 +311,25 @@ def one_thread_unless_set() -> None:
 PIPED_HELP_WIDTH = 120
 
 
-def wide_help_when_piped() -> None:
-    """Render help :data:`PIPED_HELP_WIDTH` columns wide when standard output is no
-    terminal, unless ``COLUMNS`` or ``TERMINAL_WIDTH`` sets a width."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS") or os.environ.get("TERMINAL_WIDTH"):
-        return
+@contextlib.contextmanager
+def wide_help_when_piped() -> Iterator[None]:
+    """Within the block, render help :data:`PIPED_HELP_WIDTH` columns wide when standard
+    output is no terminal, unless ``COLUMNS`` or ``TERMINAL_WIDTH`` sets a width (the
+    framework's width is restored after it: a command run in-process leaves none)."""
     import typer.rich_utils
 
-    typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+    before = typer.rich_utils.MAX_WIDTH
+    if not (sys.stdout.isatty() or os.environ.get("COLUMNS")
+            or os.environ.get("TERMINAL_WIDTH")):
+        typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+    try:
+        yield
+    finally:
+        typer.rich_utils.MAX_WIDTH = before
 
 
 def main() -> None:
     one_thread_unless_set()
-    wide_help_when_piped()
     # The earlier form `dpgnn run --method NAME ...` stays as an alias of `dpgnn run NAME`.
     args = sys.argv[1:]
     if "run" in args:
@@ -331,7 +339,8 @@ def main() -> None:
         elif len(args) > i + 1 and args[i + 1].startswith("--method="):
             sys.argv[1:] = [*args[:i + 1], args[i + 1].split("=", 1)[1], *args[i + 2:]]
     try:
-        app()
+        with wide_help_when_piped():
+            app()
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
     except Exception as e:  # none of dpgnn's own errors: one line here, the story in a file

@@ -87,3 +87,19 @@ def test_docs_state_what_the_code_does() -> None:
         assert "δ = 1/(10 N) by default (Mueller et al. used 1/N)" in text
     # --budget-split is an option of gap-ndp only (gap-edp refuses it, naming gap-ndp)
     assert "`gap-ndp --budget-split" in guide and "option of `gap-ndp` only" in guide
+
+
+def test_the_piped_width_is_restored_after_the_command(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A command run in-process (a test, a library user) leaves the framework's width as
+    it found it: ``COLUMNS`` set later still counts."""
+    import typer.rich_utils
+
+    from flows.cli import PIPED_HELP_WIDTH, wide_help_when_piped
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("TERMINAL_WIDTH", raising=False)
+    before = typer.rich_utils.MAX_WIDTH
+    with wide_help_when_piped():
+        assert typer.rich_utils.MAX_WIDTH == PIPED_HELP_WIDTH  # pytest's stdout: no TTY
+    assert typer.rich_utils.MAX_WIDTH == before
