@@ -203,9 +203,10 @@ def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
     if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
         return
     probe = Ledger()
-    for level, relation in levels:
-        probe = probe.add(GaussianEvent(noise_multiplier=PROBE_NOISE, level=level,
-                                        relation=relation))
+    for level, relation in levels:  # the pairs the run's own events state
+        probe = probe.add(GaussianEvent(noise_multiplier=PROBE_NOISE,
+                                        level=level,  # type: ignore[arg-type]
+                                        relation=relation))  # type: ignore[arg-type]
     try:
         s.check(sha, Charge(probe))
     except BudgetExceeded as e:
