@@ -93,14 +93,34 @@ def retrain_parameters() -> dict[str, Any]:
     if folder is None:  # the self-contained demo: the embedded graph, ingested on first run
         folder = str(project_dir() / "datasets" / "retrain-demo")
         ingest = ingest or DEMO_INGEST.model_dump_json()
-    spec = parse_spec(json.loads(os.environ.get("DPGNN_RETRAIN_SPEC")
-                                 or json.dumps(RETRAIN_SPEC)))
+    spec = _from_env("DPGNN_RETRAIN_SPEC", parse_spec,
+                     os.environ.get("DPGNN_RETRAIN_SPEC") or json.dumps(RETRAIN_SPEC))
     params = {"spec": spec.model_dump(mode="json"),
               "dataset": str(Path(folder).expanduser().resolve())}
     if ingest:  # its files named absolutely: runs may start in another directory
-        params["ingest_spec"] = absolute_spec(IngestSpec(**json.loads(ingest))).model_dump(
-            mode="json")
+        params["ingest_spec"] = absolute_spec(_from_env(
+            "DPGNN_RETRAIN_INGEST", lambda d: IngestSpec(**d), ingest)).model_dump(mode="json")
     return params
+
+
+def _from_env(name: str, build: Any, text: str) -> Any:
+    """``build`` of the JSON object in environment variable ``name`` (its value ``text``).
+
+    Raises:
+        ValueError: one line naming the variable and what is wrong (not JSON, not an
+            object, or what the spec refuses), which :func:`main` prints instead of a
+            traceback.
+    """
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("give a JSON object")
+        return build(data)
+    except ValueError as e:  # json's and pydantic's errors are ValueErrors
+        errors = getattr(e, "errors", None)
+        why = ("; ".join(f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}"
+                         for err in errors()) if callable(errors) else str(e))
+        raise ValueError(f"{name}={text!r}: {' '.join(why.split())}") from None
 
 
 def retrain_deployment() -> Any:
@@ -190,7 +210,10 @@ def main(names: list[str]) -> None:
     not the interpreter's teardown of every imported module (about 7 s on 2 busy cores,
     after Prefect has already stopped)."""
     wanted = set(names)
-    served = [d for d in deployments() if not wanted or d.name in wanted]
+    try:
+        served = [d for d in deployments() if not wanted or d.name in wanted]
+    except ValueError as e:  # a malformed DPGNN_RETRAIN_* variable: one line, no traceback
+        sys.exit(f"serve: error: {e}")
     unknown = wanted - {d.name for d in served}
     if unknown:
         sys.exit(f"no deployment named {', '.join(sorted(unknown))}")

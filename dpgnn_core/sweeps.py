@@ -38,6 +38,7 @@ from dpgnn_core.io import parse_mapping, sha256_json
 from dpgnn_core.methods.catalog import is_private
 from dpgnn_core.methods.catalog import spec_types as method_specs
 from dpgnn_core.specs import IngestSpec, Spec, parse_spec
+from dpgnn_core.specs.base import Seed
 
 
 class RandomOption(BaseModel):
@@ -249,7 +250,7 @@ class SweepSpec(BaseModel):
     dataset: str | IngestSpec
     methods: list[MethodSearch] = Field(min_length=1)
     epsilons: list[float] = Field(default_factory=list)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1)
     selection: Literal["flagged", "private"] = "flagged"
     search_seed: int = 0
     tuning: TuningSpec | None = None

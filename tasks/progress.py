@@ -86,9 +86,22 @@ def format_epsilon(eps: float) -> str:
         return "0.00"
     exp = math.floor(math.log10(eps))
     if eps >= 1e-3:
-        decimals = max(2, 2 - exp)
-        scale = 10**decimals
-        return f"{math.ceil(eps * scale * (1 - 1e-12)) / scale:.{decimals}f}"
+        for e in (exp, exp + 1):  # rounded up to the next power of ten (0.9999): its form
+            decimals = max(2, 2 - e)
+            scale = 10**decimals
+            shown = math.ceil(eps * scale * (1 - 1e-12)) / scale
+            if shown < 10.0 ** (e + 1):
+                break
+        return f"{shown:.{decimals}f}"
+    return _scientific(eps)
+
+
+def _scientific(eps: float) -> str:
+    """``eps`` ≥ 0 in scientific notation, three significant digits rounded up:
+    ``1.00e-04``, ``0.00e+00``."""
+    if eps <= 0:
+        return "0.00e+00"
+    exp = math.floor(math.log10(eps))
     mantissa = math.ceil(eps / 10.0**exp * 100 * (1 - 1e-12)) / 100
     if mantissa >= 10:
         mantissa, exp = mantissa / 10, exp + 1
@@ -96,13 +109,20 @@ def format_epsilon(eps: float) -> str:
 
 
 def format_target(eps: float) -> str:
-    """A target ε in the form :func:`format_epsilon` gives ε spent, so that the two read
-    alike (``1.00e-04/1.00e-04``, not ``1.00e-04/0.0001``): below 0.001 as ε spent is
-    (scientific, rounded up the same way, so ε spent ≤ target reads so), else as given
-    (``4``, ``0.5``)."""
-    if math.isfinite(eps) and 0 < eps < 1e-3:
-        return format_epsilon(eps)
-    return f"{eps:g}"
+    """A target ε in the form :func:`format_epsilon` gives ε spent (three significant
+    digits, rounded up the same way, so that ε spent ≤ target reads so): ``4.00``,
+    ``0.500``, ``1.00e-04``."""
+    return format_epsilon(eps)
+
+
+def format_epsilon_pair(spent: float, target: float) -> str:
+    """``spent/target`` read alike (issue 48: ``eps 0.00/1`` and ``eps 0.00/1.00e-09``
+    did not): both as :func:`format_epsilon` gives them, and both in scientific notation
+    when either is (``0.00e+00/1.00e-09``, ``5.00e-04/1.00e+00``)."""
+    a, b = format_epsilon(spent), format_epsilon(target)
+    if math.isfinite(spent) and math.isfinite(target) and ("e" in a) != ("e" in b):
+        a, b = _scientific(max(spent, 0.0)), _scientific(max(target, 0.0))
+    return f"{a}/{b}"
 
 
 def _percent(done: int, total: int) -> int:
@@ -486,7 +506,7 @@ class Progress:
 
     def line(self, now: float | None = None) -> str:
         """The plain progress line, e.g. ``dp-mlp: step 120/400 (30%) loss 1.234 eps
-        2.10/4 elapsed 12s eta 28s``."""
+        2.10/4.00 elapsed 12s eta 28s``."""
         now = self._clock() if now is None else now
         if self.total:
             parts = [f"{self.label}: {self.unit} {self.done}/{self.total} "
@@ -505,9 +525,9 @@ class Progress:
 
     def _eps_text(self) -> str:
         assert self.epsilon is not None
-        target = (f"/{format_target(self.target_epsilon)}"
-                  if self.target_epsilon is not None else "")
-        return format_epsilon(self.epsilon) + target
+        if self.target_epsilon is None:
+            return format_epsilon(self.epsilon)
+        return format_epsilon_pair(self.epsilon, self.target_epsilon)
 
     def _info(self) -> str:
         parts = []

@@ -184,7 +184,8 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
     report, m = o.report, o.ev["metrics"]
     private_fields: dict[str, Any] = {}
     if report.private:
-        private_fields = {"epsilon": report.epsilon, "delta": report.delta,
+        private_fields = {"epsilon": report.epsilon,
+                          "target_epsilon": report.target_epsilon, "delta": report.delta,
                           "noise_multiplier": report.noise_multiplier,
                           "accountant": report.accountant,
                           "steps": report.steps,

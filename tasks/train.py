@@ -190,10 +190,11 @@ def checkpoint_dir(kind: str, *parts: Any) -> Path:
 
 def checkpoint_seconds() -> float:
     """The least time between two checkpoints of a training (``DPGNN_CHECKPOINT_SECONDS``,
-    default 60 s): a killed run loses at most about this much work."""
-    import os
+    default 60 s): a killed run loses at most about this much work; a value that is not
+    a number of seconds is refused (the command line checks it before Prefect starts)."""
+    from dpgnn_core.environment import checkpoint_seconds as seconds
 
-    return float(os.environ.get("DPGNN_CHECKPOINT_SECONDS", "60"))
+    return seconds()
 
 
 def resume_note(ckpt: Checkpointer | None) -> dict[str, Any]:

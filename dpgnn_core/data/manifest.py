@@ -6,14 +6,34 @@ they state."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from dpgnn_core.errors import DataError
 from dpgnn_core.io import sha256_json
 
 #: Keys never part of ``manifest_sha256``: the hash itself, and the folder's ``path`` that
 #: readers add to the manifest they pass on (never written to ``manifest.json``).
 UNHASHED = ("manifest_sha256", "path")
+
+
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    """The JSON object in the manifest file ``path``, unchecked otherwise.
+
+    Raises:
+        DataError: the file cannot be read, is not JSON or holds no object: one line
+            naming the file (a bare ``JSONDecodeError`` named none).
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise DataError(f"cannot read the manifest: {e.strerror or e}", path=path) from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"manifest is not valid JSON: {e}", path=path) from e
+    if not isinstance(data, dict):
+        raise DataError("manifest is not a JSON object", path=path)
+    return data
 
 
 def manifest_digest(manifest: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ first offending value; none of them changes the data.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,49 @@ def check_finite(x: npt.NDArray[np.float32], *, path: str | Path, field: str) ->
             field=field,
             value=float(x[row, col]),
         )
+
+
+def to_float32(values: npt.ArrayLike, *, path: str | Path, field: str,
+               where: Callable[[int], str] | None = None) -> npt.NDArray[np.float32]:
+    """``values`` as float32 (how features are stored), refusing a finite value beyond
+    float32's range (|x| > 3.4e38) instead of letting the cast make it inf (numpy's
+    "overflow encountered in cast" warning, then an error that named inf, not the value).
+
+    Raises:
+        DataError: naming the file, the column, the first such value and, with ``where``
+            (row -> "line N"), its place.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f":
+        big = np.isfinite(arr) & (np.abs(arr) > np.finfo(np.float32).max)
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            at = f" (at {where(i)})" if where is not None else ""
+            raise DataError(f"feature value beyond float32's range (|x| <= 3.4e38; features "
+                            f"are stored as float32){at}; rescale the column", path=path,
+                            field=field, value=float(arr[i]))
+    with np.errstate(over="ignore", invalid="ignore"):  # NaN/inf are refused by the caller
+        return arr.astype(np.float32)
+
+
+def check_integral_ids(ids: npt.ArrayLike, *, path: str | Path, field: str) -> None:
+    """Refuse node ids that the table reader turned into floating-point numbers beyond
+    2^53, where distinct ids become the same number (ids above 2^63 - 1 do not fit a
+    64-bit integer, so a CSV reader reads them as doubles: they were then reported as
+    "not unique").
+
+    Raises:
+        DataError: naming the file, the column and the first such id.
+    """
+    arr = np.asarray(ids)
+    if arr.dtype.kind != "f":
+        return
+    big = np.abs(arr) >= 2.0**53
+    if big.any():
+        raise DataError("node ids beyond 2^63 - 1 were read as floating-point numbers, "
+                        "which cannot tell such ids apart; renumber them, or make them text "
+                        "(a letter in front) and pass --relabel", path=path, field=field,
+                        value=float(arr[np.flatnonzero(big)[0]]))
 
 
 def check_edge_range(

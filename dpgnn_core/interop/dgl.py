@@ -60,6 +60,14 @@ def _np(t: Any) -> npt.NDArray[Any]:
     return np.asarray(t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t)
 
 
+def _tensor(a: npt.ArrayLike, dtype: Any = None) -> torch.Tensor:
+    """``a`` as a C-contiguous tensor; a read-only array (a dataset's arrays are) copied
+    first: ``torch.from_numpy`` of one warned "The given NumPy array is not writable" on
+    every :func:`to_dgl` (the tensor may be written to; the dataset must not be)."""
+    arr = np.ascontiguousarray(a, dtype=dtype)
+    return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+
+
 def to_dgl(data: GraphData) -> Any:
     """``data`` as one ``DGLGraph``.
 
@@ -73,16 +81,16 @@ def to_dgl(data: GraphData) -> Any:
         data (GraphData): the dataset.
     """
     dgl = import_dgl()
-    ei = torch.from_numpy(np.ascontiguousarray(data.edge_index))
+    ei = _tensor(data.edge_index)
     g = dgl.graph((ei[0], ei[1]), num_nodes=data.num_nodes)
-    g.ndata["feat"] = torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
-    g.ndata["label"] = torch.from_numpy(np.ascontiguousarray(data.y, dtype=np.int64))
+    g.ndata["feat"] = _tensor(data.x, np.float32)
+    g.ndata["label"] = _tensor(data.y, np.int64)
     for key, code in MASKS.items():
-        g.ndata[key] = torch.from_numpy(data.split == code)
+        g.ndata[key] = _tensor(data.split == code)
     if data.graph_id is not None:
-        g.ndata["graph_id"] = torch.from_numpy(data.graph_id.astype(np.int64))
+        g.ndata["graph_id"] = _tensor(data.graph_id, np.int64)
     if data.edge_attr is not None:
-        g.edata["feat"] = torch.from_numpy(np.ascontiguousarray(data.edge_attr))
+        g.edata["feat"] = _tensor(data.edge_attr)
     return g
 
 
@@ -104,16 +112,16 @@ def to_dgl_graphs(data: GraphData) -> tuple[list[Any], dict[str, torch.Tensor]]:
     sizes = np.bincount(data.graph_id, minlength=data.num_graphs)
     esizes = np.bincount(data.graph_id[data.edge_index[0]], minlength=data.num_graphs)
     order = np.argsort(data.graph_id[data.edge_index[0]], kind="stable")
-    ei = torch.from_numpy(np.ascontiguousarray(data.edge_index[:, order]))
+    ei = _tensor(data.edge_index[:, order])
     whole = dgl.graph((ei[0], ei[1]), num_nodes=data.num_nodes)
-    whole.ndata["feat"] = torch.from_numpy(np.ascontiguousarray(data.x, dtype=np.float32))
+    whole.ndata["feat"] = _tensor(data.x, np.float32)
     if data.edge_attr is not None:
-        whole.edata["feat"] = torch.from_numpy(np.ascontiguousarray(data.edge_attr[order]))
+        whole.edata["feat"] = _tensor(data.edge_attr[order])
     # Nodes are grouped graph by graph (validated): the batched form unbatches in place.
-    whole.set_batch_num_nodes(torch.from_numpy(sizes.astype(np.int64)))
-    whole.set_batch_num_edges(torch.from_numpy(esizes.astype(np.int64)))
-    labels = {"label": torch.from_numpy(data.graph_y.astype(np.int64))}
-    labels.update({k: torch.from_numpy(data.graph_split == c) for k, c in MASKS.items()})
+    whole.set_batch_num_nodes(_tensor(sizes, np.int64))
+    whole.set_batch_num_edges(_tensor(esizes, np.int64))
+    labels = {"label": _tensor(data.graph_y, np.int64)}
+    labels.update({k: _tensor(data.graph_split == c) for k, c in MASKS.items()})
     return list(dgl.unbatch(whole)), labels
 
 

@@ -22,9 +22,9 @@ The checks, in order:
 5. with the folder known: the split counts are the manifest's, and the training split
    holds at least two classes (a classifier of one class trains to loss 0 and says
    nothing);
-6. the privacy parameters (:func:`check_privacy`): a target ε the PLD accountant can
-   calibrate within memory, and δ below 1/N_train unless ``allow_large_delta`` (a warning
-   above 1/(10 N_train));
+6. the privacy parameters (:func:`check_privacy`): a target ε, steps and a fixed noise
+   multiplier the PLD accountant can compose within memory (:func:`check_pld_plan`), and
+   δ below 1/N_train unless ``allow_large_delta`` (a warning above 1/(10 N_train));
 7. the requested device exists, and the requested backend's library loads (``backend='dgl'``
    needs the optional DGL extra: the error names its install command);
 8. the method family's own checks, referenced from its catalogue entry (``checks``) and
@@ -159,6 +159,49 @@ def n_train(spec: Any, manifest: Mapping[str, Any]) -> int:
 PLD_MAX_EPSILON = 100.0
 
 
+#: The most steps the PLD accountant is asked to compose: it composes T steps on a grid
+#: that widens with T. Calibrating DP-MLP's 10^6 steps took 30-40 s on one core, 10^7 more
+#: than 5 minutes, and 10^9 steps asked numpy for a 36 GiB array. The RDP accountant's
+#: cost does not grow with T.
+PLD_MAX_STEPS = 10**6
+#: The largest grid of one step's privacy losses a run asks the PLD accountant for, and the
+#: grid step: 2^25 points. The accountant itself refuses 2^28 (memory:
+#: :data:`dpgnn_core.privacy.pld_library.MAX_PMF_POINTS`), but "train until spent" at a
+#: fixed noise multiplier of 0.01 (1.2·10^8 points) ran over 200 s on one core without
+#: finishing one answer; such noise spends thousands of ε per step anyway.
+PLD_MAX_POINTS, PLD_GRID = 2**25, 1e-4
+
+
+def check_pld_plan(spec: Any, eps: float) -> None:
+    """What the PLD accountant cannot compute within memory: a target ε above
+    :data:`PLD_MAX_EPSILON`, more than :data:`PLD_MAX_STEPS` steps, or a fixed noise
+    multiplier z so small that one step's privacy losses (up to about 1/(2z²) + 12/z
+    either side) span more than :data:`PLD_MAX_POINTS` grid points (z below about 0.02; z = 1e-9
+    asked for 10^22 of them).
+
+    Raises:
+        PrivacyError: naming the option and the value, and ``--accountant rdp``.
+    """
+    if eps > PLD_MAX_EPSILON:
+        raise PrivacyError(
+            f"--epsilon {eps:g}: above {PLD_MAX_EPSILON:g} the PLD accountant cannot "
+            "calibrate the noise within memory (its grid grows as 1/noise: ε = 1000 needs "
+            "about 4 GB and minutes, ε = 1e6 an 800 GiB array), and e^ε rules nothing out "
+            "there; use --accountant rdp for such a target, or --non-private")
+    z = getattr(spec, "noise_multiplier", None)
+    steps = getattr(spec, "steps", None)
+    if z is None and isinstance(steps, int) and steps > PLD_MAX_STEPS:
+        raise PrivacyError(
+            f"--steps {steps}: the PLD accountant composes at most {PLD_MAX_STEPS:,} steps "
+            "(its grid widens with the steps: 10^6 take ~40 s to calibrate, 10^9 a 36 GiB "
+            "array); use --accountant rdp for a longer plan")
+    if z is not None and (1 / z**2 + 24 / z) / PLD_GRID > PLD_MAX_POINTS:
+        raise PrivacyError(
+            f"--noise-multiplier {z:g}: one step's privacy losses reach about "
+            f"{1 / (2 * z**2) + 12 / z:.3g}, more than the PLD accountant's grid holds in "
+            "memory; such noise protects nothing (give more noise), or use --accountant rdp")
+
+
 def check_privacy(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     """Check 6: a target ε above :data:`PLD_MAX_EPSILON` with the PLD accountant is
     refused; so is a δ of at least 1/N_train (publishing one training record at random is
@@ -174,12 +217,8 @@ def check_privacy(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     eps = getattr(spec, "epsilon", None)
     if eps is None:  # non-private: no budget to check
         return []
-    if getattr(spec, "accountant", None) == "pld" and eps > PLD_MAX_EPSILON:
-        raise PrivacyError(
-            f"--epsilon {eps:g}: above {PLD_MAX_EPSILON:g} the PLD accountant cannot "
-            "calibrate the noise within memory (its grid grows as 1/noise: ε = 1000 needs "
-            "about 4 GB and minutes, ε = 1e6 an 800 GiB array), and e^ε rules nothing out "
-            "there; use --accountant rdp for such a target, or --non-private")
+    if getattr(spec, "accountant", None) == "pld":
+        check_pld_plan(spec, eps)
     delta, n = getattr(spec, "delta", None), n_train(spec, manifest)
     if delta is None or n < 1:  # the default, 1/(10 N_train)
         return []

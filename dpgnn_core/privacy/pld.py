@@ -54,7 +54,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy.special import log_ndtr, ndtr
 
-from dpgnn_core.privacy import pld_library  # noqa: F401  (installs the fast helpers)
+from dpgnn_core.privacy import pld_library  # installs the fast helpers; check_grid
 from dpgnn_core.privacy.events import (
     DpgnnEvent,
     GaussianEvent,
@@ -223,10 +223,15 @@ def gaussian_pld(noise_multiplier: float, sampling_rate: float = 1.0,
             value_discretization_interval=value_discretization_interval)
 
     def single(adjacency: Any) -> Any:
-        return create(_VectorisedGaussianPrivacyLoss(
+        loss = _VectorisedGaussianPrivacyLoss(
             noise_multiplier, sensitivity=1, pessimistic_estimate=True,
             log_mass_truncation_bound=-50, sampling_prob=sampling_rate,
-            adjacency_type=adjacency), pessimistic_estimate=True,
+            adjacency_type=adjacency)
+        bounds = loss.connect_dots_bounds()  # the grid the library builds next
+        span = (bounds.epsilon_upper - bounds.epsilon_lower) / value_discretization_interval
+        pld_library.check_grid(int(min(span, 1e30)) + 2,
+                               f"one step at noise multiplier {noise_multiplier:g}")
+        return create(loss, pessimistic_estimate=True,
             value_discretization_interval=value_discretization_interval,
             use_connect_dots=True)
 

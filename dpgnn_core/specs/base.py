@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,12 @@ from pydantic import (
 )
 
 from dpgnn_core.io import sha256_json
+
+#: A seed of initialisation (and dropout): 0 to 2^32 - 1, what every seeded library dpgnn
+#: calls accepts (numpy's legacy generator takes 32 bits; torch takes 64, and a run adds
+#: small offsets to its seed). A larger one is refused with the spec, in one line, instead
+#: of torch's ``ValueError: Overflow when unpacking long long`` inside the flow.
+Seed = Annotated[int, Field(ge=0, lt=2**32)]
 
 # --- the record of spec classes, read by the method catalogue ------------------------------
 
@@ -216,7 +222,7 @@ class PrivateSpec(Spec):
     delta: float | None = Field(None, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "pld"
     noise_multiplier: float | None = Field(None, gt=0)
-    seed: int = 0
+    seed: Seed = 0
     insecure_reproducible_noise: bool = False
     log_raw_loss: bool = False
     allow_large_delta: bool = False

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dpgnn_core.specs.base import Spec
+from dpgnn_core.specs.base import Seed, Spec
 
 Method = Literal["mlp", "gcn", "sage"]
 
@@ -39,5 +39,5 @@ class TrainSpec(Spec):
     layers: int = Field(2, ge=1, le=8)
     dropout: float = Field(0.5, ge=0, lt=1)
     feature_norm: Literal["row", "none"] = "row"
-    seed: int = 0
+    seed: Seed = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"

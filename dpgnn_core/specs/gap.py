@@ -57,7 +57,8 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
             post-processing); ``last`` keeps the last step's. (default: ``best-val`` at
             edge level and ∞, ``last`` at node level)
         budget_split (tuple): noise multipliers of encoder, PMA and classifier relative to
-            the common scale z that the accountant solves for. (default: (1, 1, 1))
+            the common scale z that the accountant solves for; node level only (at edge
+            level PMA is the one private release). (default: (1, 1, 1))
         epsilon (float, optional): target ε (needed unless ``level='none'``).
 
     The other fields are :class:`PrivateSpec`'s. The node-level defaults (full batches,

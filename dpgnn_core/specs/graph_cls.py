@@ -71,4 +71,10 @@ class GraphClsSpec(PrivateSpec):
         if not self.method.startswith("dp-") and self.epsilon is not None:
             raise ValueError(f"{self.method} is not private: drop epsilon (or use "
                              f"dp-graph-{self.conv})")
+        if self.norm == "batch" and self.epsilon is not None:  # before any work: the model
+            # check (Opacus's validator) came only after Prefect started and the data loaded
+            raise ValueError(f"norm 'batch' is not private: BatchNorm mixes the graphs of a "
+                             f"batch, so one graph's gradient depends on the others; use "
+                             f"--norm instance or none (batch only for graph-{self.conv}, "
+                             "without DP)")
         return self

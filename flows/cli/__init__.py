@@ -6,9 +6,11 @@ them, so ``dpgnn --help`` and ``dpgnn datasets`` answer at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -264,7 +266,8 @@ def demo(
 
 @server_app.command("start")
 def server_start(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 4242,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1, 1-65535.")
+               ] = 4242,
     database_url: Annotated[str | None, typer.Option(
         "--database-url", envvar="DPGNN_SERVER_DATABASE_URL", show_envvar=True,
         help="Prefect's database, e.g. a team's PostgreSQL: "
@@ -327,6 +330,28 @@ def one_thread_unless_set() -> None:
             os.environ[v] = "1"
 
 
+#: The width of ``--help`` piped or redirected (no terminal to fit): rich fell back to 80
+#: columns and cut option names (``--insecure-reproducib…``).
+PIPED_HELP_WIDTH = 120
+
+
+@contextlib.contextmanager
+def wide_help_when_piped() -> Iterator[None]:
+    """Within the block, render help :data:`PIPED_HELP_WIDTH` columns wide when standard
+    output is no terminal, unless ``COLUMNS`` or ``TERMINAL_WIDTH`` sets a width (the
+    framework's width is restored after it: a command run in-process leaves none)."""
+    import typer.rich_utils
+
+    before = typer.rich_utils.MAX_WIDTH
+    if not (sys.stdout.isatty() or os.environ.get("COLUMNS")
+            or os.environ.get("TERMINAL_WIDTH")):
+        typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+    try:
+        yield
+    finally:
+        typer.rich_utils.MAX_WIDTH = before
+
+
 def main() -> None:
     one_thread_unless_set()
     # The earlier form `dpgnn run --method NAME ...` stays as an alias of `dpgnn run NAME`.
@@ -338,7 +363,8 @@ def main() -> None:
         elif len(args) > i + 1 and args[i + 1].startswith("--method="):
             sys.argv[1:] = [*args[:i + 1], args[i + 1].split("=", 1)[1], *args[i + 2:]]
     try:
-        app()
+        with wide_help_when_piped():
+            app()
     except KeyboardInterrupt:  # pragma: no cover
         sys.exit(130)
     except Exception as e:  # none of dpgnn's own errors: one line here, the story in a file

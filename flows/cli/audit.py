@@ -92,6 +92,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             canary_scale: float, allow_non_private_release: bool = False) -> None:
     """Check everything the spec and the manifest can refuse, then run the audit flow and
     print its summary (one JSON object with ``--json``)."""
+    from dpgnn_core.data.manifest import load_manifest
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from flows import clilog
@@ -102,10 +104,11 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         if not manifest_path.is_file():
             raise DpgnnError(f"{dataset} is not a dataset folder (no manifest.json); create "
                              "one with `dpgnn ingest`")
-        _preflight(spec, dataset, json.loads(manifest_path.read_text()), canaries=canaries,
+        _preflight(spec, dataset, load_manifest(manifest_path), canaries=canaries,
                    runs=runs, attack=attack, guess_fraction=guess_fraction, beta=beta,
                    bound_delta=bound_delta)
         clilog.check_home(project_dir())
+        check_environment()  # DPGNN_CHECKPOINT_SECONDS, say: one line, before Prefect
         if tracking_uri:
             from tasks.tracking import check_tracking_uri
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,20 @@ def error(msg: str) -> None:
     typer.echo(f"error: {msg}", err=True)
 
 
+def _reason(e: Exception) -> str:
+    """One line for an error of a budget command; the budget store's database errors
+    (``attempt to write a readonly database`` in a read-only home) name the store and
+    the home, as a raw ``OperationalError`` traceback did not."""
+    if not isinstance(e, sqlite3.Error):
+        return str(e)
+    from dpgnn_core.budget import default_store_path
+    from dpgnn_core.home import project_dir
+
+    home = project_dir()
+    return (f"cannot use the budget store {default_store_path(home)}: {e} (is the project "
+            f"home {home} read-only? the store writes there)")
+
+
 def _store() -> Any:
     from dpgnn_core.budget import BudgetStore, default_store_path
     from dpgnn_core.home import project_dir
@@ -40,10 +55,10 @@ def _dataset(key: str) -> tuple[str, str, str | None]:
     sha256 (prefix), folder or name."""
     folder = Path(key)
     if (folder / "manifest.json").is_file():
-        from dpgnn_core.data.manifest import quick_problem
+        from dpgnn_core.data.manifest import load_manifest, quick_problem
         from dpgnn_core.errors import DataError
 
-        m = json.loads((folder / "manifest.json").read_text())
+        m = load_manifest(folder / "manifest.json")
         problem = quick_problem(folder, m)  # light: the manifest's hash and file sizes
         if problem is not None:
             raise DataError(f"refused: {problem}", path=folder / "manifest.json",
@@ -262,8 +277,8 @@ def set_(
                          reason=reason)
         summary = store.summary(store.resolve(sha))
         over = [u for u, f in summary.filter.items() if not f.admits]
-    except (DpgnnError, OSError, ValueError) as e:
-        error(str(e))
+    except (DpgnnError, OSError, ValueError, sqlite3.Error) as e:
+        error(_reason(e))
         raise typer.Exit(2) from e
     if as_json:
         typer.echo(json.dumps(summary.to_dict(), default=str))
@@ -308,8 +323,8 @@ def show(
                     series[label], caps[label] = pts, s.budget.epsilon
             out["plot"] = str(plots.budget_over_time(
                 series, caps, project_dir() / "budget" / "epsilon_over_time.png"))
-    except (DpgnnError, OSError, ValueError) as e:
-        error(str(e))
+    except (DpgnnError, OSError, ValueError, sqlite3.Error) as e:
+        error(_reason(e))
         raise typer.Exit(2) from e
     if as_json:
         typer.echo(json.dumps(out, default=str))
@@ -336,8 +351,8 @@ def reset(
         store = _store()
         bid = store.resolve(_dataset(dataset)[0])
         s = store.summary(bid)
-    except (DpgnnError, OSError, ValueError) as e:
-        error(str(e))
+    except (DpgnnError, OSError, ValueError, sqlite3.Error) as e:
+        error(_reason(e))
         raise typer.Exit(2) from e
     spent = ", ".join(f"{u} ε = {_fmt(v.epsilon)}" for u, v in s.spent.items()) or "nothing"
     if not yes and not typer.confirm(f"reset the privacy odometer of {s.budget.name} "

@@ -55,8 +55,11 @@ class OneLineErrors(TyperGroup):
         except _CLICK_ERROR as e:
             error(e.format_message())
             sys.exit(e.exit_code)
-        except typer.Abort:
-            error("aborted")
+        except typer.Abort as e:
+            cause = e.__cause__  # the framework turns any EOFError into Abort, not only
+            # Ctrl-D at a prompt: a truncated gzip file said only "aborted"
+            error(f"{type(cause).__name__}: {cause}" if isinstance(cause, EOFError)
+                  and str(cause) else "aborted")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code (0 when none)
 
@@ -123,15 +126,22 @@ def parse_kv(pairs: list[str]) -> dict[str, Any]:
 
 
 def find_datasets(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The dataset folders at or under ``root`` with their manifests; a folder whose
+    manifest cannot be read as JSON is left out with a ``warning:`` line naming the file
+    (it was left out silently)."""
+    from dpgnn_core.data.manifest import load_manifest
+    from dpgnn_core.errors import DataError
+
     found = []
     cands = [root] + (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
     for p in cands:
         m = p / "manifest.json"
         if m.is_file():
             try:
-                found.append((p, json.loads(m.read_text())))
-            except json.JSONDecodeError:
-                continue
+                found.append((p, load_manifest(m)))
+            except DataError as e:
+                typer.secho(f"warning: {e}; a run refuses it", fg=typer.colors.YELLOW,
+                            err=True)
     return found
 
 

@@ -8,7 +8,6 @@ Ctrl-C at a step's end and the one line that says what a stopped run kept.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
              "`dpgnn ingest`")
         raise typer.Exit(2)
+    from dpgnn_core.data.manifest import load_manifest
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from dpgnn_core.methods import preflight
@@ -37,12 +38,14 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # method's pre-flight, which the flow runs too; it imports no torch)
-        manifest = json.loads(manifest_path.read_text())
+        manifest = load_manifest(manifest_path)
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
+        check_environment()
         refuse_non_private(spec, dataset, manifest, explain_graphs,
                             allow_non_private_release)
         refuse_unbounded(spec, dataset, manifest)
+        refuse_spent(spec, manifest)
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
 
@@ -169,6 +172,52 @@ def refuse_unbounded(spec: Any, dataset: Path, manifest: dict[str, Any]) -> None
     ds = {"content_sha256": manifest.get("content_sha256", ""),
           "name": manifest.get("name", dataset.name)}
     admit_units(ds, str(getattr(spec, "method", "")), release_levels(spec))
+
+
+#: The noise multiplier of the probe :func:`refuse_spent` asks the budget about: one
+#: Gaussian release at it costs ρ = 1/(2z²) = 5e-25 zCDP, less than any plan a run trains.
+PROBE_NOISE = 1e12
+
+
+def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
+    """Before Prefect starts: a private run on a dataset whose budget admits no further
+    release, not even one of negligible cost (one Gaussian release at noise multiplier
+    :data:`PROBE_NOISE` per level the run releases at), is refused here in a second (it
+    was refused in the flow, 6-16 s later, after Prefect started). The budget's filter is
+    monotone, so a budget that refuses the probe refuses the run's plan too. Skipped while
+    a reservation is open (a run resuming from its checkpoint continues that release and
+    is charged nothing new); the flow checks the calibrated plan in every case.
+
+    Raises:
+        PrivacyError: naming the dataset and ``dpgnn budget show``.
+    """
+    from dpgnn_core.methods.preflight import release_levels
+
+    levels = release_levels(spec)
+    if not levels:
+        return
+    from dpgnn_core.budget_report import BudgetExceeded
+    from dpgnn_core.errors import PrivacyError
+    from dpgnn_core.privacy import GaussianEvent, Ledger
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import store
+
+    s, sha = store(), str(manifest.get("content_sha256", ""))
+    bid = s.budget_id(sha)
+    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
+        return
+    probe = Ledger()
+    for level, relation in levels:  # the pairs the run's own events state
+        probe = probe.add(GaussianEvent(noise_multiplier=PROBE_NOISE,
+                                        level=level,  # type: ignore[arg-type]
+                                        relation=relation))  # type: ignore[arg-type]
+    try:
+        s.check(sha, Charge(probe))
+    except BudgetExceeded as e:
+        raise PrivacyError(
+            f"the privacy budget of dataset {e.dataset} is spent for unit {e.unit}: it "
+            "admits no further private release, however small; nothing was started (see "
+            "`dpgnn budget show`)") from e
 
 
 def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

@@ -41,13 +41,28 @@ def structure_defaults_line(chosen: dict[str, Any]) -> str:
     return f"{vals} [{chosen.get('rule')}{read}]"
 
 
+def epsilon_text(summary: dict[str, Any]) -> str:
+    """ε spent, and of the target where the summary has it, read alike as the progress
+    line reads them (:func:`tasks.progress.format_epsilon_pair`): ``0.00e+00 of
+    1.00e-09``, ``0.998 of 1.00`` (a target of 1e-9 is met at ε = 0 on the accountant's
+    grid; ``epsilon 0`` alone read as a run that spent nothing of nothing)."""
+    from tasks.progress import format_epsilon, format_epsilon_pair
+
+    spent, target = summary.get("epsilon"), summary.get("target_epsilon")
+    if not isinstance(spent, int | float):
+        return str(spent)
+    if not isinstance(target, int | float):
+        return format_epsilon(float(spent))
+    return format_epsilon_pair(float(spent), float(target)).replace("/", " of ")
+
+
 def print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(json_inf(summary), allow_nan=False, default=str))
         return
     def fmt(v: Any) -> str:
         return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
-    privacy = (f"epsilon {summary['epsilon']:.4g}, delta {summary['delta']:.3g}"
+    privacy = (f"epsilon {epsilon_text(summary)}, delta {summary['delta']:.3g}"
                if summary.get("private") else "non-private")
     if summary.get("private") and str(summary.get("randomness", "")).startswith("NOT"):
         privacy = f"NOT PRIVATE: reproducible noise; nominal {privacy}"

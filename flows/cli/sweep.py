@@ -55,6 +55,8 @@ def sweep_command(
 ) -> None:
     """Run a sweep: every (method, options, ε, seed) point of SPEC_FILE through the cached
     pipeline tasks on Dask; results table, privacy-utility plot, nested MLflow runs."""
+    from dpgnn_core.data.manifest import load_manifest
+    from dpgnn_core.environment import check_environment
     from dpgnn_core.errors import DpgnnError
     from dpgnn_core.home import project_dir
     from dpgnn_core.methods import preflight
@@ -73,6 +75,7 @@ def sweep_command(
         spec = load_sweep_spec(spec_file)
         pts = points(spec)
         clilog.check_home(project_dir())
+        check_environment()  # DPGNN_CHECKPOINT_SECONDS, say: one line, before Prefect
         if tracking_uri:
             from tasks.tracking import check_tracking_uri
 
@@ -93,7 +96,7 @@ def sweep_command(
         if not manifest_path.is_file():
             raise DpgnnError(f"{spec_file}: dataset {spec.dataset} is not a dataset folder "
                              "(no manifest.json); create one with `dpgnn ingest`")
-        manifest = {**json.loads(manifest_path.read_text()), "path": spec.dataset}
+        manifest = {**load_manifest(manifest_path), "path": spec.dataset}
         notes = list(dict.fromkeys(n for p in pts
                                    for n in preflight.check(p.spec, manifest)))
         from dpgnn_core.sweep_tuning import preflight_private_selection

@@ -24,7 +24,7 @@ from tasks.train import train
 
 DATA = csbm(num_nodes=600, feature_signal=3.0, seed=1)
 LINE = re.compile(r"^(?P<label>[\w-]+): step (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+)%\) "
-                  r"(?:loss (?P<loss>\S+) )?eps (?P<eps>[\d.]+)/(?P<target>\S+) "
+                  r"(?:loss (?P<loss>\S+) )?eps (?P<eps>[\d.e+-]+)/(?P<target>\S+) "
                   r"elapsed (?P<elapsed>\S+) eta (?P<eta>\S+)$")
 
 
@@ -174,7 +174,7 @@ def test_plain_lines_of_a_private_run_never_under_report_epsilon() -> None:
     assert all(a <= b for a, b in itertools.pairwise(shown))
     final = fitted.report.epsilon
     assert final <= shown[-1] < final + 0.01  # rounded up, never below
-    assert all(m["target"] == "4" and m["eta"] != "" for m in lines)
+    assert all(m["target"] == "4.00" and m["eta"] != "" for m in lines)
     # no raw loss on the private batch in the line (nor in the records it reads)
     assert all(m["loss"] is None for m in lines) and not any("train_loss" in r for r in recs)
     # Every step's record carries an upper bound on ε spent by then (PLD: 20 points).
@@ -264,7 +264,7 @@ def test_train_task_writes_progress_lines_when_piped(tmp_path: Any,
     lines = [LINE.match(x) for x in capsys.readouterr().err.splitlines()]
     last = [m for m in lines if m][-1]
     assert (last["label"], last["done"], last["total"], last["target"]) == \
-        ("dp-mlp", "30", "30", "2")
+        ("dp-mlp", "30", "30", "2.00")
     assert float(last["eps"]) >= ref["report"]["epsilon"]
     assert last["loss"] is None  # a private run shows no raw loss unless log_raw_loss
 
@@ -286,6 +286,6 @@ def test_rich_mode_draws_bars_and_stages_without_crashing() -> None:
         with Progress("sweep", 3, unit="point", mode="rich", console=console) as s:
             s.advance()
     text = buf.getvalue()
-    assert "dp-gcn" in text and "step 40/40 (100%)" in text and "ε 4.00/4" in text
+    assert "dp-gcn" in text and "step 40/40 (100%)" in text and "ε 4.00/4.00" in text
     assert "building subgraphs" in text and "point 1/3" in text
     assert prog._DISPLAY._progress is None  # the shared display stopped with its last user

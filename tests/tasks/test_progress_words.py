@@ -30,7 +30,7 @@ def test_a_tiny_target_reads_like_epsilon_spent() -> None:
         p.update(10, epsilon=9.995e-5)
     line = next(x for x in out.getvalue().splitlines() if "eps" in x)
     assert "eps 1.00e-04/1.00e-04 " in line, line
-    assert format_target(4.0) == "4" and format_target(0.5) == "0.5"
+    assert format_target(4.0) == "4.00" and format_target(0.5) == "0.500"  # issue 48 §6
     assert format_target(1.234e-4) == "1.24e-04"  # rounded up as ε spent is: spent ≤ it
 
 

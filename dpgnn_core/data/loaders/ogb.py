@@ -30,6 +30,10 @@ def _csv(path: Path, dtype: type) -> np.ndarray:
     try:
         with gzip.open(path, "rt") as fh:
             arr = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2)
+    except EOFError as e:  # gzip's "ended before the end-of-stream marker": the command
+        # line's framework read a bare EOFError as Ctrl-D and said only "aborted"
+        raise DataError(f"truncated file (a partial download or copy?): {e}; fetch it "
+                        "again", path=path) from e
     except (ValueError, OSError) as e:
         raise DataError(f"cannot parse: {e}", path=path) from e
     if dtype is np.int64:

@@ -16,6 +16,7 @@ from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import TabularOptions
 from dpgnn_core.data.splits import stratified_split
+from dpgnn_core.data.validate import check_integral_ids, to_float32
 from dpgnn_core.errors import DataError
 
 if TYPE_CHECKING:  # pyarrow is imported where a table is read, not with the catalogue
@@ -81,6 +82,7 @@ def _col(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
 def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
     import pyarrow as pa
     col = _col(table, name, path)
+    check_integral_ids(col.to_numpy(), path=path, field=name)
     if not pa.types.is_integer(col.type):
         raise DataError(f"expected integer ids, found type {col.type} (pass --relabel to map "
                         "arbitrary ids to 0..n-1)", path=path, field=name, value=str(col.type))
@@ -231,6 +233,7 @@ def _relabelled_endpoints(et: pa.Table, nt: pa.Table, edges: Path, nodes: Path, 
     import pyarrow.compute as pc
     n = nt.num_rows
     ids = _col(nt, id_col, nodes)
+    check_integral_ids(ids.to_numpy(), path=nodes, field=id_col)
     uniq = pc.unique(ids)
     if len(uniq) != n:
         raise DataError(f"node ids are not unique ({n - len(uniq)} repeats)", path=nodes,
@@ -323,7 +326,7 @@ def _features(nt: pa.Table, feature_cols: Sequence[str] | None, skip: set[str],
         col = _col(nt, c, nodes)
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
             _not_numeric(col, c, nodes)
-        cols.append(col.to_numpy().astype(np.float32))
+        cols.append(to_float32(col.to_numpy(), path=nodes, field=c, where=_locate(nodes)))
     x = np.stack(cols, axis=1)[perm]
     finite = np.isfinite(x)
     if not finite.all():

@@ -1,0 +1,197 @@
+"""Issue 48 §5: inputs that gave a raw, late or misleading error are one ``error:`` line,
+before Prefect starts (before any expensive work): a seed beyond 32 bits, steps or a noise
+multiplier the PLD accountant cannot hold in memory, BatchNorm under DP, a checkpoint
+interval that is not a number, a malformed ``DPGNN_RETRAIN_SPEC``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.environment import checkpoint_seconds
+from dpgnn_core.errors import DataError, PrivacyError
+from dpgnn_core.privacy import GaussianEvent, Ledger, PoissonGaussianEvent, make_accountant
+from flows.cli import app
+from tests.flows.clirunner import CliRunner
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("issue48") / "ds"
+    write_dataset(csbm(num_nodes=200, seed=1), folder)
+    return folder
+
+
+def _one_error(r: Any, code: int) -> str:
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == code and len(lines) == 1 and lines[0].startswith("error: "), \
+        r.output
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(("args", "env", "needle"), [
+    (["dp-mlp", "--epsilon", "1", "--seed", str(2**70)], {}, "--seed 1180591620717411303424"),
+    (["gcn", "--seed", "-1"], {}, "greater than or equal to 0"),
+    (["dp-mlp", "--epsilon", "1", "--steps", "1000000000"], {},
+     "the PLD accountant composes at most 1,000,000 steps"),
+    (["dp-mlp", "--epsilon", "1", "--noise-multiplier", "1e-9"], {},
+     "--noise-multiplier 1e-09: one step's privacy losses reach about 5e+17"),
+    (["dp-graph-gcn", "--epsilon", "1", "--norm", "batch"], {}, "norm 'batch' is not private"),
+    (["dp-mlp", "--epsilon", "1"], {"DPGNN_CHECKPOINT_SECONDS": "abc"},
+     "DPGNN_CHECKPOINT_SECONDS must be a number of seconds"),
+])
+def test_bad_run_input_is_one_line_before_prefect(dataset: Path, args: list[str],
+                                                  env: dict[str, str], needle: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import flows.cli.common
+    import flows.pipeline
+
+    def never(*a: object, **kw: object) -> None:
+        raise AssertionError("the flow (or Prefect's server) started")
+
+    monkeypatch.setattr(flows.pipeline, "pipeline", never)
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", never)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    r = runner.invoke(app, ["run", *args, "--dataset", str(dataset)])
+    line = _one_error(r, 2)
+    assert needle in line, line
+
+
+def test_a_seed_within_32_bits_and_rdp_steps_pass(dataset: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limits are limits: the largest seed, and 10^9 steps under the RDP accountant
+    (whose cost does not grow with the steps), pass the pre-flight (to where Prefect's
+    server would start)."""
+    import flows.cli.common
+    from tests.flows.conftest import FlowStarted
+
+    def started() -> None:
+        raise FlowStarted
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+    for extra in (["--seed", str(2**32 - 1)], ["--steps", "1000000000", "--accountant", "rdp"]):
+        r = runner.invoke(app, ["run", "dp-mlp", "--epsilon", "1", *extra, "--dataset",
+                                str(dataset)])
+        assert isinstance(r.exception, FlowStarted), r.output
+
+
+@pytest.mark.parametrize("ledger", [
+    Ledger().add(GaussianEvent(noise_multiplier=1.0, count=10**12)),
+    Ledger().add(PoissonGaussianEvent(noise_multiplier=1.0, sampling_rate=0.01,
+                                      steps=10**12), sampler_scheme="poisson"),
+    Ledger().add(GaussianEvent(noise_multiplier=1e-9, count=1)),
+])
+def test_the_pld_accountant_refuses_a_grid_it_cannot_hold(ledger: Ledger) -> None:
+    """Was numpy's MemoryError (3.5 PiB) or "Maximum allowed size exceeded"."""
+    with pytest.raises(PrivacyError, match=r"the PLD accountant cannot hold .* in memory .*"
+                                           r"--accountant rdp"):
+        make_accountant("pld").epsilon(ledger, 1e-5)
+
+
+def test_privacy_epsilon_with_1e12_steps_is_one_line() -> None:
+    r = runner.invoke(app, ["privacy", "epsilon", "--mechanism", "gaussian",
+                            "--noise-multiplier", "1", "--steps", str(10**12)])
+    assert "1,000,000,000,000 composed steps" in _one_error(r, 2)
+    r = runner.invoke(app, ["privacy", "epsilon", "--mechanism", "gaussian",
+                            "--noise-multiplier", "1", "--steps", str(10**12),
+                            "--accountant", "rdp"])
+    assert r.exit_code == 0 and "epsilon = " in r.output, r.output
+
+
+@pytest.mark.parametrize(("value", "ok"), [("abc", None), ("-1", None), ("nan", None),
+                                           ("inf", None), ("0.5", 0.5), ("", 60.0)])
+def test_checkpoint_seconds(value: str, ok: float | None,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPGNN_CHECKPOINT_SECONDS", value)
+    if ok is None:
+        with pytest.raises(DataError, match="DPGNN_CHECKPOINT_SECONDS"):
+            checkpoint_seconds()
+    else:
+        assert checkpoint_seconds() == ok
+
+
+def _serve_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("serve48", ROOT / "deployments" / "serve.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("DPGNN_RETRAIN_SPEC", '{"method": "dp-mlp"', "Expecting ',' delimiter"),
+    ("DPGNN_RETRAIN_SPEC", "[1]", "give a JSON object"),
+    ("DPGNN_RETRAIN_SPEC", '{"method": "dp-mlp", "epsilon": -1}', "greater than 0"),
+    ("DPGNN_RETRAIN_INGEST", "{", "Expecting property name"),
+])
+def test_a_malformed_retrain_variable_is_one_line(var: str, value: str, says: str,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """serve.py printed a full traceback; now ``serve: error: VAR=VALUE: why``, exit 1."""
+    serve = _serve_module()
+    monkeypatch.setenv(var, value)
+    if var == "DPGNN_RETRAIN_INGEST":
+        monkeypatch.setenv("DPGNN_RETRAIN_DATASET", "/tmp/unused")
+    with pytest.raises(SystemExit) as e:
+        serve.main([])
+    msg = str(e.value.code)
+    assert msg.startswith(f"serve: error: {var}=") and says in msg and "\n" not in msg, msg
+
+
+def test_a_spent_budget_is_refused_before_prefect(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget that admits no further release refused the run only in the flow, 6-16 s
+    after Prefect started; now in the pre-flight, in one line. An open reservation (a run
+    that may resume and continue its release) leaves the decision to the flow."""
+    import json
+
+    import flows.cli.common
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import store
+
+    def never(*a: object, **kw: object) -> None:
+        raise AssertionError("Prefect's server started")
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", never)
+    write_dataset(csbm(num_nodes=200, seed=4), tmp_path / "ds")
+    ds = tmp_path / "ds"
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    home = ["--home", str(tmp_path / "home")]
+    r = runner.invoke(app, [*home, "budget", "set", str(ds), "--epsilon", "1", "--delta",
+                            "1e-4", "--unit", "node"])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    spent = Charge(Ledger().add(GaussianEvent(noise_multiplier=0.5, level="node")))
+    store().record(sha, "ds", str(ds), spent, status="spent", method="dp-mlp",
+                   run_id="earlier", release_id="r1", delta=1e-4, epsilon=10.0)
+    r = runner.invoke(app, [*home, "run", "dp-mlp", "--epsilon", "0.1", "--delta", "1e-4",
+                            "--dataset", str(ds)])
+    line = _one_error(r, 2)
+    assert "privacy budget of dataset" in line and "is spent for unit node" in line, line
+
+
+def test_the_guarded_self_convolution_is_the_librarys() -> None:
+    """The size check adds a step, not a change: the same truncation bound and numbers as
+    dp-accounting's ``self_convolve`` (with the library's bounds function, replaced by
+    the same-valued fast one in both)."""
+    import numpy as np
+
+    from dpgnn_core.privacy import pld_library
+
+    rng = np.random.default_rng(0)
+    p = rng.random(300)
+    p /= p.sum()
+    for times, tail in ((1, 0.0), (7, 1e-15), (200, 1e-15)):
+        lo, out = pld_library.self_convolve(p, times, tail)
+        lib_lo, lib_out = pld_library.LIBRARY_SELF_CONVOLVE(p, times, tail)
+        assert lo == lib_lo and np.array_equal(out, lib_out)
