@@ -13,7 +13,7 @@ For each private method search and each target ε of a sweep:
 2. **Draw** (:func:`draw`, with :func:`secret_generator`: numpy seeded from
    ``secrets.randbits(128)``, never from a spec seed, never stored): K from the
    distribution, then K configurations uniformly with replacement and K initialisation
-   seeds uniformly from [0, 2^62), all independent: K i.i.d. draws of Q, as the theorem
+   seeds uniformly from [0, 2^31), all independent: K i.i.d. draws of Q, as the theorem
    requires. Two candidates may coincide in configuration *and* seed; they are still two
    independent trainings (the noise and batches are secret and fresh, never from the seed)
    and are kept apart by their index in the draw (their artifacts, cache keys and
@@ -59,9 +59,10 @@ from dpgnn_core.selection_score import (  # re-exported: the selection's score
     score_plan,
 )
 
-#: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS) (GAP adds small offsets
-#: to its seed and torch takes seeds below 2^64).
-SEED_BITS = 62
+#: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS): a spec's seed must be
+#: below 2^32 (``specs.base.Seed``: numpy's legacy seeding), and GAP and ProGAP add small
+#: offsets to it, so 31 bits leave room for those.
+SEED_BITS = 31
 
 #: What the tuning bound assumes of every candidate, selected or not.
 CANDIDATES_NOTE = ("the tuning bound covers what the candidates' ledgers cover: an "

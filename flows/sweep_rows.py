@@ -70,6 +70,8 @@ def point_times(submitted: list[tuple[Any, Any, Any]], chunk: int = 100
         return {}
 
     def ms(run: Any, attr: str) -> int | None:
+        if run is None:  # not (yet) recorded by the server: the run spans the sweep
+            return None
         at = getattr(run, attr, None) or (run.state.timestamp if run.state else None)
         return None if at is None else int(at.timestamp() * 1000)
 
