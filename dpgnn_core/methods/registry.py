@@ -43,7 +43,7 @@ from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.catalog import modules as catalog_modules
 from dpgnn_core.privacy import Ledger, PrivacyError
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
-from dpgnn_core.privacy.sensitivity import SensitivityCheck, verify
+from dpgnn_core.privacy.sensitivity import Case, SensitivityCheck, verify
 from dpgnn_core.specs import Spec
 
 OnStep = Callable[[int, dict[str, float]], None] | None
@@ -384,9 +384,10 @@ def register_aggregating(family: str, title: str, *, fit: Fit, ledger_for: Ledge
                                    load=load, evaluate=evaluate_, sensitivity=sensitivity)
 
 
-def check_sensitivity(method: Method) -> list[str]:
+def check_sensitivity(method: Method) -> dict[str, list[tuple[Case, float]]]:
     """Run the brute force of every sensitivity ``method``'s family declares
-    (:func:`~dpgnn_core.privacy.sensitivity.verify`); one line per case checked.
+    (:func:`~dpgnn_core.privacy.sensitivity.verify`): each check's ``released`` -> its
+    cases, each with the declared bound.
 
     Raises:
         PrivacyError: a private method that declares no sensitivity check, or a declared
@@ -397,8 +398,7 @@ def check_sensitivity(method: Method) -> list[str]:
         raise PrivacyError(f"private method {method.name!r} (family {method.family!r}) "
                            "declares no sensitivity check: register one SensitivityCheck "
                            "per noisy quantity it releases (docs/adding-a-method.md)")
-    return [f"{c.released}: {case.what}: {case.observed:.6g} <= {bound:.6g}"
-            for c in method.sensitivity for case, bound in verify(c)]
+    return {c.released: verify(c) for c in method.sensitivity}
 
 
 def _registered(name: str) -> Method | None:
