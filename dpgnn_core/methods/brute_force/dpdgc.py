@@ -127,7 +127,7 @@ def _aggregation_cases() -> Iterator[Case]:
         stars = [undirected(star)] if not directed else [
             star, {(0, i) for i in range(1, d + 1)}, {(1, 0), (0, 2), (0, 3)}]
         within = [bounded(g, n, d, directed) for g in graphs] + stars
-        for c in (None, 0.5):
+        for c in (None, 0.5, 1.5):
             worst = _agg_worst(within, n, c, _removed)
             yield Case(f"every node of {kind} graphs within D={d} and stars removed, clip {c}",
                        {"level": "node", "directed": directed, "max_degree": d,
@@ -211,5 +211,5 @@ def checks(aggregation_sensitivity: Callable[..., float],
                        "rows [x_v, H_v] (add/remove one node's row)"))
 
 
-__all__ = ["adjacency", "aggregate", "aggregation_check", "bounded", "checks", "edge_array",
-           "incident", "random_graph", "undirected", "unit_rows"]
+__all__ = ["Edges", "adjacency", "aggregate", "aggregation_check", "bounded", "checks",
+           "edge_array", "incident", "random_graph", "toggles", "undirected", "unit_rows"]
