@@ -46,7 +46,8 @@ class PairUniforms:
         """The n uniforms of the edges, in column order."""
         if n != self.u.shape[0]:
             raise ValueError(f"{n} uniforms asked for {self.u.shape[0]} edges")
-        return self.u.astype(dtype)
+        out: np.ndarray = self.u.astype(dtype)
+        return out
 
 
 def dpgnn_subgraphs(ei: np.ndarray, n: int, k: int, r: int, salt: int
