@@ -59,8 +59,13 @@ def marked_subgraphs(spec: DpgnnSpec) -> int:
     """M, the most training subgraphs one neighbouring change touches: N(K,r) when the
     sampled structure cannot depend on it (``node_feature``), 2N(K,r) - 1 when the node's
     own edge list is replaced too (``node``: the subgraphs holding it before or after)."""
-    occ = neighbourhood_size(spec.degree_bound, spec.layers)
-    return occ if spec.level == "node_feature" else 2 * occ - 1
+    return marked(spec.level, spec.degree_bound, spec.layers)
+
+
+def marked(level: str, k: int, r: int) -> int:
+    """:func:`marked_subgraphs` of a level, K and r (what the brute force checks)."""
+    occ = neighbourhood_size(k, r)
+    return occ if level == "node_feature" else 2 * occ - 1
 
 
 PROTECTS = {
@@ -159,8 +164,10 @@ def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:
 
 
 # --- registration (the catalogue's "dp-gnn" family: dp-gcn, dp-sage, dp-gin, dp-gat) -----
+from dpgnn_core.methods.brute_force.subgraphs import dpgnn_check  # noqa: E402
 from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
 register_node_private("dp-gnn", train=train_dpgnn, ledger_for=ledger_for, save=save_dpgnn,
                       load=load_dpgnn, evaluate=evaluate_dpgnn,
-                      eval_options=lambda spec: {"backend": spec.backend})
+                      eval_options=lambda spec: {"backend": spec.backend},
+                      sensitivity=(dpgnn_check(marked),))

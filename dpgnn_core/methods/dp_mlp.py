@@ -106,7 +106,10 @@ def load_dp_mlp(blob: dict[str, Any]) -> tuple[MLP, DpMlpSpec]:
 
 
 # --- registration (the catalogue's "dp-mlp" family) --------------------------------------
+from dpgnn_core.methods.brute_force import rows  # noqa: E402
 from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
 register_node_private("dp-mlp", train=train_dp_mlp, ledger_for=ledger_for, save=save_dp_mlp,
-                      load=load_dp_mlp, evaluate=evaluate_dp_mlp)
+                      load=load_dp_mlp, evaluate=evaluate_dp_mlp,
+                      sensitivity=(rows.check("DP-MLP's clipped gradient sum over node rows "
+                                              "(add/remove one node's row)"),))

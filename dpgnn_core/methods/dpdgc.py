@@ -72,11 +72,12 @@ from dpgnn_core.methods._private import (
 from dpgnn_core.methods._staged import MAX_NOISE
 from dpgnn_core.methods.dpdgc_messages import (
     _bound,
-    aggregation_sensitivity,  # noqa: F401  (re-exported: the tests and docs name it here)
+    aggregation_sensitivity,  # the tests and docs name it here; its check is registered
     classifier_inputs,
     first_messages,
     hop_deltas,
     label_rows,
+    label_sensitivity,
     level_defaults_used,
     message_width,
     propagate,
@@ -525,7 +526,12 @@ def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Any:
     return Fitted(clf, ledger, report, history, {"aggregations": h})
 
 
+from dpgnn_core.methods.brute_force import dpdgc_labels  # noqa: E402
+from dpgnn_core.methods.brute_force.dpdgc import checks  # noqa: E402
 from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
 register_aggregating("dpdgc", "DPDGC", fit=_fit, ledger_for=ledger_for, save=save_dpdgc,
-                     load=load_dpdgc, evaluate=evaluate_dpdgc)
+                     load=load_dpdgc, evaluate=evaluate_dpdgc,
+                     sensitivity=(dpdgc_labels.check(label_sensitivity), *checks(
+                         aggregation_sensitivity, encoder_sensitivity, clipped_gradient_sum,
+                         random_head(3, 3, 1).double())))

@@ -41,6 +41,10 @@ from dpgnn_core.privacy import Ledger, UniformGaussianEvent, drw_sampling_rate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DrwSpec
 
+#: The clipped gradient sum's sensitivity per unit of clipping norm: one node's features
+#: and label replaced change the one walk subgraph that holds it (a disjoint partition).
+UNIT_SENSITIVITY = 2.0
+
 evaluate_drw = evaluate_subgraph_model
 
 
@@ -101,7 +105,7 @@ def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
     result = train_on_subgraphs(
         data, spec, method=f"{spec.variant}-{spec.conv}", n_train=n_train, plan=ledger_of,
         randomness=randomness,
-        unit_sensitivity=2.0,
+        unit_sensitivity=UNIT_SENSITIVITY,
         protects="model parameters against replacing one training node's features and label "
         "(replace-one, Ayle et al.'s relation); the graph structure is public: the walks and "
         "the number of subgraphs are functions of the edges, which are not protected",
@@ -120,8 +124,10 @@ def load_drw(blob: dict[str, Any]) -> tuple[SubgraphGNN, DrwSpec]:
 
 
 # --- registration (the catalogue's "drw" family: drw-*, drw-r-*, drw-d-*) ---------------
+from dpgnn_core.methods.brute_force.subgraphs import drw_check  # noqa: E402
 from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
 register_node_private("drw", train=train_drw, ledger_for=ledger_for, save=save_drw,
                       load=load_drw, evaluate=evaluate_drw,
-                      eval_options=lambda spec: {"backend": spec.backend})
+                      eval_options=lambda spec: {"backend": spec.backend},
+                      sensitivity=(drw_check(UNIT_SENSITIVITY),))

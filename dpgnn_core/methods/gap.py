@@ -544,8 +544,10 @@ def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Any:
                   {"aggregations": r.aggregations})
 
 
+from dpgnn_core.methods.brute_force.pma import gap_checks  # noqa: E402
 from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
 STAGED = declare(Staged("gap", calibrate_gap, gap_stages))
 register_aggregating("gap", "GAP", fit=_fit, ledger_for=ledger_for, save=save_gap,
-                     load=load_gap, evaluate=evaluate_gap)
+                     load=load_gap, evaluate=evaluate_gap,
+                     sensitivity=gap_checks())

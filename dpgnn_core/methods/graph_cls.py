@@ -226,7 +226,11 @@ def _evaluate(model: torch.nn.Module, data: GraphData, spec: GraphClsSpec,
     return evaluate_graphs(model, data, spec.device)  # type: ignore[arg-type]
 
 
+from dpgnn_core.methods.brute_force import rows  # noqa: E402
 from dpgnn_core.methods.registry import register_implementation  # noqa: E402
 
 register_implementation("graph-cls", fit=_fit, ledger_for=ledger_for, save=_save,
-                        load=load_graph_classifier, evaluate=_evaluate)
+                        load=load_graph_classifier, evaluate=_evaluate,
+                        sensitivity=(rows.check("graph classification's clipped gradient sum "
+                                                "over graphs (add/remove one graph: one "
+                                                "record)"),))

@@ -589,8 +589,10 @@ def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Any:
     return Fitted(r.model, r.ledger, r.report, r.history, {"aggregations": r.aggregations})
 
 
+from dpgnn_core.methods.brute_force.pma import progap_checks  # noqa: E402
 from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
 STAGED = declare(Staged("progap", calibrate_progap, progap_stages))
 register_aggregating("progap", "ProGAP", fit=_fit, ledger_for=ledger_for,
-                     save=save_progap, load=load_progap, evaluate=evaluate_progap)
+                     save=save_progap, load=load_progap, evaluate=evaluate_progap,
+                     sensitivity=progap_checks(stage_sum, ProgapModel))

@@ -28,7 +28,7 @@ method is one module plus its spec and catalogue entry (see docs/adding-a-method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -43,6 +43,7 @@ from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.catalog import modules as catalog_modules
 from dpgnn_core.privacy import Ledger, PrivacyError
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
+from dpgnn_core.privacy.sensitivity import Case, SensitivityCheck, verify
 from dpgnn_core.specs import Spec
 
 OnStep = Callable[[int, dict[str, float]], None] | None
@@ -87,6 +88,9 @@ class Method:
             ``staged``, ``explains``, ``extra_metrics``, ``private_path``,
             ``private_selection``, ``score_sensitivity``).
         spec_type (type): the spec class; its fields are the method's options.
+        sensitivity (tuple): the family's :class:`~dpgnn_core.privacy.sensitivity.
+            SensitivityCheck` of each noisy quantity it releases (empty: none declared,
+            which :func:`check_sensitivity` refuses for a private method).
     """
 
     entry: Entry
@@ -96,6 +100,7 @@ class Method:
     _save: Callable[[str, Fitted, Any, GraphData], None]
     _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
+    sensitivity: tuple[SensitivityCheck, ...] = ()
 
     @property
     def name(self) -> str:
@@ -298,12 +303,19 @@ LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
 Save = Callable[[str, Fitted, Any, GraphData], None]
 Load = Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
 Evaluate = Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
+Sensitivity = Sequence[SensitivityCheck]
 
 
 def register_implementation(family: str, *, fit: Fit, ledger_for: LedgerFor, save: Save,
-                            load: Load, evaluate: Evaluate) -> list[Method]:
+                            load: Load, evaluate: Evaluate,
+                            sensitivity: Sensitivity = ()) -> list[Method]:
     """Register the implementation of every catalogue name of ``family`` (called by the
     family's module, at its bottom, with references to its functions).
+
+    ``sensitivity``: a private family's :class:`~dpgnn_core.privacy.sensitivity.
+    SensitivityCheck` of each noisy quantity it releases (the declared L2 sensitivity and
+    its brute force over neighbouring datasets); the contract test runs them
+    (:func:`check_sensitivity`) and fails a private family that declares none.
 
     Raises:
         UnknownMethodError: the catalogue has no such family, or a name is registered
@@ -317,7 +329,8 @@ def register_implementation(family: str, *, fit: Fit, ledger_for: LedgerFor, sav
         if e.name in _REGISTRY:
             raise UnknownMethodError(f"method {e.name!r} is registered already")
         m = Method(entry=e, spec_type=e.spec_type, _fit=fit, _ledger_for=ledger_for,
-                   _save=save, _load=load, _evaluate=evaluate)
+                   _save=save, _load=load, _evaluate=evaluate,
+                   sensitivity=tuple(sensitivity))
         _REGISTRY[e.name] = m
         out.append(m)
     return out
@@ -325,12 +338,13 @@ def register_implementation(family: str, *, fit: Fit, ledger_for: LedgerFor, sav
 
 def register_node_private(family: str, *, train: Callable[..., Any], ledger_for: LedgerFor,
                           save: Callable[..., None], load: Load, evaluate: Callable[..., Metrics],
-                          eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {}
-                          ) -> list[Method]:
+                          eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {},
+                          sensitivity: Sensitivity = ()) -> list[Method]:
     """:func:`register_implementation` for a node-level family trained by one function
     (``train(data, spec, on_step=...)`` with ``model``, ``ledger``, ``report`` and
     ``history``), saved by ``save(path, model, spec, in_dim, num_classes)`` and evaluated
-    by ``evaluate(model, data, device, **eval_options(spec))``."""
+    by ``evaluate(model, data, device, **eval_options(spec))``; ``sensitivity`` as for
+    :func:`register_implementation`."""
 
     def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = train(data, spec, on_step=on_step)
@@ -345,12 +359,13 @@ def register_node_private(family: str, *, train: Callable[..., Any], ledger_for:
         return out
 
     return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
-                                   load=load, evaluate=evaluate_)
+                                   load=load, evaluate=evaluate_, sensitivity=sensitivity)
 
 
 def register_aggregating(family: str, title: str, *, fit: Fit, ledger_for: LedgerFor,
                          save: Callable[..., None], load: Load,
-                         evaluate: Callable[..., Metrics]) -> list[Method]:
+                         evaluate: Callable[..., Metrics],
+                         sensitivity: Sensitivity = ()) -> list[Method]:
     """:func:`register_implementation` for GAP's or ProGAP's names: each predicts from its
     cached private aggregations (``extra["aggregations"]``)."""
 
@@ -366,7 +381,24 @@ def register_aggregating(family: str, title: str, *, fit: Fit, ledger_for: Ledge
         return out
 
     return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
-                                   load=load, evaluate=evaluate_)
+                                   load=load, evaluate=evaluate_, sensitivity=sensitivity)
+
+
+def check_sensitivity(method: Method) -> dict[str, list[tuple[Case, float]]]:
+    """Run the brute force of every sensitivity ``method``'s family declares
+    (:func:`~dpgnn_core.privacy.sensitivity.verify`): each check's ``released`` -> its
+    cases, each with the declared bound.
+
+    Raises:
+        PrivacyError: a private method that declares no sensitivity check, or a declared
+            sensitivity below a change its brute force saw (or looser than a known worst
+            case).
+    """
+    if method.private and not method.sensitivity:
+        raise PrivacyError(f"private method {method.name!r} (family {method.family!r}) "
+                           "declares no sensitivity check: register one SensitivityCheck "
+                           "per noisy quantity it releases (docs/adding-a-method.md)")
+    return {c.released: verify(c) for c in method.sensitivity}
 
 
 def _registered(name: str) -> Method | None:
@@ -439,6 +471,6 @@ def _import_implementations() -> None:
         raise UnknownMethodError(f"catalogue names without an implementation: {missing}")
 
 
-__all__ = ["METHODS", "Fitted", "Method", "UnknownMethodError", "get", "load_blob",
-           "method_for", "name_of", "register_aggregating", "register_implementation",
+__all__ = ["METHODS", "Fitted", "Method", "UnknownMethodError", "check_sensitivity", "get",
+           "load_blob", "method_for", "name_of", "register_aggregating", "register_implementation",
            "register_node_private"]

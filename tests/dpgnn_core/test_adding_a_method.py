@@ -1,11 +1,12 @@
 """Adding a method is two source files (docs/adding-a-method.md), and the catalogue reads the
 specs: the walk-through's two listings, written as they are into a package of their own,
-give a method that is in the catalogue and the registry, validates from a mapping, passes
-the pre-flight and trains through ``Method.fit``; the pre-flight of a node-level method
-imports no torch."""
+give a method that is in the catalogue and the registry, registers its sensitivity check,
+validates from a mapping, passes the pre-flight and trains through ``Method.fit``; the
+pre-flight of a node-level method imports no torch."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -20,6 +21,7 @@ from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods import catalog, preflight, registry
+from dpgnn_core.privacy import PrivacyError
 from dpgnn_core.specs import DpdgcSpec, GapSpec, ProgapSpec, base, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +69,13 @@ def test_two_files_make_a_method(two_files: ModuleType, tmp_path: Path) -> None:
     assert e.spec_type is spec_type and dict(e.fixed) == {"method": NAME}
     m = registry.get(NAME)  # the method module registered itself
     assert m.entry is e and m.spec_type is spec_type
+    # with its sensitivity check, which the sensitivity contract runs; without one, a
+    # private family is refused
+    checked = registry.check_sensitivity(m)
+    assert len(checked) == 1 and all(case.observed <= bound * (1 + 1e-4)
+                                     for cases in checked.values() for case, bound in cases)
+    with pytest.raises(PrivacyError, match="declares no sensitivity check"):
+        registry.check_sensitivity(dataclasses.replace(m, sensitivity=()))
     spec = parse_spec({"method": NAME, "epsilon": 2.0, "steps": 3, "device": "cpu",
                        "accountant": "rdp"})
     assert type(spec) is spec_type and registry.method_for(spec) is m

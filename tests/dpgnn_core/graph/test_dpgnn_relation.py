@@ -5,7 +5,9 @@ training subgraph counts as changed when its nodes or edges differ, or when it h
 changed node in either graph (its features differ). The accountant assumes at most M
 changed subgraphs: N(K,r) for ``node_feature`` (structure public: trivially, only the
 subgraphs holding the node), 2N(K,r) - 1 for ``node`` on directed graphs. On undirected
-graphs no such bound exists, which is why node level is refused there.
+graphs no such bound exists, which is why node level is refused there. The coupled
+sampler and the count are DP-GNN's registered sensitivity check's
+(dpgnn_core/methods/brute_force/subgraphs.py), which the sensitivity contract runs.
 """
 
 from __future__ import annotations
@@ -15,60 +17,12 @@ import pytest
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DpgnnError
-from dpgnn_core.graph.dpgnn_sampler import SampledEdges, sample_edgelists, sample_subgraphs
+from dpgnn_core.methods.brute_force.subgraphs import changed_subgraphs
+from dpgnn_core.methods.brute_force.subgraphs import random_directed as _random_directed
+from dpgnn_core.methods.brute_force.subgraphs import replace_in_row as _replace_in_row
 from dpgnn_core.methods.dp_gnn import marked_subgraphs, train_dpgnn
 from dpgnn_core.privacy import neighbourhood_size
 from dpgnn_core.specs import DpgnnSpec
-
-
-class PairUniforms:
-    """A stand-in generator whose uniforms are a fixed hash of each (src, dst) pair, so two
-    graphs that share an edge share its draw. Valid for graphs without self-loops whose
-    nodes are all training nodes (every edge is then a candidate, in column order)."""
-
-    def __init__(self, edge_index: np.ndarray, salt: int) -> None:
-        h = (edge_index[0].astype(np.uint64) * np.uint64(1_000_003)
-             + edge_index[1].astype(np.uint64)) * np.uint64(2_654_435_761) + np.uint64(salt)
-        h ^= h >> np.uint64(29)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(32)
-        self.u = ((h % np.uint64(2**24)).astype(np.float64) / 2**24).astype(np.float32)
-
-    def random(self, n: int, dtype: type = np.float64) -> np.ndarray:
-        assert n == self.u.shape[0]
-        return self.u.astype(dtype)
-
-
-def _sample(ei: np.ndarray, n: int, k: int, r: int, salt: int) -> tuple[list[set], list[set]]:
-    train = np.ones(n, dtype=bool)
-    s = sample_edgelists(ei, n, train, k, PairUniforms(ei, salt))  # type: ignore[arg-type]
-    sg = sample_subgraphs(SampledEdges(s.edge_index, s.dropped_nodes, s.candidate_edges), n,
-                          train, r, k)
-    nodes = [set(sg.nodes[sg.offsets[i]:sg.offsets[i + 1]].tolist()) for i in range(n)]
-    edges = [set(map(tuple, sg.edges[:, sg.edge_offsets[i]:sg.edge_offsets[i + 1]].T.tolist()))
-             for i in range(n)]
-    return nodes, edges
-
-
-def changed_subgraphs(ei_a: np.ndarray, ei_b: np.ndarray, n: int, v: int, k: int, r: int,
-                      salt: int) -> int:
-    na, ea = _sample(ei_a, n, k, r, salt)
-    nb, eb = _sample(ei_b, n, k, r, salt)
-    return sum(1 for i in range(n)
-               if na[i] != nb[i] or ea[i] != eb[i] or v in na[i] or v in nb[i])
-
-
-def _replace_in_row(ei: np.ndarray, v: int, new_sources: np.ndarray) -> np.ndarray:
-    """Node level on a directed graph: v's own list (the sampler's edges into v) replaced."""
-    keep = ei[:, ei[1] != v]
-    new = np.stack([new_sources, np.full(new_sources.shape[0], v)])
-    return np.concatenate([keep, new[:, new[0] != v]], axis=1)
-
-
-def _random_directed(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
-    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
-    pairs = np.unique(np.stack([src, dst])[:, src != dst], axis=1)
-    return pairs.astype(np.int64)
 
 
 @pytest.mark.parametrize(("k", "r"), [(2, 1), (3, 1), (2, 2), (4, 2)])
