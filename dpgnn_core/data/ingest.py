@@ -95,6 +95,11 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
     from dpgnn_core.data.store import write_dataset  # pyarrow: not with this module
 
     stage = span or (lambda _stage, _text: nullcontext())
+    if spec.format == "synthetic" and spec.options.get("partition_nodes") is not None:
+        from dpgnn_core.data.partitioned import ingest_partitioned  # issue 51
+
+        with stage("write", "writing a partitioned synthetic graph, block by block"):
+            return ingest_partitioned(spec, folder, overwrite=overwrite)
     with stage("load", f"loading {spec.format} data"):
         data = load_from_spec(spec)
     if spec.name is None and loader_of(spec.format).edge_table:
