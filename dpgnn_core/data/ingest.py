@@ -99,7 +99,8 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
         from dpgnn_core.data.partitioned import ingest_partitioned  # issue 51
 
         with stage("write", "writing a partitioned synthetic graph, block by block"):
-            return ingest_partitioned(spec, folder, overwrite=overwrite)
+            return ingest_partitioned(spec, folder, record=ingest_record(spec),
+                                      overwrite=overwrite)
     with stage("load", f"loading {spec.format} data"):
         data = load_from_spec(spec)
     if spec.name is None and loader_of(spec.format).edge_table:

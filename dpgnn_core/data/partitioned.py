@@ -377,13 +377,13 @@ def edges_dataset(folder: str | Path) -> Any:
     return ds.dataset(str(Path(folder) / "edges"), format="parquet")
 
 
-def ingest_partitioned(spec: Any, folder: str | Path, *, overwrite: bool = False
-                       ) -> dict[str, Any]:
+def ingest_partitioned(spec: Any, folder: str | Path, *, record: dict[str, Any],
+                       overwrite: bool = False) -> dict[str, Any]:
     """``dpgnn ingest --format synthetic --partition-nodes N``: the spec's options checked
     (:func:`~dpgnn_core.data.catalog.validate_options`), then
-    :func:`write_partitioned_csbm`; the manifest's ``ingest`` record keeps the spec."""
+    :func:`write_partitioned_csbm`; the manifest's ``ingest`` record is ``record`` (the
+    caller's :func:`~dpgnn_core.data.ingest.ingest_record` of the spec)."""
     from dpgnn_core.data.catalog import validate_options
-    from dpgnn_core.data.ingest import ingest_record
 
     opts = validate_options(spec.format, dict(spec.options))
     for key, bad in (("kind", opts.get("kind", "csbm") != "csbm"),
@@ -400,4 +400,4 @@ def ingest_partitioned(spec: Any, folder: str | Path, *, overwrite: bool = False
     if opts.get("fractions") is not None:
         kwargs["fractions"] = tuple(opts["fractions"])
     return write_partitioned_csbm(folder, name=spec.name, overwrite=overwrite,
-                                  ingest=ingest_record(spec), **kwargs)
+                                  ingest=record, **kwargs)
