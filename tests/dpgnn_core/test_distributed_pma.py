@@ -154,3 +154,28 @@ def test_checks_run_before_any_work(dataset: Path, client: Any, tmp_path: Path) 
         pma_partitioned(client, work, tmp_path / "x0", tmp_path / "out", 1, 0.5)
     assert "features/part-00002.parquet" in str(err.value)
     assert not (tmp_path / "out").exists()
+
+
+
+def test_a_destination_block_holds_one_source_block_at_a_time(dataset: Path) -> None:
+    """A destination block's sum loads the source blocks one after another, each dropped
+    before the next but one is loaded: a worker's memory is bounded by blocks, not by X,
+    though the block's edges reach every source block."""
+    import weakref
+
+    bounds = node_bounds(N, BLOCK)
+    src, dst = read_edge_block(dataset, 2, bounds, N)
+    assert len(np.unique(np.searchsorted([lo for lo, _ in bounds], src, "right"))) == 5
+    alive: list[weakref.ref[np.ndarray]] = []
+    most = 0
+    rng = np.random.default_rng(0)
+
+    def load(j: int) -> np.ndarray:
+        nonlocal most
+        most = max(most, sum(r() is not None for r in alive))
+        rows = rng.standard_normal((bounds[j][1] - bounds[j][0], 16)).astype(np.float32)
+        alive.append(weakref.ref(rows))
+        return rows
+
+    block_sum(src, dst - bounds[2][0], BLOCK, 16, bounds, load)
+    assert len(alive) == 5 and most <= 1
