@@ -8,7 +8,8 @@ runs PMA with noise (σ = 1, secret) on it twice: in one process (the partitions
 one graph, :func:`dpgnn_core.privacy.pma.pma`), in a child process so that its peak RSS is
 its own; and on a ``LocalCluster`` of 2 single-threaded worker processes
 (:func:`dpgnn_core.distributed.pma.pma_partitioned`, every partition hashed by the
-workers first), with each worker's peak RSS (``ru_maxrss``) before and after the work.
+workers first), with each worker's peak RSS (``ru_maxrss``) before the work (once
+imported) and after.
 Prints one JSON record.
 """
 
@@ -58,6 +59,11 @@ def _worker_peak() -> float:
     return _peak_gib()
 
 
+def _warm_up() -> None:
+    """What a worker's first task would import (torch, pyarrow, dpgnn), out of the timing."""
+    import dpgnn_core.distributed.pma  # noqa: F401
+
+
 def run_distributed(args: argparse.Namespace) -> dict:
     from distributed import Client, LocalCluster
 
@@ -66,6 +72,7 @@ def run_distributed(args: argparse.Namespace) -> dict:
     d = Path(args.dir)
     with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                       dashboard_address=None) as cluster, Client(cluster) as client:
+        client.run(_warm_up)
         before = client.run(_worker_peak)
         t0 = time.perf_counter()
         write_x0(client, d / "ds", d / "x0")
