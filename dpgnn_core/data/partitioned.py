@@ -202,10 +202,10 @@ def write_partitioned_csbm(
                              edge_rows, feature_dim, c, counts, params, fractions, seed, drawn)
         if ingest:
             manifest["ingest"] = ingest
-        manifest = json.loads(json.dumps(manifest, default=str))
-        manifest["manifest_sha256"] = manifest_digest(manifest)
-        write_json_atomic(tmp / "manifest.json", manifest)
-    return manifest
+        written: dict[str, Any] = json.loads(json.dumps(manifest, default=str))
+        written["manifest_sha256"] = manifest_digest(written)
+        write_json_atomic(tmp / "manifest.json", written)
+    return written
 
 
 def _manifest(tmp: Path, name: str, bounds: Bounds, edge_rows: list[int], feature_dim: int,

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -115,8 +115,9 @@ class Encode:
     module: torch.nn.Module
 
     def __call__(self, x: Array) -> Array:
+        encode = cast(Callable[[Tensor], Tensor], self.module.cpu().eval().encode)
         with torch.no_grad():
-            out: Array = self.module.cpu().eval().encode(torch.from_numpy(x)).numpy()
+            out: Array = encode(torch.from_numpy(x)).numpy()
         return out
 
 
