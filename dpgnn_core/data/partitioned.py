@@ -54,6 +54,7 @@ from dpgnn_core.data.store import (
     check_manifest_digest,
     read_manifest,
 )
+from dpgnn_core.data.validate import check_finite, validate_graph_data
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 
@@ -342,9 +343,12 @@ def read_edge_block(folder: str | Path, block: int, bounds: Bounds,
 
 
 def read_feature_block(folder: str | Path, block: int) -> npt.NDArray[np.float32]:
-    """Feature partition ``block`` as float32 ``[n_b, d]``."""
+    """Feature partition ``block`` as float32 ``[n_b, d]``; NaN or inf refused, as the
+    single-file reader does (naming the file and the row within the partition)."""
     p = Path(folder) / part_name("features", block)
-    return _matrix(pq.read_table(p, memory_map=True).column("x"), path=p, field="x")
+    x = _matrix(pq.read_table(p, memory_map=True).column("x"), path=p, field="x")
+    check_finite(x, path=p, field="x")
+    return x
 
 
 def read_partitioned(folder: str | Path) -> GraphData:
@@ -362,11 +366,13 @@ def read_partitioned(folder: str | Path) -> GraphData:
         splits.append(_split_codes(nodes.column("split"), path=p))
         xs.append(read_feature_block(folder, b))
         edges.append(np.stack(read_edge_block(folder, b, bounds, n)))
-    return GraphData(name=manifest["name"], task="node", x=np.concatenate(xs),
+    data = GraphData(name=manifest["name"], task="node", x=np.concatenate(xs),
                      edge_index=np.concatenate(edges, axis=1), y=np.concatenate(ys),
                      split=np.concatenate(splits), num_classes=int(manifest["num_classes"]),
                      directed=bool(manifest["directed"]),
                      meta={k: manifest.get(k, {}) for k in ("split", "source", "cleaning")})
+    validate_graph_data(data, path=folder)
+    return data
 
 
 def edges_dataset(folder: str | Path) -> Any:

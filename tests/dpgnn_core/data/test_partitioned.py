@@ -120,3 +120,24 @@ def test_dpgnn_ingest_writes_partitions_and_single_file_runs_refuse_them(
     # the single-file format is untouched
     single = ingest(IngestSpec(format="synthetic", options={"num_nodes": 500}), tmp_path / "f")
     assert "layout" not in single and read_dataset(tmp_path / "f").num_nodes == 500
+
+
+def test_nan_features_in_a_partition_are_refused(tmp_path: Path) -> None:
+    """A partition with a NaN feature (written with a consistent manifest, so no checksum
+    catches it) is refused when read, naming the partition, as the single-file reader
+    refuses NaN features."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpgnn_core.data.partitioned import read_feature_block
+
+    folder = tmp_path / "d"
+    write_partitioned_csbm(folder, partition_nodes=100, num_nodes=300, feature_dim=4)
+    p = folder / part_name("features", 1)
+    x = read_feature_block(folder, 1).copy()
+    x[7, 2] = np.nan
+    pq.write_table(pa.table({"x": pa.FixedSizeListArray.from_arrays(
+        pa.array(x.reshape(-1)), 4)}), p)
+    with pytest.raises(DataError, match="NaN or inf") as err:
+        read_feature_block(folder, 1)
+    assert "features/part-00001.parquet" in str(err.value) and "row 7" in str(err.value)
