@@ -19,7 +19,7 @@ from dpgnn_core.data.partitioned import (
     verify_partitioned,
     write_partitioned_csbm,
 )
-from dpgnn_core.data.store import read_dataset
+from dpgnn_core.data.store import read_dataset, verify_folder
 from dpgnn_core.errors import DataError
 from dpgnn_core.specs import IngestSpec
 
@@ -114,6 +114,8 @@ def test_dpgnn_ingest_writes_partitions_and_single_file_runs_refuse_them(
     verify_partitioned(tmp_path / "d")
     with pytest.raises(DataError, match="partitioned dataset folder"):
         read_dataset(tmp_path / "d")
+    with pytest.raises(DataError, match="partitioned dataset folder"):  # a run's pre-check
+        verify_folder(tmp_path / "d", manifest)
     with pytest.raises(DataError, match="power_law"):
         ingest(IngestSpec(format="synthetic", options={"partition_nodes": 200,
                                                        "power_law": 2.5}), tmp_path / "e")
