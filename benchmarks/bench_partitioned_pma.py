@@ -1,7 +1,8 @@
 """PMA on a partitioned dataset (issue 51): one process against 2 Dask workers.
 
 Usage: python benchmarks/bench_partitioned_pma.py [--nodes 200000] [--avg-degree 20]
-       [--feature-dim 64] [--partition-nodes 50000] [--hops 2] [--dir D]
+       [--feature-dim 64] [--partition-nodes 50000] [--hops 2] [--worker-memory 1GiB]
+       [--dir D]
 
 Generates a partitioned CSBM (``dpgnn ingest --format synthetic --partition-nodes``), then
 runs PMA with noise (σ = 1, secret) on it twice: in one process (the partitions read into
@@ -9,7 +10,8 @@ one graph, :func:`dpgnn_core.privacy.pma.pma`), in a child process so that its p
 its own; and on a ``LocalCluster`` of 2 single-threaded worker processes
 (:func:`dpgnn_core.distributed.pma.pma_partitioned`, every partition hashed by the
 workers first), with each worker's peak RSS (``ru_maxrss``) before the work (once
-imported) and after.
+imported) and after, and whether a worker was restarted or paused for memory
+(``--worker-memory``: each worker's limit).
 Prints one JSON record.
 """
 
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -64,15 +67,27 @@ def _warm_up() -> None:
     import dpgnn_core.distributed.pma  # noqa: F401
 
 
+def _health(client: Any, pids: dict[str, int]) -> dict[str, Any]:
+    """Whether a worker was restarted (its process id changed, or it is gone) or paused
+    for memory (distributed's "Pausing worker" log line) during the work."""
+    now = client.run(os.getpid)
+    logs = client.get_worker_logs()
+    paused = sum("Pausing worker" in msg for lines in logs.values() for _, msg in lines)
+    return {"workers_restarted": sum(now.get(a) != pid for a, pid in pids.items()),
+            "worker_pause_lines": paused}
+
+
 def run_distributed(args: argparse.Namespace) -> dict:
     from distributed import Client, LocalCluster
 
     from dpgnn_core.distributed.pma import pma_partitioned, write_x0
 
     d = Path(args.dir)
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+    limit = args.worker_memory or "auto"
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, memory_limit=limit,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         client.run(_warm_up)
+        pids = client.run(os.getpid)
         before = client.run(_worker_peak)
         t0 = time.perf_counter()
         write_x0(client, d / "ds", d / "x0")
@@ -81,7 +96,9 @@ def run_distributed(args: argparse.Namespace) -> dict:
                         overwrite=True)
         t2 = time.perf_counter()
         after = client.run(_worker_peak)
-    return {"write_x0_s": t1 - t0, "check_and_pma_s": t2 - t1, "total_s": t2 - t0,
+        health = _health(client, pids)
+    return {**health, "worker_memory_limit": limit, "write_x0_s": t1 - t0,
+            "check_and_pma_s": t2 - t1, "total_s": t2 - t0,
             "worker_peak_rss_gib_before": sorted(before.values()),
             "worker_peak_rss_gib_after": sorted(after.values())}
 
@@ -97,6 +114,8 @@ def main() -> None:
     p.add_argument("--feature-dim", type=int, default=64)
     p.add_argument("--partition-nodes", type=int, default=50_000)
     p.add_argument("--hops", type=int, default=2)
+    p.add_argument("--worker-memory", default=None,
+                   help="each worker's memory limit, e.g. 1GiB (default: dask's auto)")
     p.add_argument("--dir", default=None)
     p.add_argument("--stage", default=None)
     args = p.parse_args()
