@@ -112,6 +112,12 @@ def ingest(spec: IngestSpec, folder: str | Path, *, overwrite: bool = False,
     stage = span or (lambda _stage, _text: nullcontext())
     with ingest_lock(folder):
         check_replaceable(folder, overwrite=overwrite, owned=owned)
+        if spec.format == "synthetic" and spec.options.get("partition_nodes") is not None:
+            from dpgnn_core.data.partitioned import ingest_partitioned  # issue 51
+
+            with stage("write", "writing a partitioned synthetic graph, block by block"):
+                return ingest_partitioned(spec, folder, record=ingest_record(spec),
+                                          overwrite=overwrite)
         with stage("load", f"loading {spec.format} data"):
             data = load_from_spec(spec)
         if spec.name is None and loader_of(spec.format).edge_table:

@@ -92,6 +92,10 @@ class CsbmOptions(_SplitFractions):
             features with no signal. (default: 1.0)
         power_law (float, optional): Pareto exponent > 2 of the degree weights; uniform
             weights when omitted.
+        partition_nodes (int, optional): write the dataset as partitions of this many
+            nodes, drawn block by block (edges partitioned by destination; another
+            realisation than the single-file graph of the same seed); one file per table
+            when omitted.
     """
 
     kind: Literal["csbm"] = "csbm"
@@ -102,6 +106,7 @@ class CsbmOptions(_SplitFractions):
     homophily: Frac = 0.8
     feature_signal: Annotated[float, Field(ge=0)] = 1.0
     power_law: Annotated[float, Field(gt=2)] | None = None
+    partition_nodes: Annotated[int, Field(ge=1)] | None = None
 
 
 class ErGraphsOptions(_Options):

@@ -350,6 +350,16 @@ def _check_records(folder: Path, manifest: dict[str, Any], labels: np.ndarray,
                       f"the labels reach {top}")
 
 
+def _refuse_partitioned(folder: Path, manifest: dict[str, Any]) -> None:
+    """A partitioned folder (:mod:`dpgnn_core.data.partitioned`, issue 51) is not read
+    whole: say so in one line rather than miss ``nodes.parquet``."""
+    if manifest.get("layout") == "partitioned":
+        raise DataError("a partitioned dataset folder (layout 'partitioned'): the "
+                        "single-process path reads one-file folders; the partitioned path "
+                        "is dpgnn_core.distributed (Dask)", path=folder / MANIFEST,
+                        field="layout", value="partitioned")
+
+
 def verify_folder(folder: str | Path,
                   manifest: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """What a run checks of a dataset folder before it starts (cheap: hashes, Parquet
@@ -368,6 +378,7 @@ def verify_folder(folder: str | Path,
         DataError: naming the file (or ``manifest.json``), the field and the value.
     """
     folder = Path(folder)
+    _refuse_partitioned(folder, manifest)
     where = folder / MANIFEST
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(
@@ -453,6 +464,7 @@ def read_dataset(folder: str | Path, *, verify: bool = True,
     for attempt in range(3):
         with FolderVersion(folder) as version:
             manifest = _parse_manifest(folder, version.manifest_text(), check=True)
+            _refuse_partitioned(folder, manifest)
             _check_pinned(folder, manifest, content_sha256)
             listed = manifest["files"] if isinstance(manifest["files"], dict) else {}
             tables = ["nodes.parquet", "features.parquet", "edges.parquet"]

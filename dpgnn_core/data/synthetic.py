@@ -214,6 +214,10 @@ def _load(source: Path | None, name: str | None, options: dict[str, Any]) -> Loa
     """Format ``synthetic``: the generator ``options["kind"]`` (csbm when not given) with
     the other options (no source: the options are the whole input)."""
     kind = options.pop("kind", "csbm")
+    if options.pop("partition_nodes", None) is not None:
+        raise DataError("partition_nodes writes a partitioned dataset folder, which only "
+                        "`dpgnn ingest` (dpgnn_core.data.ingest.ingest) writes",
+                        field="partition_nodes")
     return GENERATORS[kind](name=name, **options), None
 
 

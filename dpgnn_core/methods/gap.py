@@ -263,8 +263,7 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
     and nothing stored lets anyone recompute the noise. ``progress(stage, done, total)``
     follows the hops."""
     device = resolve_device(spec.device)
-    sigma = z * spec.budget_split[1] * sensitivity(spec.level, spec.max_degree,
-                                                   is_directed(data), spec.row_clip)
+    sigma = pma_noise_std(spec, z, is_directed(data))
     gen = Randomness.for_spec(spec).torch_generator("pma/noise", device)
     if spec.level != "none":
         _gate(spec, int(data.mask("train").sum()), z)
@@ -273,15 +272,27 @@ def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
         xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen, spec.row_clip,
                              progress)[1:], 1).cpu()
-    events = Ledger()
     if spec.level != "none":
         release_gate.released()  # the noisy aggregations exist: a release, spent for good
-        n_train = int(data.mask("train").sum())
-        events = Ledger(tuple(e for e in ledger_for(spec, n_train)(z).entries
-                              if e.event.kind == "gaussian"))
-        if spec.level == "node":
-            events = events.flag(DEGREE_CHECK_NOTE)
-    return xs, events
+    return xs, pma_events(spec, int(data.mask("train").sum()), z)
+
+
+def pma_noise_std(spec: GapSpec, z: float, directed: bool) -> float:
+    """σ of every PMA hop: z times PMA's share of the budget times the sensitivity
+    (:func:`sensitivity`); the single-process and the partitioned PMA
+    (:mod:`dpgnn_core.distributed.pma`) both take it from here."""
+    return z * spec.budget_split[1] * sensitivity(spec.level, spec.max_degree, directed,
+                                                  spec.row_clip)
+
+
+def pma_events(spec: GapSpec, n_train: int, z: float) -> Ledger:
+    """PMA's privacy event (K Gaussian releases; none for GAP-∞), with the degree check's
+    note at node level: what :func:`aggregate` and the partitioned PMA return."""
+    if spec.level == "none":
+        return Ledger()
+    events = Ledger(tuple(e for e in ledger_for(spec, n_train)(z).entries
+                          if e.event.kind == "gaussian"))
+    return events.flag(DEGREE_CHECK_NOTE) if spec.level == "node" else events
 
 
 def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: float,
