@@ -55,6 +55,11 @@ def main() -> None:
     ts.run_cached = _timed("flow: cached steps (Prefect task runs)", ts.run_cached)
     fp.account_after = _timed("flow: odometer (account_after)", fp.account_after)
     fp.record_run = _timed("flow: MLflow record_run (log_run task)", fp.record_run)
+    import flows.cli.execute as ex
+    from dpgnn_core.methods import preflight
+
+    ex.run_pipeline = _timed("flow: all of it, with Prefect's flow run", ex.run_pipeline)
+    preflight.check = _timed("pre-flight checks (CLI and flow)", preflight.check)
     from flows.cli import main as cli
 
     sys.argv = ["dpgnn", *sys.argv[1:]]
