@@ -42,6 +42,14 @@ def main() -> None:
     """Time the imports, wrap the flow's parts, run the CLI, print the split as JSON."""
     start = time.process_time()
     _import("import: CLI (typer, specs)", "flows.cli")
+    import os
+
+    from flows import server
+
+    # as `dpgnn run` does before Prefect's import: Prefect reads its API URL once, and
+    # without one each flow would start an ephemeral server in this process
+    os.environ["PREFECT_API_URL"] = server.api_url_if_running() or sys.exit(
+        "start `dpgnn server` first: this splits a run against the background server")
     _import("import: prefect", "tasks", "prefect")
     _import("import: torch (the methods, tasks.evaluate)", "torch")
     _import("import: dp_accounting, scipy.stats (budget, odometer)", "tasks.budget")

@@ -302,8 +302,8 @@ def log_batches(params: list[Any], metrics: list[Any], tags: list[Any]
                 ) -> list[tuple[list[Any], list[Any], list[Any]]]:
     """``(params, metrics, tags)`` of each ``log_batch`` call that logs them all in as few
     calls as MLflow's limits allow (at most 100 params, 100 tags and 1,000 entities a
-    call), in their order. Each call is one database transaction of the SQLite store (a
-    GAP run's ~80 params, ~30 tags and ~3,000 metric points were 6 calls, now 4).
+    call), in their order. Each call is one database transaction of the SQLite store
+    (GAP-EDP on Cora: 56 params, 13 tags and 2,018 metric points were 5 calls, now 3).
     """
     out: list[tuple[list[Any], list[Any], list[Any]]] = []
     p = m = t = 0
