@@ -319,6 +319,29 @@ def history_points(history: list[dict[str, Any]], most: int = MAX_CURVE_POINTS
     return out
 
 
+#: MLflow's limits on one ``log_batch``: params and tags each, and entities in all.
+BATCH_PARAMS_OR_TAGS = 100
+BATCH_ENTITIES = 1000
+
+
+def log_batches(params: list[Any], metrics: list[Any], tags: list[Any]
+                ) -> list[tuple[list[Any], list[Any], list[Any]]]:
+    """``(params, metrics, tags)`` of each ``log_batch`` call that logs them all in as few
+    calls as MLflow's limits allow (at most 100 params, 100 tags and 1,000 entities a
+    call), in their order. Each call is one database transaction of the SQLite store
+    (GAP-EDP on Cora: 56 params, 13 tags and 2,018 metric points were 5 calls, now 3).
+    """
+    out: list[tuple[list[Any], list[Any], list[Any]]] = []
+    p = m = t = 0
+    while p < len(params) or m < len(metrics) or t < len(tags) or not out:
+        ps = params[p:p + BATCH_PARAMS_OR_TAGS]
+        ts = tags[t:t + BATCH_PARAMS_OR_TAGS]
+        ms = metrics[m:m + BATCH_ENTITIES - len(ps) - len(ts)]
+        out.append((ps, ms, ts))
+        p, m, t = p + len(ps), m + len(ms), t + len(ts)
+    return out
+
+
 def _by_name(metrics: dict[str, dict[str, float | None]]) -> dict[str, float | None]:
     """Final metrics per split (``{"test": {"accuracy": ...}}``) as MLflow's names
     (``test_accuracy``)."""
@@ -337,19 +360,17 @@ def _fill_run(client: Any, run_id: str, *, params: dict[str, Any], tags: dict[st
     items = [Param(k, (json.dumps(v, ensure_ascii=False, default=str)
                        if isinstance(v, (list, tuple)) else str(v))[:6000])
              for k, v in _flat("", params).items()]
-    for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
-        client.log_batch(run_id, params=items[i:i + 100])
-    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-    if dataset is not None:
-        client.log_inputs(run_id, datasets=[_dataset_input(dataset)])
     series: list[Metric] = []
     if history_path:
         history = json.loads(Path(history_path).read_text())
         series += [Metric(k, v, at, step) for k, step, v in history_points(history)]
     series += [Metric(k, float(v), at, 0) for k, v in metrics.items()
                if v is not None and not math.isnan(float(v))]
-    for i in range(0, len(series), 900):
-        client.log_batch(run_id, metrics=series[i:i + 900])
+    run_tags = [RunTag(k, v) for k, v in tags.items()]
+    for params_, metrics_, tags_ in log_batches(items, series, run_tags):
+        client.log_batch(run_id, metrics=metrics_, params=params_, tags=tags_)
+    if dataset is not None:
+        client.log_inputs(run_id, datasets=[_dataset_input(dataset)])
     for path in artifacts:
         client.log_artifact(run_id, path)
 
