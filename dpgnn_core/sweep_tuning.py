@@ -49,8 +49,7 @@ import numpy as np
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.calibrate import calibrate_noise
 from dpgnn_core.privacy.events import Ledger, PrivacyError
-from dpgnn_core.privacy.tuning import TuningDistribution, TuningRdpAccountant
-from dpgnn_core.selection_score import (  # re-exported: the selection's score
+from dpgnn_core.privacy.selection_score import (  # re-exported: the selection's score
     SCORE_EVENT,
     SCORE_NOTE,
     ScorePlan,
@@ -58,6 +57,7 @@ from dpgnn_core.selection_score import (  # re-exported: the selection's score
     noisy_count,
     score_plan,
 )
+from dpgnn_core.privacy.tuning import TuningDistribution, TuningRdpAccountant
 
 #: Candidates' initialisation seeds are uniform on [0, 2^SEED_BITS): a spec's seed must be
 #: below 2^32 (``specs.base.Seed``: numpy's legacy seeding), and GAP and ProGAP add small

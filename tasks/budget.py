@@ -19,7 +19,7 @@ Any other task is its own release and is checked and charged, even with the plan
 another task of the same flow run (a sweep listing a seed twice).
 
 A resumed run is the same release: a training's checkpoints carry its reservation (the
-record and a token, :mod:`dpgnn_core.budget_resume`), and a rerun that resumes from one
+record and a token, :mod:`dpgnn_core.budget.resume`), and a rerun that resumes from one
 adopts that reservation instead of reserving the plan again, while holding the checkpoint
 folder's lock (a run still training from it cannot be adopted from).
 """

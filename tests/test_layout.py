@@ -179,3 +179,13 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     graph = import_graph(tmp_path)
     assert graph["tasks.b"] == {"tasks.c"} and graph["flows.x"] == set()
     assert import_cycles(graph) == [frozenset({"tasks.a", "tasks.b", "tasks.c"})]
+
+
+def test_the_budget_is_one_package() -> None:
+    """Issue 50 §5: the odometer's store, records, reporting and changes live in the
+    package ``dpgnn_core.budget`` (its public face in ``__init__``), none loose beside it."""
+    loose = sorted(p.name for p in (REPO / "dpgnn_core").glob("budget*.py"))
+    assert not loose, f"budget modules outside dpgnn_core/budget/: {loose}"
+    import dpgnn_core.budget as budget
+
+    assert {"BudgetStore", "Budget", "BudgetExceeded", "Filter", "decide"} <= set(budget.__all__)

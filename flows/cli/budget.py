@@ -118,7 +118,7 @@ def same_graph_elsewhere(found: list[tuple[Path, dict[str, Any]]]) -> dict[Path,
     """For ``dpgnn datasets``: per dataset folder, the other folders listed and the budgets
     of the store that hold the same graph (edges and features; issue 48 §3), each named by
     its folder (or name) and budget id. Reads the store only when it exists."""
-    from dpgnn_core.budget_graphs import graph_fingerprint
+    from dpgnn_core.data.fingerprint import graph_fingerprint
     from dpgnn_core.home import project_dir
 
     prints = {p: graph_fingerprint(m) for p, m in found}

@@ -196,7 +196,7 @@ def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
     levels = release_levels(spec)
     if not levels:
         return
-    from dpgnn_core.budget_report import BudgetExceeded
+    from dpgnn_core.budget.report import BudgetExceeded
     from dpgnn_core.errors import PrivacyError
     from dpgnn_core.privacy import GaussianEvent, Ledger
     from dpgnn_core.privacy.odometer import Charge

@@ -1,34 +1,6 @@
-"""The privacy budget across runs: a per-dataset odometer (SQLite, transactional).
-
-Every private release of a dataset is recorded with its ledger (or, for a private
-selection, its RDP curve); a budget, once set, is enforced by :meth:`BudgetStore.reserve`,
-whose check and reservation are one ``BEGIN IMMEDIATE`` transaction, so two processes
-(runs, Dask workers) cannot both pass when only one fits.
-
-The composition math is pure and lives in :mod:`dpgnn_core.privacy.odometer` (names
-re-exported here):
-
-* **Admission is a privacy filter** (:class:`~dpgnn_core.privacy.odometer.Filter`),
-  registered when the budget is set and stored with it: Rényi filters at a few fixed
-  orders and a Gaussian-DP filter, δ split between them. It holds when each run is chosen
-  after seeing the earlier ones (fully adaptive composition).
-* **One guarantee per unit**: every release counts in every protected unit it bears on,
-  through the conversions between units (group privacy); a release that bounds nothing
-  about a protected unit is refused under a budget.
-* ``budget show`` also reports the tightest sound *post hoc* ε of the fixed sequence
-  recorded (:func:`~dpgnn_core.privacy.odometer.compose`), labelled as such.
-* **No parallel composition** across disjoint splits; **versions of a dataset share its
-  budget** (a re-ingested folder keeps it).
-
-A reservation that is still ``reserved`` counts as spent, so an in-flight run is never
-forgotten; a run that fails before its first release gives it back (``released-unused``).
-Derivations: docs/privacy.md, "Privacy budget across runs".
-
-The records the store hands back and their reporting (:class:`Budget`, :class:`Record`,
-:class:`Summary`, :class:`BudgetExceeded`) live in :mod:`dpgnn_core.budget_report`
-(re-exported here). Imports only the standard library, numpy and :mod:`dpgnn_core.privacy`
-(no Prefect).
-"""
+"""The store of :mod:`dpgnn_core.budget`: :class:`BudgetStore`, one SQLite file per project
+(``<home>/budget.sqlite``), whose admission, records and changes the package's docstring
+describes."""
 
 from __future__ import annotations
 
@@ -44,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from dpgnn_core.budget_change import admission_state as _state
-from dpgnn_core.budget_change import decide, describe
-from dpgnn_core.budget_graphs import SameGraphBudgets, folder_fingerprint
-from dpgnn_core.budget_records import STATUSES, ReleaseRecords, _now
-from dpgnn_core.budget_report import (
+from dpgnn_core.budget.change import admission_state as _state
+from dpgnn_core.budget.change import decide, describe
+from dpgnn_core.budget.graphs import SameGraphBudgets
+from dpgnn_core.budget.records import STATUSES, ReleaseRecords, _now
+from dpgnn_core.budget.report import (
     Budget,
     BudgetChangeRefused,
     BudgetExceeded,
@@ -56,7 +28,8 @@ from dpgnn_core.budget_report import (
     Summary,
     timeline,
 )
-from dpgnn_core.budget_resume import CarriedReservations
+from dpgnn_core.budget.resume import CarriedReservations
+from dpgnn_core.data.fingerprint import folder_fingerprint
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.odometer import (
@@ -243,7 +216,7 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
         and bounds that will admit runs are fixed now); recorded in its log. Once the
         epoch has released something, the budget can only be lowered (to a bound its
         releases still fit), unless ``replace`` ends the epoch's guarantee and starts a
-        new epoch under the new budget (:mod:`dpgnn_core.budget_change`).
+        new epoch under the new budget (:mod:`dpgnn_core.budget.change`).
 
         Args:
             sha256 (str), name (str), path (str, optional): the dataset.

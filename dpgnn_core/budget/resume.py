@@ -15,7 +15,7 @@ import uuid
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
-from dpgnn_core.budget_report import Budget
+from dpgnn_core.budget.report import Budget
 
 
 class CarriedReservations:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dpgnn_core.budget_report import Budget, BudgetChangeRefused
+from dpgnn_core.budget.report import Budget, BudgetChangeRefused
 from dpgnn_core.privacy.odometer import Charge, Filter, FilterState
 
 #: The override that raises or replaces a budget within an epoch (ends its guarantee).
