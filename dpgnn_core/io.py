@@ -17,7 +17,7 @@ import re
 import shutil
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,37 +125,31 @@ def _remove_stale_siblings(path: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _target_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive, non-blocking ``flock`` on ``.NAME.lock`` beside ``path``.
-
-    The lock file holds the writer's pid and host (for the error another writer gets) and is
-    removed on release. Because it is removed, a writer that opened it just before the
-    release could lock a file no longer in place; so after locking, the locked file must
-    still be the one at that path, else the writer tries again.
+def flock_beside(lock: Path, record: Callable[[], bytes],
+                 busy: Callable[[bytes], Exception]) -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on the file ``lock`` for the block; the file
+    holds ``record()`` (who holds it) and is removed on release. Because it is removed, a
+    process that opened it just before the release could lock a file no longer in place; so
+    after locking, the locked file must still be the one at that path, else it tries again.
+    A holder that dies releases it (the kernel drops the ``flock``).
 
     Raises:
-        TargetBusyError: when another process holds the lock.
+        Exception: ``busy(what the holder wrote)`` when another process holds the lock.
     """
-    lock = path.with_name(f".{path.name}.lock")
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
-                holder = os.read(fd, 200).decode(errors="replace").strip()
+                holder = os.pread(fd, 1000, 0)
             finally:
                 os.close(fd)
-            pid, _, host = holder.partition(" ")
-            who = (f"pid {pid}" + (f" on {host}" if host and host != HOST_TAG else "")
-                   if pid.isdigit() else "pid unknown")
-            raise TargetBusyError(
-                f"{path} is being written by another process ({who}); wait for it to finish "
-                "or choose another folder") from None
+            raise busy(holder) from None
         except BaseException:
             os.close(fd)
             raise
-        try:
+        try:  # the holder before us may have removed the file we opened: lock it anew
             same = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:
             same = False
@@ -164,12 +158,30 @@ def _target_lock(path: Path) -> Iterator[None]:
         os.close(fd)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {HOST_TAG}\n".encode())
+        os.pwrite(fd, record(), 0)
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
         os.close(fd)  # releases the lock
+
+
+def _target_lock(path: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold :func:`flock_beside` on ``.NAME.lock`` beside ``path``, the writer's pid and
+    host in it (for the error another writer gets).
+
+    Raises:
+        TargetBusyError: when another process holds the lock.
+    """
+    def busy(holder: bytes) -> Exception:
+        pid, _, host = holder.decode(errors="replace").strip().partition(" ")
+        who = (f"pid {pid}" + (f" on {host}" if host and host != HOST_TAG else "")
+               if pid.isdigit() else "pid unknown")
+        return TargetBusyError(f"{path} is being written by another process ({who}); wait "
+                               "for it to finish or choose another folder")
+
+    return flock_beside(path.with_name(f".{path.name}.lock"),
+                        lambda: f"{os.getpid()} {HOST_TAG}\n".encode(), busy)
 
 
 def _make_parent(path: Path) -> None:

@@ -11,7 +11,6 @@ only (``dpgnn datasets`` and the command line stay light).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import HOST_TAG, TargetBusyError, TargetExistsError
+from dpgnn_core.io import HOST_TAG, TargetBusyError, TargetExistsError, flock_beside
 
 MANIFEST = "manifest.json"
 
@@ -106,43 +105,21 @@ def ingest_lock(folder: str | Path) -> Iterator[None]:
         raise
 
 
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    lock = lock_file(folder)
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = _holder_text(os.pread(fd, 1000, 0))
-            finally:
-                os.close(fd)
-            raise TargetBusyError(
-                f"{folder} is being written by another process ({holder}); wait for it to "
-                "finish or choose another folder") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:  # the holder before us may have removed the file we opened: lock it anew
-            same = os.path.samestat(os.fstat(fd), os.stat(lock))
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        record = {"pid": os.getpid(), "host": HOST_TAG,
-                  "since": time.strftime("%H:%M:%S", time.localtime()),
-                  "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:160]
-                  if sys.argv and sys.argv[0] else None}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            lock.unlink()
-        os.close(fd)  # releases the lock
+def _locked(folder: Path) -> contextlib.AbstractContextManager[None]:
+    """:func:`~dpgnn_core.io.flock_beside` on ``folder``'s :func:`lock_file`, recording
+    the holder's pid, host, start time and command."""
+    def record() -> bytes:
+        return json.dumps({"pid": os.getpid(), "host": HOST_TAG,
+                           "since": time.strftime("%H:%M:%S", time.localtime()),
+                           "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:160]
+                           if sys.argv and sys.argv[0] else None}).encode()
+
+    def busy(holder: bytes) -> Exception:
+        return TargetBusyError(f"{folder} is being written by another process "
+                               f"({_holder_text(holder)}); wait for it to finish or choose "
+                               "another folder")
+
+    return flock_beside(lock_file(folder), record, busy)
 
 
 def _manifest_problem(folder: Path) -> tuple[str | None, dict[str, Any] | None]:
