@@ -41,19 +41,25 @@ class _Capture:
         pass
 
 
+@pytest.mark.filterwarnings("ignore:encoder_dim")
 @pytest.mark.parametrize("options", [
     {"method": "dp-mlp", "epsilon": 2.0, "steps": 30},
     {"method": "dp-mlp", "epsilon": 2.0, "noise_multiplier": 3.0},
     {"method": "gap-edp", "epsilon": 1.0, "hops": 2, "epochs": 2},
+    {"method": "gap-ndp", "epsilon": 4.0, "hops": 1, "steps": 10, "max_degree": 400},
+    {"method": "dp-graph-gcn", "epsilon": 2.0, "steps": 10, "accountant": "rdp"},
 ])
 def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any]) -> None:
+    from dpgnn_core.data.synthetic import er_graphs
     from dpgnn_core.methods import registry
     from dpgnn_core.privacy import gate
 
-    data = csbm(num_nodes=200, seed=2)
+    graphs = options["method"].startswith("dp-graph")
+    data = (er_graphs(num_graphs=60, split=(36, 12, 12), seed=2) if graphs
+            else csbm(num_nodes=200, seed=2))
     method = registry.get(options["method"])
     spec = method.spec(**{k: v for k, v in options.items() if k != "method"})
-    n = int(data.mask("train").sum())
+    n = 36 if graphs else int(data.mask("train").sum())
     capture = _Capture()
     with gate.gated(capture), pytest.raises(_Stop):  # type: ignore[arg-type]
         method.fit(data, spec)
