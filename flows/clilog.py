@@ -110,15 +110,16 @@ class _HideFailures(logging.Filter):
     """Keep Prefect's records (a failed task or flow, with its 90-line traceback; a flow's
     warning such as "MLflow logging failed", which the command's summary prints as its
     own ``warning:`` line) and Dask's shutdown warnings (a worker "still alive after 4.0
-    seconds, killing") off the terminal: the CLI prints one line instead, and the file
-    has them. Any other warning record (dpgnn's own loggers: a late budget record, an
-    abandoned flow run marked crashed) is shown as one plain ``warning: <its first
-    line>``, not in Prefect's format (issue 48 §6)."""
+    seconds, killing") and urllib3's (the HTTP retries of MLflow's client) off the
+    terminal: the CLI prints one line instead, and the file has them. Any other warning
+    record (dpgnn's own loggers: a late budget record, an abandoned flow run marked
+    crashed) is shown as one plain ``warning: <its first line>``, not in Prefect's
+    format (issue 48 §6)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("prefect") or (record.levelno < logging.ERROR
-                                                 and record.name.startswith("distributed")):
-            return False
+        if record.name.startswith(("prefect", "urllib3")) or (
+                record.levelno < logging.ERROR and record.name.startswith("distributed")):
+            return False  # urllib3: MLflow's HTTP retries ("Retrying (Retry(total=0...")
         if record.levelno == logging.WARNING:
             if getattr(record, "dpgnn_shown", False):  # one line, however many consoles
                 return False

@@ -78,6 +78,7 @@ def test_a_prefect_warning_goes_to_the_log_file_and_dpgnns_is_one_plain_line(
     try:
         with clilog.captured(tmp_path) as log:
             logging.getLogger("prefect.client").warning("MLflow logging failed (x)")
+            logging.getLogger("urllib3.connectionpool").warning("Retrying (Retry(total=0))")
             logging.getLogger("dpgnn.budget").warning("recorded late\nsecond line")
     finally:
         root.removeHandler(console)
@@ -85,6 +86,7 @@ def test_a_prefect_warning_goes_to_the_log_file_and_dpgnns_is_one_plain_line(
     assert err == "warning: recorded late\n", err
     text = log.read_text()
     assert "MLflow logging failed (x)" in text and "recorded late" in text
+    assert "Retrying (Retry(total=0))" in text
 
 
 @pytest.mark.slow
