@@ -107,14 +107,28 @@ def log_path(home: Path) -> Path:
 
 
 class _HideFailures(logging.Filter):
-    """Keep Prefect's error records (a failed task or flow, with its 90-line traceback)
-    and Dask's shutdown warnings (a worker "still alive after 4.0 seconds, killing") off
-    the terminal: the CLI prints one line instead, and the file has them."""
+    """Keep Prefect's records (a failed task or flow, with its 90-line traceback; a flow's
+    warning such as "MLflow logging failed", which the command's summary prints as its
+    own ``warning:`` line) and Dask's shutdown warnings (a worker "still alive after 4.0
+    seconds, killing") and urllib3's (the HTTP retries of MLflow's client) off the
+    terminal: the CLI prints one line instead, and the file has them. Any other warning
+    record (dpgnn's own loggers: a late budget record, an abandoned flow run marked
+    crashed) is shown as one plain ``warning: <its first line>``, not in Prefect's
+    format (issue 48 §6)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not ((record.levelno >= logging.ERROR and record.name.startswith("prefect"))
-                    or (record.levelno < logging.ERROR
-                        and record.name.startswith("distributed")))
+        if record.name.startswith(("prefect", "urllib3")) or (
+                record.levelno < logging.ERROR and record.name.startswith("distributed")):
+            return False  # urllib3: MLflow's HTTP retries ("Retrying (Retry(total=0...")
+        if record.levelno == logging.WARNING:
+            if getattr(record, "dpgnn_shown", False):  # one line, however many consoles
+                return False
+            record.dpgnn_shown = True
+            text = record.getMessage().strip()
+            first = text.splitlines()[0] if text else record.name
+            print(f"warning: {first}", file=sys.stderr, flush=True)
+            return False
+        return True
 
 
 #: The log file the Dask workers of a sweep's local cluster write their output to

@@ -27,7 +27,7 @@ from tasks.run_page import (  # the run page's privacy, also read by tracking's 
     with_odometer,
     with_twin,
 )
-from tasks.tracking import log_run
+from tasks.tracking import error_reason, log_run
 
 
 def log_twin(ds: DatasetRef, twin_spec: Any, twin: dict[str, Any],
@@ -164,7 +164,7 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
             tag_run(twin_run["tracking_uri"], twin_run["run_id"],
                     {"dpgnn.twin_of": run["run_id"]})
     except Exception as e:  # the model is trained and cached: report, do not lose it
-        reason = " ".join(str(e).split()) or type(e).__name__
+        reason = error_reason(e)
         return run, twin_run, (
             f"MLflow logging failed ({type(e).__name__}: {reason[:300]}); the model is "
             f"trained and cached in {o.model['path']}: rerun the same command once the "

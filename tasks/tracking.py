@@ -191,6 +191,58 @@ def check_tracking_uri(uri: str, timeout: float = 3.0) -> None:
             raise TrackingError(f"MLflow SQLite store {db}: folder {folder} is not writable")
         if db.exists() and not os.access(db, os.R_OK | os.W_OK):
             raise TrackingError(f"MLflow SQLite store {db} is not writable")
+        _check_sqlite_file(db)
+
+
+def _check_sqlite_file(db: Path) -> None:
+    """An existing SQLite store must open and read as a database: MLflow otherwise retries
+    creating its engine 10 times over about 100 s, printing a 4-line warning for each
+    (issue 48 §5), or fails on its first query with SQLAlchemy's paragraph.
+
+    Raises:
+        TrackingError: naming the file and SQLite's reason.
+    """
+    import sqlite3
+
+    if not db.exists():
+        return
+    if not db.is_file():
+        raise TrackingError(f"MLflow SQLite store {db} is not a file (a folder or a special "
+                            "file is in its place)")
+    try:
+        con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True,
+                              timeout=5.0)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        raise TrackingError(f"MLflow SQLite store {db} cannot be read as a database: {e} "
+                            "(move it aside to start a new store)") from e
+
+
+@contextlib.contextmanager
+def no_engine_retries() -> Iterator[None]:
+    """Within the block, MLflow creates a SQL store's engine once, without its 10 retries
+    over about 100 s (one 4-line warning each) when the database cannot be opened: the
+    error is reported at once, in one line (``mlflow_error``). Call with MLflow imported."""
+    from mlflow.store.db import utils
+
+    saved = utils.MAX_RETRY_COUNT
+    utils.MAX_RETRY_COUNT = 1
+    try:
+        yield
+    finally:
+        utils.MAX_RETRY_COUNT = saved
+
+
+def error_reason(err: BaseException) -> str:
+    """One line saying why MLflow failed: a database error's own message (SQLite's "file
+    is not a database"), without SQLAlchemy's statement and its "Background on this error"
+    link; the exception's text otherwise."""
+    orig = getattr(err, "orig", None)
+    text = str(orig if isinstance(orig, BaseException) else err)
+    return " ".join(text.split()) or type(err).__name__
 
 
 @contextlib.contextmanager
@@ -409,7 +461,7 @@ def log_run(
 
     uri = tracking_uri or default_tracking_uri()
     check_tracking_uri(uri)
-    with short_http_retries(), quiet_mlflow():
+    with short_http_retries(), quiet_mlflow(), no_engine_retries():
         client = MlflowClient(tracking_uri=uri)
         exp_id = _experiment(client, experiment, uri)
         run = client.create_run(exp_id, run_name=run_name, start_time=start_time_ms,
@@ -432,7 +484,7 @@ def tag_run(tracking_uri: str, run_id: str, tags: dict[str, str]) -> None:
     from mlflow.entities import RunTag
     from mlflow.tracking import MlflowClient
 
-    with short_http_retries():
+    with short_http_retries(), no_engine_retries():
         MlflowClient(tracking_uri=tracking_uri).log_batch(
             run_id, tags=[RunTag(k, v) for k, v in tags.items()])
 
@@ -479,7 +531,8 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     dataset = {"name": ds["name"], "path": ds["path"], "content_sha256": ds["content_sha256"]}
     try:
         check_tracking_uri(uri)
-        with short_http_retries(), quiet_mlflow(), tempfile.TemporaryDirectory() as tmp:
+        with short_http_retries(), quiet_mlflow(), no_engine_retries(), \
+                tempfile.TemporaryDirectory() as tmp:
             client = MlflowClient(tracking_uri=uri)
             exp_id = _experiment(client, experiment, uri)
             now = int(time.time() * 1000)
@@ -517,7 +570,7 @@ def log_sweep(*, result: dict[str, Any], spec: dict[str, Any], paths: dict[str, 
     except Exception as e:  # the results are on disk; say how to log them again
         return {"mlflow_parent_run_id": None, "mlflow_tracking_uri": uri,
                 "mlflow_error": f"MLflow logging failed ({type(e).__name__}: "
-                                f"{str(e)[:300]}); the results are in "
+                                f"{error_reason(e)[:300]}); the results are in "
                                 f"{paths.get('table')}: rerun the same sweep to log again "
                                 + ("(every point is reused from the cache)"
                                    if spec.get("selection") != "private" else

@@ -46,6 +46,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                             allow_non_private_release)
         refuse_unbounded(spec, dataset, manifest)
         refuse_spent(spec, manifest)
+        refuse_over_plan(spec, manifest)
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
 
@@ -218,6 +219,46 @@ def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
             f"the privacy budget of dataset {e.dataset} is spent for unit {e.unit}: it "
             "admits no further private release, however small; nothing was started (see "
             "`dpgnn budget show`)") from e
+
+
+def refuse_over_plan(spec: Any, manifest: dict[str, Any]) -> None:
+    """Before Prefect starts: a private run whose calibrated plan the dataset's budget
+    cannot hold is refused here (it was refused inside the flow, 6-16 s later: issue 48
+    §5). The plan is the one the fit calibrates
+    (:func:`dpgnn_core.methods.early_plan.planned_ledger`; None where it needs the data,
+    and then only the flow checks), and the rule is the budget's own filter
+    (:meth:`dpgnn_core.budget.BudgetStore.check`, which the flow's gate and reservation
+    apply), so the two cannot disagree; the flow checks again in every case. Skipped while
+    a reservation is open (a resumed run is charged nothing new), as :func:`refuse_spent`.
+
+    Raises:
+        BudgetExceeded: the budget's own message (it says that nothing was trained).
+    """
+    if getattr(spec, "epsilon", None) is None:
+        return
+    from dpgnn_core.methods.preflight import n_train
+    from tasks.budget import store
+
+    s, sha = store(), str(manifest.get("content_sha256", ""))
+    bid = s.budget_id(sha)
+    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
+        return
+    from dpgnn_core.methods.early_plan import planned_ledger
+
+    ledger = planned_ledger(spec, n_train(spec, manifest))
+    if ledger is None:
+        return
+    from dpgnn_core.privacy.odometer import Charge
+
+    levels = {(e.level, e.relation) for e in ledger.events}
+    if getattr(spec, "insecure_reproducible_noise", False):  # as the flow's gate charges it
+        if len(levels) != 1:
+            return
+        ((unit, rel),) = levels
+        charge = Charge(fixed=(float("inf"), 0.0, unit, rel))
+    else:
+        charge = Charge(ledger)
+    s.check(sha, charge)  # BudgetExceeded: "... Nothing was trained. See `dpgnn budget show`."
 
 
 def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

@@ -1,0 +1,107 @@
+"""Issue 48 §5: a run whose calibrated plan exceeds what the dataset's budget has left was
+refused only inside the flow, 6-16 s after Prefect started (exit 1). The command line now
+computes the plan the fit calibrates (:func:`dpgnn_core.methods.early_plan.planned_ledger`)
+and asks the budget's own filter before Prefect starts: one ``error:`` line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpgnn_core.data.store import write_dataset
+from dpgnn_core.data.synthetic import csbm
+from dpgnn_core.methods.early_plan import planned_ledger
+from dpgnn_core.privacy import GaussianEvent, Ledger
+from flows.cli import app
+from tests.flows.clirunner import CliRunner
+
+runner = CliRunner()
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Capture:
+    """A release gate that keeps the plan the fit hands it and stops the fit there."""
+
+    def __init__(self) -> None:
+        self.ledger: Ledger | None = None
+
+    def before_release(self, ledger: Ledger, info: Any) -> None:
+        self.ledger = ledger
+        raise _Stop
+
+    admit = before_release
+
+    def released(self) -> None:  # pragma: no cover - never reached
+        pass
+
+
+@pytest.mark.filterwarnings("ignore:encoder_dim")
+@pytest.mark.parametrize("options", [
+    {"method": "dp-mlp", "epsilon": 2.0, "steps": 30},
+    {"method": "dp-mlp", "epsilon": 2.0, "noise_multiplier": 3.0},
+    {"method": "gap-edp", "epsilon": 1.0, "hops": 2, "epochs": 2},
+    {"method": "gap-ndp", "epsilon": 4.0, "hops": 1, "steps": 10, "max_degree": 400},
+    {"method": "dp-graph-gcn", "epsilon": 2.0, "steps": 10, "accountant": "rdp"},
+])
+def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any]) -> None:
+    from dpgnn_core.data.synthetic import er_graphs
+    from dpgnn_core.methods import registry
+    from dpgnn_core.privacy import gate
+
+    graphs = options["method"].startswith("dp-graph")
+    data = (er_graphs(num_graphs=60, split=(36, 12, 12), seed=2) if graphs
+            else csbm(num_nodes=200, seed=2))
+    method = registry.get(options["method"])
+    spec = method.spec(**{k: v for k, v in options.items() if k != "method"})
+    n = 36 if graphs else int(data.mask("train").sum())
+    capture = _Capture()
+    with gate.gated(capture), pytest.raises(_Stop):  # type: ignore[arg-type]
+        method.fit(data, spec)
+    early = planned_ledger(spec, n)
+    assert capture.ledger is not None and early is not None
+    assert early.events == capture.ledger.events
+
+
+def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import flows.cli.common
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import store
+
+    class Started(Exception):
+        pass
+
+    def started(*a: object, **kw: object) -> None:
+        raise Started
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+    ds = tmp_path / "ds"
+    write_dataset(csbm(num_nodes=200, seed=4), ds)
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    home = ["--home", str(tmp_path / "home")]
+    r = runner.invoke(app, [*home, "budget", "set", str(ds), "--epsilon", "1", "--delta",
+                            "1e-4", "--unit", "node"])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    half = Charge(Ledger().add(GaussianEvent(noise_multiplier=8.0, level="node")))
+    store().record(sha, "ds", str(ds), half, status="spent", method="dp-mlp",
+                   run_id="earlier", release_id="r1", delta=1e-4, epsilon=0.5)
+    run = [*home, "run", "dp-mlp", "--delta", "1e-4", "--steps", "20", "--dataset", str(ds)]
+    r = runner.invoke(app, [*run, "--epsilon", "0.9"])
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert lines[0].startswith("error: ") and "Nothing was trained" in lines[0], r.output
+    # a plan that fits passes the early check: the run goes on to Prefect
+    r = runner.invoke(app, [*run, "--epsilon", "0.05"])
+    assert isinstance(r.exception, Started), r.output
+    # an open reservation (a run that may resume) leaves the decision to the flow
+    store().reserve(sha, "ds", str(ds), half, method="dp-mlp", run_id="open", delta=1e-4,
+                    epsilon=0.5, plan_key="k")
+    r = runner.invoke(app, [*run, "--epsilon", "0.9"])
+    assert isinstance(r.exception, Started), r.output
