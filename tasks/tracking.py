@@ -28,6 +28,7 @@ from prefect import task
 
 from dpgnn_core.errors import TrackingError
 from tasks.config import project_dir
+from tasks.mlflow_batches import log_batches
 
 DEFAULT_EXPERIMENT = "dpgnn"
 
@@ -368,29 +369,6 @@ def history_points(history: list[dict[str, Any]], most: int = MAX_CURVE_POINTS
             keep = sorted({round(i * (len(pts) - 1) / (most - 1)) for i in range(most)})
             pts = [pts[i] for i in keep]
         out += [(k, step, v) for step, v in pts]
-    return out
-
-
-#: MLflow's limits on one ``log_batch``: params and tags each, and entities in all.
-BATCH_PARAMS_OR_TAGS = 100
-BATCH_ENTITIES = 1000
-
-
-def log_batches(params: list[Any], metrics: list[Any], tags: list[Any]
-                ) -> list[tuple[list[Any], list[Any], list[Any]]]:
-    """``(params, metrics, tags)`` of each ``log_batch`` call that logs them all in as few
-    calls as MLflow's limits allow (at most 100 params, 100 tags and 1,000 entities a
-    call), in their order. Each call is one database transaction of the SQLite store
-    (GAP-EDP on Cora: 56 params, 13 tags and 2,018 metric points were 5 calls, now 3).
-    """
-    out: list[tuple[list[Any], list[Any], list[Any]]] = []
-    p = m = t = 0
-    while p < len(params) or m < len(metrics) or t < len(tags) or not out:
-        ps = params[p:p + BATCH_PARAMS_OR_TAGS]
-        ts = tags[t:t + BATCH_PARAMS_OR_TAGS]
-        ms = metrics[m:m + BATCH_ENTITIES - len(ps) - len(ts)]
-        out.append((ps, ms, ts))
-        p, m, t = p + len(ps), m + len(ms), t + len(ts)
     return out
 
 
