@@ -152,7 +152,7 @@ def judge_refusal(c: Case, r: dict, lines: list[str]) -> list[str]:
         bad.append("accepted (exit 0)")
     if r["charged"] > 0:
         bad.append(f"charged {r['charged']} release(s) and failed")
-    errl = [ln for ln in lines if ln.lower().startswith("error")]
+    errl = [ln for ln in lines if re.match(r"([\w.-]+: )?error\b", ln, re.I)]  # "serve: error: ..."
     if not errl:
         bad.append("no `error:` line")
     elif c.mention and not any(m.lower() in errl[0].lower() for m in c.mention):
@@ -314,13 +314,14 @@ def all_cases(ds: dict[str, Path]) -> list[Case]:
 def main() -> None:
     """Run the trial and print the summary."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="run only cases whose id contains this")
+    ap.add_argument("--only", default="", help="run only cases whose id contains one of these (comma-separated)")
     ap.add_argument("--out", default=str(BASE.parent / "fault-trial-results.jsonl"))
     a = ap.parse_args()
     t0 = time.monotonic()
     ds = prepare()
     print(f"setup {time.monotonic() - t0:.0f} s", flush=True)
-    cases = [c for c in all_cases(ds) if a.only in c.cid]
+    only = a.only.split(",")
+    cases = [c for c in all_cases(ds) if any(o in c.cid for o in only)]
     recs = []
     with open(a.out, "w") as f:
         for c in cases:

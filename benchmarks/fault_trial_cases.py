@@ -106,6 +106,9 @@ def overwrite_cases(ds: dict[str, Path]) -> list[Case]:
     ]
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
 def env_cases(ds: dict[str, Path]) -> list[Case]:
     """Bad environment variables."""
     empty_cwd = W / "emptycwd"
@@ -134,17 +137,18 @@ def env_cases(ds: dict[str, Path]) -> list[Case]:
              cwd=empty_cwd, check=cwd_clean),
         Case("home-is-a-file", "env", dp("budget", "show"), env={"DPGNN_HOME": str(fileh)},
              mention=["home-is-a-file"], protect=[fileh]),
-        Case("home-read-only-show", "env", dp("budget", "show"), env={"DPGNN_HOME": str(ro)},
-             setup=mk_ro, expect="ok"),
-        Case("home-read-only-run", "env", run, env={"DPGNN_HOME": str(ro)}, setup=mk_ro,
-             mention=[str(ro), "read-only", "writ"]),
+        # as an unprivileged user: root writes through a read-only mode
+        Case("home-read-only-show", "env", [*NOBODY, *dp("budget", "show")], env={"DPGNN_HOME": str(ro)},
+             setup=mk_ro, expect="either", mention=[str(ro)]),
+        Case("home-read-only-run", "env", [*NOBODY, *run], env={"DPGNN_HOME": str(ro)}, setup=mk_ro,
+             mention=[str(ro)]),
         Case("home-flag-empty", "env", [DPGNN, "--home", "", "budget", "show"], cwd=empty_cwd,
              check=cwd_clean),
     ]
     for v in ["abc", "-1", "0", "nan", "inf", "1e400", ""]:
         cs.append(Case(f"checkpoint-seconds-{v or 'empty'}", "env", run,
                        env={"DPGNN_CHECKPOINT_SECONDS": v}, mention=["DPGNN_CHECKPOINT_SECONDS"],
-                       expect="refuse" if v else "ok", timeout=60))
+                       expect="refuse" if v not in ("", "0") else "ok", timeout=60))
     for v in ["fancy", "1"]:
         cs.append(Case(f"progress-{v}", "env", dp("privacy", "epsilon", "--mechanism", "gaussian",
                                                    "--noise-multiplier", "1"),

@@ -34,7 +34,7 @@ def input_cases() -> list[Case]:
         csv_case("negative-id", e + "-3,4\n", n, mention=["-3"]),
         csv_case("id-out-of-range", e + "3,99\n", n, mention=["99"]),
         csv_case("id-above-2pow63", e + "3,18446744073709551617\n", n,
-                 mention=["18446744073709551617"]),
+                 mention=["18446744073709551617", "2^63"]),
         csv_case("id-float", e + "1.5,2\n", n, mention=["1.5"]),
         csv_case("id-nan", e + "nan,2\n", n, mention=["nan", "edges.csv"]),
         csv_case("id-empty-cell", e + ",2\n", n, mention=["edges.csv"]),
