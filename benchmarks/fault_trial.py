@@ -314,7 +314,7 @@ def all_cases(ds: dict[str, Path]) -> list[Case]:
 def main() -> None:
     """Run the trial and print the summary."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="run only cases whose id contains one of these (comma-separated)")
+    ap.add_argument("--only", default="", help="only ids containing one of these (a,b,...)")
     ap.add_argument("--out", default=str(BASE.parent / "fault-trial-results.jsonl"))
     a = ap.parse_args()
     t0 = time.monotonic()
