@@ -247,7 +247,7 @@ def nodes_csv(n: int = 30, feat: Callable[[int], str] = lambda i: f"{i * 0.1:.2f
 
 def csv_case(cid: str, edges: str | bytes, nodes: str | bytes | None = None,
              extra: tuple[str, ...] = (), mention: tuple[str, ...] = (),
-             expect: str = "refuse") -> Case:
+             expect: str = "refuse", check: Callable[[dict], str | None] | None = None) -> Case:
     """An ingest of a crafted CSV edge list (and node table)."""
     e = write(f"csv/{cid}/edges.csv", edges)
     args = ["ingest", "--format", "csv", "--source", e, "--out", W / f"out-{cid}"]
@@ -255,7 +255,8 @@ def csv_case(cid: str, edges: str | bytes, nodes: str | bytes | None = None,
         args += ["--id-col", "id"]
     if nodes is not None:
         args += ["--nodes", write(f"csv/{cid}/nodes.csv", nodes)]
-    return Case(cid, "input:csv", dp(*args, *extra), expect=expect, mention=list(mention))
+    return Case(cid, "input:csv", dp(*args, *extra), expect=expect, mention=list(mention),
+                check=check)
 
 
 def prepare() -> dict[str, Path]:
