@@ -169,7 +169,8 @@ def format_cases(ds: dict[str, Path]) -> list[Case]:
                     "feature_signal": ["-1", "Infinity"], "seed": ["-1", "1180591620717411303424", "\"x\""]}.items():
         for v in vals:
             extra = [] if k == "num_nodes" else ["-o", "num_nodes=300"]
-            cs.append(Case(f"synthetic-{k}-{v}", "input:options", dp(*syn, *extra, "-o", f"{k}={v}"),
+            own = ["ingest", "--format", "synthetic", "--out", W / f"out-syn-{k}-{v.strip(chr(34))}"]
+            cs.append(Case(f"synthetic-{k}-{v}", "input:options", dp(*own, *extra, "-o", f"{k}={v}"),
                            mention=[k, k.replace("_", "-")]))
     return cs
 
