@@ -228,7 +228,7 @@ def option_cases(ds: dict[str, Path]) -> list[Case]:
              dp("run", "dp-gcn", "--epsilon", "1", "--dataset", s, "--config", write("cfg/wt.toml", 'steps = "many"\n')),
              mention=["steps", "wt.toml"]),
         Case("run-config-nan", "input:options",
-             dp("run", "dp-gcn", "--epsilon", "1", "--dataset", s, "--config", write("cfg/nan.toml", "epsilon = nan\n")),
+             dp("run", "dp-gcn", "--dataset", s, "--config", write("cfg/nan.toml", "epsilon = nan\n")),
              mention=["epsilon", "nan"]),
         Case("run-dataset-missing", "input:options", dp("run", "dp-gcn", "--epsilon", "1", "--dataset", W / "nope"),
              mention=["nope"]),
