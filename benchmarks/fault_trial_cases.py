@@ -203,7 +203,7 @@ def budget_cases(ds: dict[str, Path]) -> list[Case]:
                        mention=["--allow-non-private-release"]))
     for m in ["gcn", "mlp"]:
         cs.append(Case(f"budgeted-non-private-{m}", "privacy-claims",
-                       dp("run", m, "--dataset", b, "--steps", "2"), mention=["--allow-non-private-release"]))
+                       dp("run", m, "--dataset", b, "--epochs", "2"), mention=["--allow-non-private-release"]))
     cs.append(Case("budgeted-non-private-flag", "privacy-claims",
                    dp("run", "dp-mlp", "--dataset", b, "--non-private", "--steps", "2"),
                    mention=["--allow-non-private-release"]))
