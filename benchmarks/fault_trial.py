@@ -264,7 +264,7 @@ def prepare() -> dict[str, Path]:
     shutil.rmtree(BASE, ignore_errors=True)
     W.mkdir(parents=True)
     HOME.mkdir(parents=True)
-    ds = {k: W / "ds" / k for k in ("syn", "synb", "cora", "cora2", "reed", "er", "victim")}
+    ds = {k: W / "ds" / k for k in ("syn", "synb", "sync", "cora", "cora2", "reed", "er", "victim")}
     steps = [
         dp("ingest", "--format", "synthetic", "-o", "num_nodes=300", "--out", ds["syn"]),
         dp("ingest", "--format", "synthetic", "-o", "num_nodes=300", "-o", "seed=7",
@@ -280,6 +280,10 @@ def prepare() -> dict[str, Path]:
         dp("ingest", "--format", "synthetic", "-o", "kind=er_graphs", "-o", "num_graphs=100",
            "-o", "split=[60,10,30]", "--out", ds["er"]),
         dp("budget", "set", ds["synb"], "--epsilon", "3", "--delta", "1e-4"),
+        # a large budget for the concurrency cases (synb's small one refuses them by then)
+        dp("ingest", "--format", "synthetic", "-o", "num_nodes=300", "-o", "seed=11",
+           "--out", ds["sync"]),
+        dp("budget", "set", ds["sync"], "--epsilon", "100", "--delta", "1e-4"),
         # a finished private release on synb (for the lost-cache case) and one on syn
         # before it gets a budget (for the budget-set-after-releases case)
         dp("run", "dp-gcn", "--dataset", ds["synb"], "--epsilon", "1", "--steps", "3"),

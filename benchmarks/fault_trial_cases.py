@@ -259,6 +259,7 @@ def charge_cases(ds: dict[str, Path]) -> list[Case]:
     cs.append(Case("lost-cache-rerun", "double-charge",
                    dp("run", "dp-gcn", "--dataset", b, "--epsilon", "1", "--steps", "3"),
                    setup=move_away, check=restore, timeout=90, limit=15))
+    b = ds["sync"]
     # the same private run twice at once on a budgeted dataset: one release, one charge
     both = (f"{DPGNN} run dp-mlp --dataset {b} --epsilon 1 --steps 2 --seed 5 > {W}/c1.out 2>&1 & "
             f"{DPGNN} run dp-mlp --dataset {b} --epsilon 1 --steps 2 --seed 5 > {W}/c2.out 2>&1; wait; "
