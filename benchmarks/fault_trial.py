@@ -100,13 +100,14 @@ def snapshot(paths: list[Path]) -> dict[str, str]:
 
 
 def releases() -> int:
-    """Rows in the budget store's releases table (0 when there is none)."""
+    """Charged rows in the budget store's releases table (0 when there is none)."""
     db = HOME / "budget.sqlite"
     if not db.exists():
         return 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as c:
-            return int(c.execute("select count(*) from releases").fetchone()[0])
+            q = "select count(*) from releases where status != 'reuse'"  # a cache hit costs nothing
+            return int(c.execute(q).fetchone()[0])
     except sqlite3.Error:
         return -1
 
