@@ -93,7 +93,9 @@ def on_spec_class(listener: Callable[[type[Spec]], None]) -> None:
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No float field takes inf or NaN (issue 48 fault trial: --lr inf trained, was charged,
+    # then failed): every option is a finite number or refused before anything runs.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     #: Fields a method's name implies (``conv`` for ``dp-gcn``): not options of its own.
     implied: ClassVar[tuple[str, ...]] = ()
@@ -216,9 +218,13 @@ class PrivateSpec(Spec):
 
     batch_size: int | None = Field(None, ge=1)
     steps: int = Field(500, ge=1)
-    lr: float = Field(3e-3, gt=0)
-    clip: float = Field(1.0, gt=0, allow_inf_nan=False)  # ∞: no clipping, no bound
-    epsilon: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # Upper limits: beyond them the training's float32 arithmetic overflows (--clip 1e308
+    # trained, was charged, then failed at evaluation on NaN), so they are refused first.
+    lr: float = Field(3e-3, gt=0, le=1e3)
+    clip: float = Field(1.0, gt=0, le=1e12, allow_inf_nan=False)  # ∞: no clipping, no bound
+    # Below 1e-3 a target is finer than the PLD accountant's loss grid (1e-4): ε = 1e-9 was
+    # "met" at a reported ε of 0, a claim of perfect privacy no accountant supports.
+    epsilon: float | None = Field(None, ge=1e-3, allow_inf_nan=False)
     delta: float | None = Field(None, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "pld"
     noise_multiplier: float | None = Field(None, gt=0)

@@ -184,7 +184,7 @@ def test_ingest_killed_half_way_leaves_no_dataset(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (["dp-gcn"], "needs --epsilon"),
     (["gcn", "--epsilon", "1"], "No such option: --epsilon"),
-    (["dp-gcn", "--epsilon", "-1"], "greater than 0"),
+    (["dp-gcn", "--epsilon", "-1"], "greater than or equal to 0.001"),
     (["dp-gcn", "--epsilon", "1", "--delta", "2"], "less than 1"),
     (["drw-gcn"], "needs --epsilon"),
     (["dp-gat", "--epsilon", "1", "--layer-clips", "1,2"], "--layer-clips"),
