@@ -32,7 +32,16 @@ import typer.main
 import typer.testing
 from typer.testing import Result
 
-__all__ = ["CliRunner", "Completed", "click_command", "dpgnn_here"]
+
+def one_error_line(output: str) -> str:
+    """The one ``error:`` line of a command's ``output``, with no traceback."""
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+__all__ = ["CliRunner", "Completed", "click_command", "dpgnn_here", "one_error_line"]
 
 
 @functools.cache

@@ -20,17 +20,12 @@ import numpy as np
 import pytest
 
 from flows.cli import app
-from tests.flows.clirunner import CliRunner
+from tests.flows.clirunner import CliRunner, one_error_line
 
 runner = CliRunner()
 DPGNN = Path(sys.executable).parent / "dpgnn"
 
-
-def _one_error_line(output: str) -> str:
-    assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, output
-    return lines[0]
+_one_error_line = one_error_line
 
 
 def _ingest(out: Path, *extra: str) -> Any:
