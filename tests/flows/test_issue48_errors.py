@@ -18,6 +18,7 @@ from dpgnn_core.environment import checkpoint_seconds
 from dpgnn_core.errors import DataError, PrivacyError
 from dpgnn_core.privacy import GaussianEvent, Ledger, PoissonGaussianEvent, make_accountant
 from flows.cli import app
+from tests.flows.budgeted import budgeted_with_a_release
 from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
@@ -160,27 +161,14 @@ def test_a_spent_budget_is_refused_before_prefect(tmp_path: Path,
     """A budget that admits no further release refused the run only in the flow, 6-16 s
     after Prefect started; now in the pre-flight, in one line. An open reservation (a run
     that may resume and continue its release) leaves the decision to the flow."""
-    import json
-
     import flows.cli.common
-    from dpgnn_core.privacy.odometer import Charge
-    from tasks.budget import store
 
     def never(*a: object, **kw: object) -> None:
         raise AssertionError("Prefect's server started")
 
     monkeypatch.setattr(flows.cli.common, "use_server_if_running", never)
-    write_dataset(csbm(num_nodes=200, seed=4), tmp_path / "ds")
-    ds = tmp_path / "ds"
-    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
-    home = ["--home", str(tmp_path / "home")]
-    r = runner.invoke(app, [*home, "budget", "set", str(ds), "--epsilon", "1", "--delta",
-                            "1e-4", "--unit", "node"])
-    assert r.exit_code == 0, r.output
-    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
-    spent = Charge(Ledger().add(GaussianEvent(noise_multiplier=0.5, level="node")))
-    store().record(sha, "ds", str(ds), spent, status="spent", method="dp-mlp",
-                   run_id="earlier", release_id="r1", delta=1e-4, epsilon=10.0)
+    ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=0.5,
+                                       epsilon=10.0)
     r = runner.invoke(app, [*home, "run", "dp-mlp", "--epsilon", "0.1", "--delta", "1e-4",
                             "--dataset", str(ds)])
     line = _one_error(r, 2)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.early_plan import planned_ledger
 from dpgnn_core.privacy import GaussianEvent, Ledger
 from flows.cli import app
+from tests.flows.budgeted import budgeted_with_a_release
 from tests.flows.clirunner import CliRunner
 
 runner = CliRunner()
@@ -71,8 +71,6 @@ def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any
 def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import flows.cli.common
-    from dpgnn_core.privacy.odometer import Charge
-    from tasks.budget import store
 
     class Started(Exception):
         pass
@@ -81,17 +79,8 @@ def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
         raise Started
 
     monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
-    ds = tmp_path / "ds"
-    write_dataset(csbm(num_nodes=200, seed=4), ds)
-    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
-    home = ["--home", str(tmp_path / "home")]
-    r = runner.invoke(app, [*home, "budget", "set", str(ds), "--epsilon", "1", "--delta",
-                            "1e-4", "--unit", "node"])
-    assert r.exit_code == 0, r.output
-    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
-    half = Charge(Ledger().add(GaussianEvent(noise_multiplier=8.0, level="node")))
-    store().record(sha, "ds", str(ds), half, status="spent", method="dp-mlp",
-                   run_id="earlier", release_id="r1", delta=1e-4, epsilon=0.5)
+    ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=8.0,
+                                       epsilon=0.5)
     run = [*home, "run", "dp-mlp", "--delta", "1e-4", "--steps", "20", "--dataset", str(ds)]
     r = runner.invoke(app, [*run, "--epsilon", "0.9"])
     lines = [line for line in r.output.splitlines() if line.strip()]
@@ -101,6 +90,11 @@ def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
     r = runner.invoke(app, [*run, "--epsilon", "0.05"])
     assert isinstance(r.exception, Started), r.output
     # an open reservation (a run that may resume) leaves the decision to the flow
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import store
+
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    half = Charge(Ledger().add(GaussianEvent(noise_multiplier=8.0, level="node")))
     store().reserve(sha, "ds", str(ds), half, method="dp-mlp", run_id="open", delta=1e-4,
                     epsilon=0.5, plan_key="k")
     r = runner.invoke(app, [*run, "--epsilon", "0.9"])

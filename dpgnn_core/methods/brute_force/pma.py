@@ -109,7 +109,8 @@ def node_cases(make: Callable[[int, int], Aggregate], n: int = 30) -> Iterator[C
 
 
 def _gap_rows(n: int, seed: int) -> Aggregate:
-    """Aligned rows (seed < 0) or random ones."""
+    """Aligned rows (seed < 0) or random ones: the check's input data, seeded so each run
+    tries the same cases (PMA's noise is never drawn here: the check is pre-noise)."""
     if seed < 0:
         return _pma(torch.ones(n, 3))
     return _pma(torch.randn(n, 3, generator=torch.Generator().manual_seed(seed)) * 5)
