@@ -90,13 +90,17 @@ def test_a_prefect_warning_goes_to_the_log_file_and_dpgnns_is_one_plain_line(
 
 
 @pytest.mark.slow
-def test_a_run_with_a_broken_store_says_so_in_one_line(tmp_path: Path) -> None:
+def test_a_run_with_a_broken_store_says_so_in_one_line(tmp_path: Path,
+                                                      prefect_api_url: str) -> None:
+    """On this process's Prefect server (``prefect_api_url``): the temporary server's own
+    output is tested in tests/flows/test_servers.py."""
     data, home = tmp_path / "ds", tmp_path / "home"
     write_dataset(csbm(num_nodes=300, seed=3), data)
     (home / "mlflow.db").mkdir(parents=True)  # no store can be opened there
     env = {k: v for k, v in os.environ.items()
            if k != "DPGNN_OWNER" and not k.startswith("PREFECT_")}
-    env.update({"DO_NOT_TRACK": "1", "DPGNN_PROGRESS": "off", "DPGNN_HOME": str(home)})
+    env.update({"DO_NOT_TRACK": "1", "DPGNN_PROGRESS": "off", "DPGNN_HOME": str(home),
+                "PREFECT_API_URL": prefect_api_url})
     env.pop("DPGNN_VERBOSE", None)
     t0 = time.monotonic()
     r = subprocess.run([str(Path(sys.executable).parent / "dpgnn"), "run", "dp-mlp",
