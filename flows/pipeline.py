@@ -20,7 +20,7 @@ from tasks.unaccounted import admit_unaccounted
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
-from tasks.refs import report_of
+from tasks.refs import ledger_of, report_of
 from tasks.run_record import RunOutcome, record_run, run_summary
 from tasks.tracking import DEFAULT_EXPERIMENT
 
@@ -105,7 +105,7 @@ def pipeline(
     if twin_spec is not None and report.private:
         twin, explained = explain_with_twin(ds, model, twin_spec, refresh, states,
                                             count=explain_graphs)
-    ledger = model.get("ledger") if report.private else None  # from the task's reference
+    ledger = ledger_of(model) if report.private else None  # from the task's reference
     # The dataset's odometer: a cached release re-used here is recorded at no cost; the
     # reading after this run goes to the summary and MLflow.
     budget = account_after(ds, report, method, ledger) if report.private else {}

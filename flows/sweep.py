@@ -55,7 +55,7 @@ from tasks.unaccounted import admit_unaccounted
 from tasks.config import RunContext, code_version, project_dir, run_context
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
-from tasks.refs import report_of
+from tasks.refs import ledger_of, report_of
 from tasks.train import train
 
 
@@ -373,7 +373,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
             rows.append(trained_row(p, model, ev, state))
             report = report_of(model)
             if report.private:  # a cached point re-used its release: recorded, no cost
-                account_after(ds, report, p.method, model.get("ledger"), reading=False)
+                account_after(ds, report, p.method, ledger_of(model), reading=False)
         from flows.sweep_rows import point_times
 
         out: dict[str, Any] = {"point_times": point_times(submitted)}  # each child run's span

@@ -58,7 +58,7 @@ from dpgnn_core.sweep_tuning import (
 )
 from dpgnn_core.sweeps import Point, SweepSpec
 from tasks.budget import new_owner, store
-from tasks.refs import report_of
+from tasks.refs import ledger_of, report_of
 
 
 class SelectionError(PrivacyError):
@@ -204,7 +204,7 @@ class PrivateSelection:
             raise SelectionError(f"{point.config_id}: a candidate's artifacts changed before "
                                  "selection; nothing is released")
         report = report_of(model)
-        ledger = Ledger.from_dict(model["ledger"])  # the train task's reference
+        ledger = ledger_of(model)  # the train task's reference
         try:
             verify_candidate(plan, d, report, ledger)
         except PrivacyError as e:

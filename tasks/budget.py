@@ -465,7 +465,7 @@ def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = No
 
 
 def account_after(dataset: Mapping[str, Any], report: PrivacyReport, method: str,
-                  ledger: Mapping[str, Any] | None, reading: bool = True) -> dict[str, Any]:
+                  ledger: Ledger | None, reading: bool = True) -> dict[str, Any]:
     """After a run: record a cached release it re-used (costs nothing; a release never
     recorded before, e.g. made before the store existed, is recorded as spent now) and
     return the odometer reading: ``dataset_epsilon_spent`` (the run's unit, cumulative,
@@ -479,7 +479,7 @@ def account_after(dataset: Mapping[str, Any], report: PrivacyReport, method: str
     out: dict[str, Any] = {}
     if rid and not s.known_release(sha, rid):  # cached, and never recorded: a late record
         s.record(sha, str(dataset["name"]), str(dataset["path"]),
-                 Charge(Ledger.from_dict(dict(ledger)) if ledger else None),
+                 Charge(ledger if ledger is not None and ledger.events else None),
                  status="spent", method=method, run_id=flow_run_id(), release_id=rid,
                  delta=report.delta, epsilon=report.epsilon,
                  note="recorded late: a release made before it was recorded here")

@@ -49,15 +49,14 @@ class ArtifactRef(TypedDict):
 class ModelRef(ArtifactRef, total=False):
     """A trained model (the ``train`` task, or a staged method's last stage: GAP's
     ``gap_classifier``, ProGAP's ``progap_finish``): the method's name, its spec, the
-    dataset's sha256, the privacy report and the ledger of privacy events (private
-    methods' paths: flows read them here, never from the artifact folder) and, for GAP
-    and ProGAP, the private aggregations it predicts from."""
+    dataset's sha256, the privacy report (private methods' paths: flows read it here,
+    never from the artifact folder; the ledger of privacy events is in it, once) and, for
+    GAP and ProGAP, the private aggregations it predicts from."""
 
     method: str
     spec: dict[str, Any]
     dataset: str
     report: dict[str, Any]
-    ledger: dict[str, Any]
     aggregations: ArtifactRef
 
 
@@ -73,10 +72,11 @@ def report_of(ref: Mapping[str, Any]) -> PrivacyReport:
 
 
 def ledger_of(ref: Mapping[str, Any] | None) -> Ledger:
-    """The typed ledger of a model reference (its ``ledger`` JSON, as a task returned it),
-    or an empty ledger when the reference has none (non-private paths)."""
-    found = (ref or {}).get("ledger")
-    return Ledger.from_dict(found) if found else Ledger()
+    """The typed ledger of a model reference: its report's (the one place a reference
+    carries it), or an empty ledger when the reference has none (non-private paths). The
+    one way flows and tasks read a run's ledger."""
+    found = report_of(ref).ledger if ref else None
+    return found if found is not None else Ledger()
 
 
 class EvalRef(ArtifactRef):

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpgnn_core.privacy.events import EVENT_TYPES
+from dpgnn_core.privacy.events import EVENT_TYPES, Ledger
 from dpgnn_core.privacy.report import PrivacyReport
 from tasks.budget import budget_tags
-from tasks.refs import ledger_of
 
 
 def release_status(report: PrivacyReport, state: str) -> str:
@@ -52,7 +51,7 @@ def _one_or_all(values: list[Any]) -> Any:
     return distinct[0] if len(distinct) == 1 else distinct
 
 
-def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
+def privacy_params(report: PrivacyReport, ledger: Ledger | None,
                    spec: dict[str, Any]) -> dict[str, Any]:
     """What a run's privacy actually used, for MLflow's params under ``privacy.``.
 
@@ -69,8 +68,7 @@ def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
     out: dict[str, Any] = {"private": True}
     out.update({k: v for k, v in report.to_dict().items()
                 if k not in _NOT_PARAMS and v is not None})
-    typed = ledger_of({"ledger": ledger})
-    events = typed.events
+    events = ledger.events if ledger is not None else ()
     for i, ev in enumerate(events, 1):
         out[f"event{i}"] = ev.summary()
     rates = [ev.rate for ev in events if ev.rate is not None]
@@ -78,7 +76,7 @@ def privacy_params(report: PrivacyReport, ledger: dict[str, Any] | None,
         out["noise_multipliers"] = [getattr(ev, "noise_multiplier", None) for ev in events]
     if rates:
         out["sampling_rate"] = _one_or_all(rates)
-    if typed.clips_gradients:
+    if ledger is not None and ledger.clips_gradients:
         clips = list(report.clips or [spec.get("clip")])
         out["clip"] = _one_or_all(clips)
     if "batch_size" not in out and spec.get("batch_size") is not None:
@@ -218,9 +216,9 @@ def with_odometer(tags: dict[str, str], budget: dict[str, Any],
 
 
 def point_report(row: dict[str, Any], best: dict[str, Any] | None = None
-                 ) -> tuple[PrivacyReport | None, dict[str, Any] | None]:
-    """A private sweep point's report and ledger (its ``report.json`` and ``ledger.json``;
-    None when its model folder is gone). A private selection's released candidate
+                 ) -> PrivacyReport | None:
+    """A private sweep point's report, its ledger in it (its ``report.json``; None when its
+    model folder is gone). A private selection's released candidate
     (``best`` with ``selection = "private"``) has the released model's instead
     (:func:`selection_release`): its own training's ε is one candidate's, not the
     guarantee of the model released."""
@@ -229,14 +227,11 @@ def point_report(row: dict[str, Any], best: dict[str, Any] | None = None
 
     mdir = Path(row["artifacts_dir"]) if row.get("artifacts_dir") else None
     if mdir is None or not (mdir / "report.json").is_file():
-        return None, None
+        return None
     report = PrivacyReport.from_dict(json.loads((mdir / "report.json").read_text()))
-    ledger = (json.loads((mdir / "ledger.json").read_text())
-              if (mdir / "ledger.json").is_file() else None)
     if best is not None and best.get("selection") == "private":
         report = selection_release(report, best)
-        ledger = best["ledger"]
-    return report, ledger
+    return report
 
 
 def selection_release(report: PrivacyReport, best: dict[str, Any]) -> PrivacyReport:
@@ -308,12 +303,12 @@ def point_privacy(row: dict[str, Any], sha256: str, readings: dict[Any, Any] | N
     """
     from tasks.budget import odometer
 
-    report, ledger = point_report(row, best)
+    report = point_report(row, best)
     if report is None:  # the model folder is gone: what the row says
         return ({"privacy": {"delta": row["delta"], "level": row["level"],
                              "noise_multiplier": row.get("noise_multiplier")}},
                 {"dpgnn.epsilon": f"{row['epsilon_spent']:.4g}", "dpgnn.level": str(row["level"])})
-    privacy = privacy_params(report, ledger, dict(row.get("config") or {}))
+    privacy = privacy_params(report, report.ledger, dict(row.get("config") or {}))
     key = (repr(report.level), repr(report.relation))
     readings = {} if readings is None else readings
     if key not in readings:
@@ -377,7 +372,7 @@ def point_page(row: dict[str, Any], ds: dict[str, Any], best: dict[str, Any] | N
     from pathlib import Path
 
     refused = bool(row.get("refused"))
-    report = point_report(row, best)[0] if row["private"] and not refused else None
+    report = point_report(row, best) if row["private"] and not refused else None
     tags = {"dpgnn.method": row["method"], "dpgnn.config": row["config_id"],
             "dpgnn.private": str(row["private"]).lower(), "dpgnn.cache": str(row["cache"]),
             "dpgnn.dataset_sha256": ds["content_sha256"]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.report import PrivacyReport
 from tasks.refs import DatasetRef, report_of
 from tasks.run_page import (  # the run page's privacy, also read by tracking's sweeps
@@ -71,7 +72,8 @@ class RunOutcome:
         spec: the method's spec.
         method (str): the method's name as the report gives it.
         report (PrivacyReport): the run's typed privacy report.
-        ledger (dict, optional): the ledger's JSON (private runs), from the task's reference.
+        ledger (Ledger, optional): the run's ledger (private runs), from the task's
+            reference (:func:`tasks.refs.ledger_of`).
         budget (dict): the dataset's odometer reading after the run (private runs).
         model (dict): the trained model's reference.
         ev (dict): the evaluation's reference (``metrics`` per split).
@@ -88,7 +90,7 @@ class RunOutcome:
     spec: Any
     method: str
     report: PrivacyReport
-    ledger: dict[str, Any] | None
+    ledger: Ledger | None
     budget: dict[str, Any]
     model: dict[str, Any]
     ev: dict[str, Any]

@@ -182,7 +182,7 @@ def _store_run(out: Path, stage: Stage, result: StageOutput, dataset: DatasetRef
         gate.finish(report, ledger)  # names the run's release on its reservation
     return {"path": str(out), "files": m["files"], "spec": spec.model_dump(mode="json"),
             "dataset": dataset["content_sha256"], "report": report.to_dict(),
-            "ledger": ledger.to_dict(), "aggregations": aggregations}
+            "aggregations": aggregations}
 
 
 def finish_artifact(out: Path, kind: str, names: list[str], spec: Any, dataset: DatasetRef,

@@ -246,8 +246,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
     ref: ModelRef = {"path": str(out), "files": files, "method": method.name,
                      "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
-        ref["report"] = report.to_dict()  # JSON on the wire; report_of() types it again
-        ref["ledger"] = fitted.ledger.to_dict()
+        ref["report"] = report.to_dict()  # JSON on the wire (its ledger inside); report_of()
     if aggregations is not None:
         ref["aggregations"] = {"path": str(out), "files": agg_files}
     return ref
