@@ -247,9 +247,9 @@ def test_a_sweep_point_page_says_what_a_single_run_page_says(
         fitted = method.fit(data, spec, on_step=gate.on_step(None))
         report = fitted.report.with_release({"id": "abc123"})
         gate.finish(report, fitted.ledger)
-    ledger = fitted.ledger.to_dict()
+    ledger = fitted.ledger
     (tmp_path / "report.json").write_text(json.dumps(report.to_dict()))
-    (tmp_path / "ledger.json").write_text(json.dumps(ledger))
+    (tmp_path / "ledger.json").write_text(json.dumps(ledger.to_dict()))
     result = _sweep_result(tmp_path)
     result["rows"][0] |= {"epsilon": 2.0, "epsilon_spent": report.epsilon,
                           "config": {"steps": 4}}

@@ -52,11 +52,11 @@ def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
     spec = GapSpec(level="node", epsilon=4.0, max_degree=5, steps=20, batch_size=50,
                    budget_split=(1.0, 0.5, 2.0), device="cpu")
     z = 1.7
-    ledger = ledger_for(spec, 400)(z).to_dict()
+    ledger = ledger_for(spec, 400)(z)
     report = PrivacyReport.from_dict({
         "method": "gap-ndp", "private": True, "epsilon": 3.99, "target_epsilon": 4.0,
         "delta": 2.5e-4, "noise_multiplier": z, "accountant": "pld", "steps": 20,
-        "level": "node", "relation": "add_remove", "ledger": ledger,
+        "level": "node", "relation": "add_remove", "ledger": ledger.to_dict(),
         "epsilon_by_step": [[1, 0.1]], "unaccounted": []})
     dumped = spec.model_dump(mode="json")
     got = privacy_params(report, ledger, dumped)
@@ -77,7 +77,7 @@ def test_privacy_params_name_every_stage_and_fill_unset_spec_fields() -> None:
             f"gap-ndp-cora-eps4-node-s0-{rid[:12]}")
     # Edge-level GAP clips no gradients: no clipping norm is claimed.
     edp = GapSpec(level="edge", epsilon=4.0, steps=20, device="cpu")
-    edp_ledger = ledger_for(edp, 400)(z).to_dict()
+    edp_ledger = ledger_for(edp, 400)(z)
     assert "clip" not in privacy_params(replace(report, level="edge"), edp_ledger,
                                         edp.model_dump(mode="json"))
     assert privacy_params(PrivacyReport.from_dict({"private": False}), None,

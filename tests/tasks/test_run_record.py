@@ -91,7 +91,7 @@ def test_a_new_clipped_event_kind_keeps_its_clip_and_summary(monkeypatch: Any) -
                                                 steps=7, level="node", description="new"))
     report = PrivacyReport.from_dict({"method": "x", "private": True, "epsilon": 1.0,
                                       "delta": 1e-5, "noise_multiplier": 1.3})
-    got = privacy_params(report, ledger.to_dict(), {"clip": 0.5})
+    got = privacy_params(report, ledger, {"clip": 0.5})
     assert got["clip"] == 0.5 and got["sampling_rate"] == 0.25
     assert got["event1"] == {"description": "new", "kind": "test_shuffled_gaussian",
                              "noise_multiplier": 1.3, "sampling": "none",
@@ -99,7 +99,7 @@ def test_a_new_clipped_event_kind_keeps_its_clip_and_summary(monkeypatch: Any) -
                              "relation": "add_remove"}
     # the same kind without clipping: no clip norm is claimed
     monkeypatch.setattr(ShuffledGaussianEvent, "clips_gradients", False)
-    assert "clip" not in privacy_params(report, ledger.to_dict(), {"clip": 0.5})
+    assert "clip" not in privacy_params(report, ledger, {"clip": 0.5})
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "poisson_gaussian", "uniform_gaussian", "dpgnn"])
