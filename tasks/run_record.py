@@ -24,6 +24,7 @@ from tasks.run_page import (  # the run page's privacy, also read by tracking's 
     resolved_spec,
     resumed_status,
     run_name,
+    with_auto,
     with_odometer,
     with_twin,
 )
@@ -82,6 +83,7 @@ class RunOutcome:
         twin_spec, twin, twin_tags, explained: a private graph classifier's non-private
             twin (spec, model reference, override tags) and the GNNExplainer comparison;
             empty when there is none.
+        auto (dict, optional): what ``dpgnn run auto`` chose (its ``Choice`` as a dict).
     """
 
     ds: DatasetRef
@@ -100,6 +102,7 @@ class RunOutcome:
     twin: dict[str, Any] = field(default_factory=dict)
     twin_tags: dict[str, str] = field(default_factory=dict)
     explained: dict[str, Any] = field(default_factory=dict)
+    auto: dict[str, Any] | None = None
 
 
 def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started_ms: int
@@ -120,6 +123,7 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
     spec_params = o.spec.model_dump(mode="json")
     privacy = privacy_params(report, o.ledger, spec_params)
     params = {"method": o.method, "privacy": privacy,
+              **({"auto": auto_params(o.auto)} if o.auto else {}),
               "train": resolved_spec(spec_params, privacy),
               "dataset": {"name": ds["name"], "path": ds["path"],
                           "content_sha256": ds["content_sha256"]}}
@@ -134,8 +138,8 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
         if o.explained:  # the non-private twin: its own run, never the private run's page
             twin_run = log_twin(ds, o.twin_spec, o.twin, o.explained, o.twin_tags,
                                 tracking_uri, experiment)
-        described = with_odometer(with_twin(privacy_tags(report, o.states.get("train", ""),
-                                                         privacy=privacy), twin_run),
+        page = privacy_tags(report, o.states.get("train", ""), privacy=privacy)
+        described = with_odometer(with_auto(with_twin(page, twin_run), o.auto),
                                   o.budget, level=report.level, relation=report.relation)
         run = log_run(
             run_name=run_name(o.method, ds["name"], report, o.spec.seed),
@@ -171,6 +175,13 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
             "tracking URI works to log it (the cached model is reused"
             + (", no new privacy cost)" if report.private else ")"))
     return run, twin_run, None
+
+
+def auto_params(auto: dict[str, Any]) -> dict[str, Any]:
+    """The MLflow params of ``dpgnn run auto``'s choice: the method, the rule, the ε the
+    choice spent and each public input read."""
+    return {"method": auto["method"], "rule": auto["rule"],
+            "epsilon_choice": auto["epsilon_choice"], "inputs": dict(auto["inputs"])}
 
 
 def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
@@ -224,6 +235,7 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
+        **({"auto": o.auto} if o.auto else {}),
         **({"structure_defaults": dict(report.structure_defaults)}
            if report.structure_defaults else {}),
         "artifacts_dir": o.model["path"],
@@ -231,6 +243,6 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "cache": o.states,
     }
 
-__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "log_twin", "point_privacy",
-           "privacy_params", "privacy_tags", "record_run", "release_status", "resolved_spec",
+__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "auto_params", "log_twin",
+           "point_privacy", "privacy_params", "privacy_tags", "record_run", "release_status", "resolved_spec",
            "resumed_status", "run_name", "run_summary", "with_odometer", "with_twin"]
