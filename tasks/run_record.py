@@ -244,5 +244,6 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
     }
 
 __all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "auto_params", "log_twin",
-           "point_privacy", "privacy_params", "privacy_tags", "record_run", "release_status", "resolved_spec",
-           "resumed_status", "run_name", "run_summary", "with_odometer", "with_twin"]
+           "point_privacy", "privacy_params", "privacy_tags", "record_run", "release_status",
+           "resolved_spec", "resumed_status", "run_name", "run_summary", "with_auto",
+           "with_odometer", "with_twin"]
