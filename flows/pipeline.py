@@ -131,12 +131,12 @@ def pipeline(
 def auto_pipeline(request: Any, dataset: str, **kwargs: Any) -> dict[str, Any]:
     """``dpgnn run auto`` from Python: choose the method and recipe for ``request`` (a
     :class:`dpgnn_core.methods.auto.AutoRequest`) from what its level makes public about
-    the dataset folder ``dataset`` (:func:`dpgnn_core.methods.auto.resolve`: no ε spent),
-    then run the :func:`pipeline` flow on the chosen spec, the choice recorded; ``kwargs``
-    are the flow's other parameters."""
-    from dpgnn_core.methods.auto import resolve
+    the dataset folder ``dataset``, or from a noisy mean degree charged to its budget
+    (:func:`tasks.auto_choice.decide`), then run the :func:`pipeline` flow on the chosen
+    spec, the choice recorded; ``kwargs`` are the flow's other parameters."""
+    from tasks.auto_choice import decide
 
-    spec, choice = resolve(request, dataset)
+    spec, choice = decide(request, dataset)
     summary: dict[str, Any] = pipeline(spec=spec, dataset=dataset, auto=choice.as_dict(),
                                        **kwargs)
     return summary

@@ -487,15 +487,18 @@ def with_auto(tags: dict[str, str], auto: dict[str, Any] | None) -> dict[str, st
     of the run's description."""
     if not auto:
         return tags
-    inputs = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+    inputs = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in auto["inputs"].items())
     out = {**tags, "dpgnn.auto": "true", "dpgnn.auto.method": str(auto["method"]),
            "dpgnn.auto.rule": f"{auto['rule']}: {auto['rule_words']}",
            "dpgnn.auto.inputs": inputs[:5000],
-           "dpgnn.auto.epsilon_choice": f"{float(auto['epsilon_choice']):g}"}
+           "dpgnn.auto.epsilon_choice": f"{float(auto['epsilon_choice']):.4g}",
+           "dpgnn.auto.method_epsilon": f"{float(auto['method_epsilon']):.4g}",
+           **({"dpgnn.auto.epsilon_total": f"{float(auto['epsilon_total']):.4g}"}
+              if auto.get("epsilon_total") is not None else {})}
     line = (f"**Chosen by `dpgnn run auto`:** {auto['method']} by rule {auto['rule']} "
-            f"({auto['rule_words']}), from the public inputs {inputs}; ε spent on the "
-            f"choice: {float(auto['epsilon_choice']):g} ({auto['note']}). Evidence: "
+            f"({auto['rule_words']}), from the inputs {inputs}; ε spent on the "
+            f"choice: {float(auto['epsilon_choice']):.4g} ({auto['note']}). Evidence: "
             f"{auto['evidence']}")
     note = tags.get("mlflow.note.content")
     out["mlflow.note.content"] = f"{note}\n\n{line}" if note else line

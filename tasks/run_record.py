@@ -139,7 +139,7 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
             twin_run = log_twin(ds, o.twin_spec, o.twin, o.explained, o.twin_tags,
                                 tracking_uri, experiment)
         page = privacy_tags(report, o.states.get("train", ""), privacy=privacy)
-        described = with_odometer(with_auto(with_twin(page, twin_run), o.auto),
+        described = with_odometer(with_auto(with_twin(page, twin_run), _auto_total(o)),
                                   o.budget, level=report.level, relation=report.relation)
         run = log_run(
             run_name=run_name(o.method, ds["name"], report, o.spec.seed),
@@ -177,11 +177,22 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
     return run, twin_run, None
 
 
+def _auto_total(o: RunOutcome) -> dict[str, Any] | None:
+    """``dpgnn run auto``'s choice with ``epsilon_total``: the ε the choice spent plus the
+    chosen method's, from its ledger (basic composition: the user's ε)."""
+    if not o.auto:
+        return None
+    return {**o.auto, "epsilon_total": float(o.auto["epsilon_choice"])
+            + float(o.report.epsilon or 0.0)}
+
+
 def auto_params(auto: dict[str, Any]) -> dict[str, Any]:
     """The MLflow params of ``dpgnn run auto``'s choice: the method, the rule, the ε the
     choice spent and each public input read."""
     return {"method": auto["method"], "rule": auto["rule"],
-            "epsilon_choice": auto["epsilon_choice"], "inputs": dict(auto["inputs"])}
+            "epsilon_choice": auto["epsilon_choice"], "delta_choice": auto["delta_choice"],
+            "method_epsilon": auto["method_epsilon"], "inputs": dict(auto["inputs"]),
+            **({"statistic": dict(auto["statistic"])} if auto.get("statistic") else {})}
 
 
 def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
@@ -235,7 +246,7 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
-        **({"auto": o.auto} if o.auto else {}),
+        **({"auto": _auto_total(o)} if o.auto else {}),
         **({"structure_defaults": dict(report.structure_defaults)}
            if report.structure_defaults else {}),
         "artifacts_dir": o.model["path"],

@@ -299,10 +299,11 @@ def auto(
         "--k of its edges), node_feature (a node's features and label, structure public) or "
         "edge (one edge).")],
     epsilon: Annotated[float, typer.Option(
-        help="Target ε of the whole run: the chosen method is calibrated to it, and the "
-        "choice itself spends none (it reads only what the level makes public).")],
+        help="Target ε of the whole run: the choice and the chosen method together (a "
+        "noisy mean degree bought at node or k_neighbor level is taken from it).")],
     delta: Annotated[float | None, typer.Option(
-        help="δ (default: the chosen method's, 1/(10 N_train)).", show_default=False)] = None,
+        help="δ of the whole run (default: 1/(10 N_train), as every method's).",
+        show_default=False)] = None,
     max_degree: Annotated[int | None, typer.Option(
         help="Degree bound D, required at --level node (every degree must be <= D).",
         show_default=False)] = None,
@@ -322,29 +323,32 @@ def auto(
                                           help="Print one JSON object on stdout.")] = False,
 ) -> None:
     """auto: choose the method and recipe for a protection level from what that level makes
-    public about the dataset (no ε spent on the choice; the rule table and its evidence:
-    dpgnn_core/methods/auto.py, docs/user-guide.md), then run it as `dpgnn run METHOD`
-    would: cached, charged to the budget, logged to MLflow, the choice in the summary."""
+    public about the dataset, or, at node and k_neighbor level, from a noisy mean degree
+    bought with accounted ε (the rule table and its evidence: dpgnn_core/methods/auto.py,
+    docs/user-guide.md), then run it as `dpgnn run METHOD` would: cached, charged to the
+    budget, logged to MLflow, the choice and every ε it spent in the summary."""
     from flows.cli.common import error
     from flows.cli.execute import execute
 
     try:
         from dpgnn_core.errors import DpgnnError
-        from dpgnn_core.methods.auto import AutoRequest, resolve
+        from dpgnn_core.methods.auto import AutoRequest
 
         request = AutoRequest(level=level, epsilon=epsilon, delta=delta,
                               max_degree=max_degree, k=k, seed=seed, device=device)
         if not (dataset / "manifest.json").is_file():
             raise ValueError(f"{dataset} is not a dataset folder (no manifest.json); create "
                              "one with `dpgnn ingest`")
-        spec, choice = resolve(request, dataset)
+        from tasks.auto_choice import decide  # the noisy statistic charged, cached
+
+        spec, choice = decide(request, dataset)
     except (DpgnnError, OSError, ValueError) as e:
         error(" ".join(str(e).split()))
         raise typer.Exit(2) from e
     if not as_json:
-        typer.echo(f"auto: {choice.method} by rule {choice.rule} ({choice.rule_words}); "
-                   f"read {', '.join(f'{k} {v}' for k, v in choice.inputs.items())}; ε "
-                   f"spent on the choice: {choice.epsilon_choice:g}", err=True)
+        from flows.cli.summary import auto_line
+
+        typer.echo(f"auto: {auto_line(choice.as_dict())}", err=True)
     execute(choice.method, spec, dataset, tracking_uri=tracking_uri, experiment=experiment,
             refresh=refresh, as_json=as_json, auto=choice.as_dict())
 

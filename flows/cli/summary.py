@@ -44,11 +44,17 @@ def structure_defaults_line(chosen: dict[str, Any]) -> str:
 def auto_line(auto: dict[str, Any]) -> str:
     """What ``dpgnn run auto`` chose, by which rule, from which public inputs, and the ε
     the choice spent."""
-    inputs = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+    inputs = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in auto.get("inputs", {}).items())
+    spent = float(auto.get("epsilon_choice", 0.0))
+    cost = (f"ε spent on the choice {spent:.4g} (δ {float(auto.get('delta_choice', 0)):.3g}),"
+            f" the method calibrated to ε {float(auto.get('method_epsilon', 0)):.4g}"
+            if spent > 0 else "no ε spent on the choice; the method calibrated to ε "
+            f"{float(auto.get('method_epsilon', 0)):.4g}")
+    total = auto.get("epsilon_total")
     return (f"chose {auto.get('method')} by rule {auto.get('rule')} "
-            f"({auto.get('rule_words')}) from {inputs}; ε spent on the choice "
-            f"{float(auto.get('epsilon_choice', 0.0)):g}, the rest is the method's ledger")
+            f"({auto.get('rule_words')}) from {inputs}; {cost}"
+            + (f"; total ε {float(total):.4g}" if total is not None else ""))
 
 
 def epsilon_text(summary: dict[str, Any]) -> str:

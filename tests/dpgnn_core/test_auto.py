@@ -1,6 +1,8 @@
 """``dpgnn run auto``'s choice (dpgnn_core/methods/auto.py): a function of what the level
-makes public only, one rule table that reads degrees only where the structure is public,
-and the decisions the measured evidence asks for."""
+makes public and of the accounted noisy mean degree only, one rule table that reads exact
+degrees only where the structure is public, the ε of the choice and the method adding up
+to the user's, the statistic's sensitivity brute-forced, and the decisions the measured
+evidence asks for."""
 
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ def test_the_table_reads_degrees_only_where_the_structure_is_public() -> None:
         assert last.min_epsilon == 0 and not last.reads_degrees() and last.max_k is None
         assert last.max_feature_dim is None
     assert {r.level for r in RULES if r.reads_degrees()} <= set(PUBLIC_STRUCTURE)
+    # the noisy statistic is defined (and accounted) at the levels that protect edges
+    assert {r.level for r in RULES if r.reads_noisy_degree()} <= {"node", "k_neighbor"}
+    assert all(not r.reads_noisy_degree() for r in RULES if r.level == "edge")
     assert all(r.method in CATALOG for r in RULES)
 
 
@@ -58,7 +63,7 @@ def test_every_choice_protects_at_least_the_level_asked(level: str, epsilon: flo
     from dpgnn_core.methods.auto import spec_for
 
     degrees = {"median_degree": median, "mean_degree": median} \
-        if level in PUBLIC_STRUCTURE else {}
+        if level in PUBLIC_STRUCTURE else {"noisy_mean_degree": median}
     x = PublicInputs(level=level, epsilon=epsilon, feature_dim=1433, num_nodes=2708,
                      num_train=2033, **{k: v for k, v in REQUESTS[level].items()},
                      **degrees)
@@ -71,12 +76,16 @@ def test_every_choice_protects_at_least_the_level_asked(level: str, epsilon: flo
 
 
 @pytest.mark.parametrize(("level", "epsilon", "extra", "method"), [
-    ("node", 16.0, {}, "dpdgc-ndp"),
-    ("node", 8.0, {}, "dp-mlp"),
-    ("node", 4.0, {}, "dp-mlp"),
-    ("k_neighbor", 4.0, {"k": 1}, "dpdgc-kndp"),
-    ("k_neighbor", 16.0, {"k": 2}, "dp-mlp"),
-    ("k_neighbor", 2.0, {"k": 1}, "dp-mlp"),
+    # schools (mean degree > 40): DPDGC-NDP at ε = 16; Cora (3.9) DP-MLP; below 16 DP-MLP
+    ("node", 16.0, {"noisy_mean_degree": 45.0}, "dpdgc-ndp"),
+    ("node", 16.0, {"noisy_mean_degree": 3.9}, "dp-mlp"),
+    ("node", 16.0, {}, "dp-mlp"),  # the statistic not bought: the floor
+    ("node", 8.0, {"noisy_mean_degree": 45.0}, "dp-mlp"),
+    ("node", 4.0, {"noisy_mean_degree": 45.0}, "dp-mlp"),
+    ("k_neighbor", 4.0, {"k": 1, "noisy_mean_degree": 45.0}, "dpdgc-kndp"),
+    ("k_neighbor", 4.0, {"k": 1, "noisy_mean_degree": 3.9}, "dp-mlp"),
+    ("k_neighbor", 16.0, {"k": 2, "noisy_mean_degree": 45.0}, "dp-mlp"),
+    ("k_neighbor", 2.0, {"k": 1, "noisy_mean_degree": 45.0}, "dp-mlp"),
     # Cora: median degree 3, 1433 features; DP-MLP wins at ε = 4, DPDGC-FDP at 8
     ("node_feature", 4.0, {"median_degree": 3.0, "feature_dim": 1433}, "dp-mlp"),
     ("node_feature", 8.0, {"median_degree": 3.0, "feature_dim": 1433}, "dpdgc-fdp"),
@@ -123,17 +132,32 @@ def _folders(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     return out[0], out[1], out[2], out[3]
 
 
+class Stub:
+    """A noisy statistic's release that returns a fixed count and counts its calls."""
+
+    def __init__(self, count: float) -> None:
+        self.count, self.plans = count, []  # type: list[object]
+
+    def __call__(self, plan: object) -> tuple[float, bool]:
+        self.plans.append(plan)
+        return self.count, False
+
+
 def test_the_choice_reads_nothing_the_level_protects(tmp_path: Path) -> None:
-    """Other labels and other edges leave the choice at node, k-neighbour and edge level
-    unchanged (they are what those levels protect); labels leave node_feature's unchanged,
-    while its public structure does change it. Removing the files a level protects does
-    not stop the choice: they are never opened."""
+    """Other labels, features and edges leave the choice at node, k-neighbour and edge
+    level unchanged but through the accounted statistic (they are what those levels
+    protect: with the statistic's release fixed, the choice is the same); labels and
+    features leave node_feature's unchanged, while its public structure does change it.
+    Removing the files a level protects does not stop the choice: they are never
+    opened."""
     a, b, c, dense = _folders(tmp_path)
     for level in ("node", "k_neighbor", "edge"):
         for eps in (2.0, 4.0, 16.0):
             req = _request(level, eps)
-            ca, cb = resolve(req, a)[1], resolve(req, b)[1]
+            sa, sb = Stub(300.0), Stub(300.0)
+            ca, cb = resolve(req, a, release=sa)[1], resolve(req, b, release=sb)[1]
             assert ca == cb
+            assert sa.plans == sb.plans  # the same release, planned from public inputs
             assert "median_degree" not in ca.inputs
     for eps in (2.0, 4.0, 8.0, 16.0):
         req = _request("node_feature", eps)
@@ -148,8 +172,74 @@ def test_the_choice_reads_nothing_the_level_protects(tmp_path: Path) -> None:
     assert choose(public_inputs(_request("node_feature", 4.0), manifest, a)) == sparse
     (a / "edges.parquet").unlink()
     for level in ("node", "k_neighbor", "edge"):
-        assert choose(public_inputs(_request(level, 4.0), manifest, a)) == \
-            resolve(_request(level, 4.0), b)[1]
+        for eps in (2.0, 4.0, 16.0):
+            req = _request(level, eps)
+            assert resolve(req, a, release=Stub(300.0))[1] == \
+                resolve(req, b, release=Stub(300.0))[1]
+
+
+@pytest.mark.parametrize(("level", "epsilon", "bought"), [
+    ("node", 16.0, True), ("node", 8.0, False), ("k_neighbor", 4.0, True),
+    ("k_neighbor", 2.0, False), ("node_feature", 16.0, False), ("edge", 16.0, False)])
+def test_the_statistic_is_bought_only_where_the_rule_reads_it_and_adds_up(
+        tmp_path: Path, level: str, epsilon: float, bought: bool) -> None:
+    """Where the first rule that holds on public inputs reads the noisy mean degree, it is
+    released once; its (ε_c, δ_c) and the method's (ε_m, δ_m) add up to the user's
+    (ε, δ) exactly (basic composition), ε_c is the Gaussian's ε at δ_c, and the method's
+    spec carries (ε_m, δ_m). Elsewhere nothing is spent and the method runs at ε."""
+    from dpgnn_core.privacy import Ledger
+    from dpgnn_core.privacy import epsilon as eps_of
+
+    write_dataset(csbm(num_nodes=2000, avg_degree=40, feature_dim=8, seed=2), tmp_path / "d")
+    req = AutoRequest(level=level, epsilon=epsilon, delta=1e-5,
+                      **({"max_degree": 200} if level == "node" else {}))
+    stub = Stub(40_000.0)  # mean degree 40: dense
+    spec, choice = resolve(req, tmp_path / "d", release=stub)
+    assert len(stub.plans) == int(bought)
+    if not bought:
+        assert choice.epsilon_choice == 0 and spec.epsilon == epsilon
+        return
+    (plan,) = stub.plans
+    assert choice.method in ("dpdgc-ndp", "dpdgc-kndp")
+    assert choice.inputs["noisy_mean_degree"] == pytest.approx(40.0)
+    assert choice.epsilon_choice + choice.method_epsilon == pytest.approx(epsilon, abs=1e-12)
+    assert choice.delta_choice + choice.method_delta == pytest.approx(1e-5, abs=1e-18)
+    assert spec.epsilon == choice.method_epsilon and spec.delta == choice.method_delta
+    assert choice.epsilon_choice == pytest.approx(
+        eps_of(Ledger().add(plan.event()), plan.delta, accountant="pld"))  # type: ignore[attr-defined]
+    assert 0 < choice.epsilon_choice <= 0.1 * epsilon
+
+
+def test_a_statistic_too_dear_is_not_bought(tmp_path: Path) -> None:
+    """D close to N makes the statistic cost more than a tenth of ε: nothing is
+    released, the public inputs decide (DP-MLP), and the choice says why."""
+    write_dataset(csbm(num_nodes=100, seed=3), tmp_path / "d")
+    stub = Stub(1.0)
+    _, choice = resolve(AutoRequest(level="node", epsilon=16.0, max_degree=99),
+                        tmp_path / "d", release=stub)
+    assert stub.plans == [] and choice.method == "dp-mlp" and choice.epsilon_choice == 0
+    assert choice.statistic is not None and choice.statistic["bought"] is False
+
+
+def test_the_edge_count_sensitivity_survives_its_brute_force() -> None:
+    from dpgnn_core.methods.brute_force.auto_degree import CHECKS
+    from dpgnn_core.privacy.sensitivity import verify
+
+    for check in CHECKS:
+        cases = verify(check)
+        assert any(case.tight for case, _ in cases)
+
+
+def test_an_understated_sensitivity_fails_the_brute_force() -> None:
+    """The brute force can fail: the node level's bound stated as D - 1 is refused."""
+    from dpgnn_core.methods.brute_force.auto_degree import CHECKS
+    from dpgnn_core.privacy.events import PrivacyError
+    from dpgnn_core.privacy.sensitivity import SensitivityCheck, verify
+
+    node = CHECKS[0]
+    low = SensitivityCheck(node.released, lambda **a: node.sensitivity(**a) - 1, node.cases)
+    with pytest.raises(PrivacyError, match="below the change"):
+        verify(low)
 
 
 @pytest.mark.parametrize(("fields", "message"), [

@@ -59,51 +59,98 @@ def test_the_flow_gets_the_chosen_spec_and_the_choice(tmp_path: Path,
     from tests.flows.conftest import FlowStarted
 
     write_dataset(csbm(num_nodes=100, seed=3), tmp_path / "ds")
-    r = _cli(tmp_path, "run", "auto", "--dataset", str(tmp_path / "ds"), "--level", "node",
-             "--max-degree", "60", "--epsilon", "16", "--seed", "3")
+    r = _cli(tmp_path, "run", "auto", "--dataset", str(tmp_path / "ds"), "--level", "edge",
+             "--epsilon", "16", "--seed", "3")
     assert isinstance(r.exception, FlowStarted), r.output
     (call,) = started
     spec, auto = call["spec"], call["auto"]
-    assert spec.method == "dpdgc-ndp" and spec.max_degree == 60 and spec.epsilon == 16
-    assert spec.seed == 3
-    assert auto["method"] == "dpdgc-ndp" and auto["rule"] == "node-graph"
+    assert spec.method == "progap-edp" and spec.epsilon == 16 and spec.seed == 3
+    assert auto["method"] == "progap-edp" and auto["rule"] == "edge-graph"
     assert auto["epsilon_choice"] == 0.0 and "median_degree" not in auto["inputs"]
-    assert "auto: dpdgc-ndp by rule node-graph" in r.output
+    assert "auto: chose progap-edp by rule edge-graph" in r.output
+    # node level, D close to N: the noisy degree would cost more than a tenth of ε
+    r = _cli(tmp_path, "run", "auto", "--dataset", str(tmp_path / "ds"), "--level", "node",
+             "--max-degree", "60", "--epsilon", "16")
+    assert isinstance(r.exception, FlowStarted), r.output
+    assert started[-1]["spec"].method == "dp-mlp"
+    assert started[-1]["auto"]["statistic"]["bought"] is False
+
+
+def test_the_noisy_degree_is_charged_once_and_reused(tmp_path: Path,
+                                                     started: list[dict[str, Any]]) -> None:
+    """k-neighbour level at ε = 4: the rule reads the noisy mean degree. It is reserved and
+    spent on the dataset's budget before the flow starts, the method gets the ε left, and
+    the same command again re-uses the stored statistic at no cost (one counted record)."""
+    from dpgnn_core.budget import COUNTED
+    from tasks.auto_choice import METHOD
+    from tasks.budget import store
+    from tests.flows.conftest import FlowStarted
+
+    ds = tmp_path / "ds"
+    write_dataset(csbm(num_nodes=200, avg_degree=3, seed=3), ds)
+    # (32: the odometer reads the k-neighbour statistic as an edge release, and DP-MLP's
+    # node-level ε as an edge bound at group size 2)
+    assert _cli(tmp_path, "budget", "set", str(ds), "--epsilon", "32",
+                "--delta", "1e-3").exit_code == 0
+    args = ["run", "auto", "--dataset", str(ds), "--level", "k_neighbor", "--epsilon", "4"]
+    for _ in range(2):
+        r = _cli(tmp_path, *args)
+        assert isinstance(r.exception, FlowStarted), r.output
+    first, second = started
+    assert first["auto"]["statistic"]["noisy_edge_count"] == \
+        second["auto"]["statistic"]["noisy_edge_count"]
+    auto = first["auto"]
+    assert auto["method"] == "dp-mlp" and 0 < auto["epsilon_choice"] < 0.4
+    assert first["spec"].epsilon == pytest.approx(4 - auto["epsilon_choice"])
+    assert second["auto"]["statistic"]["reused"] is True
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    records = [r for r in s.summary(s.resolve(sha)).records if r.method == METHOD]
+    assert [r.status for r in records] == ["spent", "reuse"]
+    assert sum(r.status in COUNTED for r in records) == 1
 
 
 @pytest.mark.slow
 def test_auto_end_to_end_spends_the_requested_epsilon_once(tmp_path: Path) -> None:
-    """node_feature at ε = 2 on a sparse graph: DP-MLP. The ledger's ε is the requested
-    ε (the choice spent none), the dataset's budget holds one charge of that ledger, and
-    the summary and the MLflow run say what was chosen and from what."""
+    """k_neighbor at ε = 4 on a sparse graph: the noisy mean degree (ε_c) says sparse, so
+    DP-MLP at ε - ε_c. The two releases are each charged once, their ε add up to the
+    requested ε, and the summary and the MLflow run say what was chosen and from what."""
     from mlflow.tracking import MlflowClient
 
     from dpgnn_core.budget import COUNTED, Charge, compose
     from dpgnn_core.methods.auto import AutoRequest
     from dpgnn_core.privacy.events import Ledger
     from flows.pipeline import auto_pipeline
+    from tasks.auto_choice import METHOD
     from tasks.budget import store
 
     ds = tmp_path / "ds"
     write_dataset(csbm(num_nodes=200, avg_degree=3, seed=8), ds)
     sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
-    store().set_budget(sha, "ds", str(ds), epsilon=8.0, delta=1e-3)
-    summary = auto_pipeline(AutoRequest(level="node_feature", epsilon=2.0, device="cpu"),
+    store().set_budget(sha, "ds", str(ds), epsilon=32.0, delta=1e-3)  # group size 2: above
+    summary = auto_pipeline(AutoRequest(level="k_neighbor", epsilon=4.0, device="cpu"),
                             str(ds), explain_graphs=0)
-    assert summary["method"] == "dp-mlp"
-    assert summary["auto"]["method"] == "dp-mlp" and summary["auto"]["epsilon_choice"] == 0
-    assert summary["auto"]["inputs"]["median_degree"] >= 0
-    ledger = Ledger.load(Path(summary["artifacts_dir"]) / "ledger.json")
-    assert 0.97 * 2.0 <= summary["epsilon"] <= 2.0 + 1e-9
+    auto = summary["auto"]
+    assert summary["method"] == auto["method"] == "dp-mlp"
+    assert 0 < auto["epsilon_choice"] < 0.4 and auto["statistic"]["bought"] is True
+    assert auto["inputs"]["noisy_mean_degree"] < 10
+    assert 0.99 * 4.0 <= auto["epsilon_total"] <= 4.0 + 1e-9
+    assert auto["epsilon_total"] == pytest.approx(auto["epsilon_choice"] + summary["epsilon"])
     s = store()
-    (rec,) = [r for r in s.summary(s.resolve(sha)).records if r.status in COUNTED]
-    assert rec.method == "dp-mlp"
-    delta = summary["dataset_epsilon_delta"]
-    assert summary["dataset_epsilon_spent"] == pytest.approx(
-        compose([Charge(ledger)], delta)["node"].epsilon)
-    tags = MlflowClient(summary["mlflow_tracking_uri"]).get_run(
-        summary["mlflow_run_id"]).data
-    assert tags.tags["dpgnn.auto.method"] == "dp-mlp"
-    assert tags.tags["dpgnn.auto.epsilon_choice"] == "0"
-    assert "Chosen by `dpgnn run auto`" in tags.tags["mlflow.note.content"]
-    assert tags.params["auto.rule"] == "feature-floor"
+    counted = [r for r in s.summary(s.resolve(sha)).records if r.status in COUNTED]
+    assert sorted(r.method for r in counted) == sorted([METHOD, "dp-mlp"])
+    ledger = Ledger.load(Path(summary["artifacts_dir"]) / "ledger.json")
+    (stat,) = [r.charge for r in counted if r.method == METHOD]
+    assert stat.ledger is not None and len(stat.ledger.events) == 1
+    # the odometer composes both releases (the statistic's unit: edge; DP-MLP's node
+    # release bounds the edge unit at group size 2)
+    assert summary["dataset_epsilon_by_unit"]["edge"] == pytest.approx(
+        compose([Charge(ledger), stat], summary["dataset_epsilon_delta"])["edge"].epsilon,
+        rel=1e-6)
+    data = MlflowClient(summary["mlflow_tracking_uri"]).get_run(summary["mlflow_run_id"]).data
+    assert data.tags["dpgnn.auto.method"] == "dp-mlp"
+    assert float(data.tags["dpgnn.auto.epsilon_choice"]) == pytest.approx(
+        auto["epsilon_choice"], rel=1e-3)
+    assert float(data.tags["dpgnn.auto.epsilon_total"]) == pytest.approx(4.0, rel=1e-2)
+    assert "Chosen by `dpgnn run auto`" in data.tags["mlflow.note.content"]
+    assert data.params["auto.rule"] == "k-floor"
