@@ -68,12 +68,14 @@ def _release_new(folder: str | Path, manifest: Mapping[str, Any], plan: Any,
                  out: Path) -> float:
     from dpgnn_core.budget import Charge
     from dpgnn_core.io import atomic_dir, write_json_atomic
+    from dpgnn_core.methods.auto_statistic import check_bound
     from dpgnn_core.methods.auto_statistic import release as noisy
     from dpgnn_core.privacy import Ledger
     from dpgnn_core.privacy.randomness import Randomness
     from tasks.budget import store
 
     edges = _verified_edges(folder, manifest)
+    check_bound(edges, plan)  # before the reservation: a refused graph is charged nothing
     s, sha = store(), str(manifest.get("content_sha256", ""))
     ledger = Ledger().add(plan.event())
     rid = s.reserve(sha, str(manifest.get("name", Path(folder).name)),

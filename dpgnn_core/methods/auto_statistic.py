@@ -130,12 +130,36 @@ def plan(level: str, num_nodes: int, directed: bool, delta: float, *,
     return DegreePlan(**{**draft.__dict__, "epsilon": float(eps)})
 
 
+def check_bound(edge_index: npt.NDArray[np.int64], p: DegreePlan) -> None:
+    """At node level, refuse a graph with a degree above D (Δ = D holds only within it),
+    with the node-level methods' own check and message.
+
+    Raises:
+        DataError: some degree exceeds D.
+    """
+    if p.level == "node":
+        from dpgnn_core.graph.gap_degree import check_degree_bound
+
+        check_degree_bound(edge_index, p.num_nodes, int(p.sensitivity), directed=p.directed,
+                           method="dpgnn run auto's node-level degree statistic",
+                           instead="--level k_neighbor or node_feature")
+
+
 def release(edge_index: npt.NDArray[np.int64], p: DegreePlan,
             rng: np.random.Generator) -> float:
-    """m + N(0, (z·Δ)²): the noisy edge count (``rng``: a secret generator)."""
+    """m + N(0, (z·Δ)²): the noisy edge count (``rng``: a secret generator).
+
+    At node level Δ = D holds only on a graph whose every degree is within D: a graph
+    beyond it is refused first, with the node-level methods' own check and message (one
+    bit, "some degree exceeds D", as theirs; nothing is released).
+
+    Raises:
+        DataError: at node level, a degree above D.
+    """
+    check_bound(edge_index, p)
     return float(edge_count(edge_index, p.directed)
                  + rng.normal(0.0, p.noise_multiplier * p.sensitivity))
 
 
 __all__ = ["DELTA_SHARE", "MAX_NOISE", "MAX_SHARE", "TARGET_SD", "DegreePlan",
-           "edge_count", "edge_count_sensitivity", "noise_for", "plan", "release"]
+           "check_bound", "edge_count", "edge_count_sensitivity", "noise_for", "plan", "release"]

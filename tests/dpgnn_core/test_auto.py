@@ -221,6 +221,16 @@ def test_a_statistic_too_dear_is_not_bought(tmp_path: Path) -> None:
     assert choice.statistic is not None and choice.statistic["bought"] is False
 
 
+def test_a_graph_beyond_d_is_refused_before_the_statistic(tmp_path: Path) -> None:
+    """The statistic's sensitivity D holds only within the bound: a graph with a degree
+    above D is refused (the node-level methods' check), nothing drawn."""
+    from dpgnn_core.errors import DataError
+
+    write_dataset(csbm(num_nodes=2000, avg_degree=40, feature_dim=8, seed=2), tmp_path / "d")
+    with pytest.raises(DataError, match="at most D = 50"):
+        resolve(AutoRequest(level="node", epsilon=16.0, max_degree=50), tmp_path / "d")
+
+
 def test_the_edge_count_sensitivity_survives_its_brute_force() -> None:
     from dpgnn_core.methods.brute_force.auto_degree import CHECKS
     from dpgnn_core.privacy.sensitivity import verify

@@ -110,6 +110,25 @@ def test_the_noisy_degree_is_charged_once_and_reused(tmp_path: Path,
     assert sum(r.status in COUNTED for r in records) == 1
 
 
+def test_a_graph_beyond_d_is_refused_before_anything_is_charged(
+        tmp_path: Path, started: list[dict[str, Any]]) -> None:
+    """Node level at ε = 16 buys the noisy mean degree, whose sensitivity D holds only
+    within the bound: a degree above D is one error line, and nothing is reserved,
+    charged or started."""
+    from tasks.budget import store
+
+    ds = tmp_path / "ds"
+    write_dataset(csbm(num_nodes=100, seed=3), ds)
+    r = _cli(tmp_path, "run", "auto", "--dataset", str(ds), "--level", "node",
+             "--max-degree", "5", "--epsilon", "16")
+    assert r.exit_code == 2, r.output
+    assert "at most D = 5" in one_error_line(r.output)
+    assert started == []
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    bid = store().budget_id(sha)
+    assert bid is None or store().summary(bid).records == []
+
+
 @pytest.mark.slow
 def test_auto_end_to_end_spends_the_requested_epsilon_once(tmp_path: Path) -> None:
     """k_neighbor at ε = 4 on a sparse graph: the noisy mean degree (ε_c) says sparse, so
