@@ -31,14 +31,20 @@ def decide(request: AutoRequest, folder: str | Path) -> tuple[Any, Choice]:
     the noisy statistic (where bought) charged and cached
     (:func:`budgeted_release`).
 
+    Every method the statistic could pick passes its pre-flight
+    (:func:`dpgnn_core.methods.preflight.check`) before the statistic is bought.
+
     Raises:
         BudgetExceeded: the dataset's budget cannot hold the statistic (nothing released).
-        DataError: the edge list is not the one the manifest names.
+        DataError: the edge list is not the one the manifest names; a pre-flight refusal.
     """
     from dpgnn_core.data.manifest import load_manifest
+    from dpgnn_core.methods import preflight
 
     manifest = load_manifest(Path(folder) / "manifest.json")
-    return resolve(request, folder, manifest, budgeted_release(folder, manifest))
+    where = {**manifest, "path": str(folder)}
+    return resolve(request, folder, manifest, budgeted_release(folder, manifest),
+                   check=lambda spec: preflight.check(spec, where))
 
 
 def _key(manifest: Mapping[str, Any], plan: Any) -> str:

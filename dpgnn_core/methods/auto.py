@@ -381,12 +381,15 @@ Release = Callable[[Any], tuple[float, bool]]
 
 def resolve(request: AutoRequest, folder: str | Path,
             manifest: Mapping[str, Any] | None = None,
-            release: Release | None = None) -> tuple[Any, Choice]:
+            release: Release | None = None,
+            check: Callable[[Any], Any] | None = None) -> tuple[Any, Choice]:
     """(the chosen method's spec, the choice) for ``request`` on the dataset ``folder``
     (its manifest read when not given). Where the choice turns on the noisy mean degree
     and it costs at most :data:`~dpgnn_core.methods.auto_statistic.MAX_SHARE` of ε, it is
     released by ``release`` (by default with secret noise, charged nowhere: for library
-    use without a budget), and its cost taken from the method's (ε, δ)."""
+    use without a budget), and its cost taken from the method's (ε, δ). ``check`` (a
+    pre-flight: spec -> None, raising) is run on the spec of every method the statistic
+    could pick before it is bought, so that a run refused anyway spends nothing."""
     from dpgnn_core.methods import auto_statistic
 
     if manifest is None:
@@ -403,6 +406,10 @@ def resolve(request: AutoRequest, folder: str | Path,
         return _done(request, choose(x, delta=request.delta, statistic={
             **p.as_dict(), "bought": False,
             "why": f"would cost ε {p.epsilon:.3g} > {auto_statistic.MAX_SHARE:g} ε"}))
+    if check is not None:  # every outcome the statistic could give, before it is bought
+        for degree in (0.0, math.inf):
+            check(spec_for(request, choose(replace(x, noisy_mean_degree=degree),
+                                           spent=(p.epsilon, p.delta), delta=request.delta)))
     count, reused = (release or _secret_release(folder))(p)
     x = replace(x, noisy_mean_degree=p.mean_degree(count))
     return _done(request, choose(x, spent=(p.epsilon, p.delta), delta=request.delta,

@@ -210,6 +210,25 @@ def test_the_statistic_is_bought_only_where_the_rule_reads_it_and_adds_up(
     assert 0 < choice.epsilon_choice <= 0.1 * epsilon
 
 
+def test_every_possible_outcome_is_checked_before_the_statistic_is_bought(
+        tmp_path: Path) -> None:
+    """A pre-flight that refuses one of the methods the statistic could pick stops the run
+    before the statistic is released."""
+    write_dataset(csbm(num_nodes=2000, avg_degree=40, feature_dim=8, seed=2), tmp_path / "d")
+    checked: list[str] = []
+
+    def check(spec: object) -> None:
+        checked.append(spec.method)  # type: ignore[attr-defined]
+        if spec.method == "dpdgc-kndp":  # type: ignore[attr-defined]
+            raise ValueError("refused")
+
+    stub = Stub(40_000.0)
+    with pytest.raises(ValueError, match="refused"):
+        resolve(AutoRequest(level="k_neighbor", epsilon=4.0), tmp_path / "d",
+                release=stub, check=check)
+    assert stub.plans == [] and "dpdgc-kndp" in checked
+
+
 def test_a_statistic_too_dear_is_not_bought(tmp_path: Path) -> None:
     """D close to N makes the statistic cost more than a tenth of ε: nothing is
     released, the public inputs decide (DP-MLP), and the choice says why."""
