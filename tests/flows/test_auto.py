@@ -136,7 +136,7 @@ def test_the_summary_and_the_mlflow_page_say_what_was_chosen_and_spent(
     that bought the noisy mean degree: the method, the rule, the inputs read (the noisy
     degree among them), the ε of the choice, the method's ε and the total. (The same
     through the whole pipeline: `test_auto_end_to_end_spends_the_requested_epsilon_once`
-    in this file's history, commit 2350b88, a 40-second test left out of the suite.)"""
+    in this file at commit 202f793, a 40-second test left out of the suite.)"""
     from dpgnn_core.methods.auto import AutoRequest, resolve
     from flows.cli.summary import print_summary
     from tasks.run_page import with_auto
