@@ -130,6 +130,7 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
     artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
                  str(mdir / "history.json"), str(Path(o.ev["path"]) / "metrics.json")]
     artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
+    artifacts += [auto_report(o)] if o.auto else []
     run: dict[str, Any] = {"run_id": None,
                            "tracking_uri": tracking_uri or default_tracking_uri()}
     twin_run: dict[str, Any] = {}
@@ -184,6 +185,31 @@ def _auto_total(o: RunOutcome) -> dict[str, Any] | None:
         return None
     return {**o.auto, "epsilon_total": float(o.auto["epsilon_choice"])
             + float(o.report.epsilon or 0.0)}
+
+
+def auto_report(o: RunOutcome) -> str:
+    """Write ``auto.json``, ``dpgnn run auto``'s report of the run (an MLflow artifact):
+    the choice (method, rule, inputs, evidence, the ε and δ it spent, ``epsilon_total``)
+    and both ledgers, the noisy statistic's (when bought) and the method's; returns its
+    path (``$DPGNN_HOME/artifacts/auto-report/<key>/auto.json``, one per release)."""
+    from dpgnn_core.io import sha256_json, write_json_atomic
+    from dpgnn_core.privacy import GaussianEvent, Ledger
+    from tasks.config import project_dir
+
+    auto = _auto_total(o) or {}
+    stat = auto.get("statistic") or {}
+    choice_ledger = Ledger().add(GaussianEvent(
+        noise_multiplier=float(stat["noise_multiplier"]), level=stat["level"],
+        relation="add_remove")).to_dict() if stat.get("bought") else None
+    body = {"auto": auto, "method_release": (o.report.release or {}).get("id"),
+            "ledgers": {"choice": choice_ledger, "method": o.ledger},
+            "epsilon": {"choice": auto.get("epsilon_choice"), "method": o.report.epsilon,
+                        "total": auto.get("epsilon_total"),
+                        "composition": "basic: the choice's (ε, δ) plus the method's"}}
+    folder = project_dir() / "artifacts" / "auto-report" / sha256_json(body)[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "auto.json", body)
+    return str(folder / "auto.json")
 
 
 def auto_params(auto: dict[str, Any]) -> dict[str, Any]:
@@ -254,7 +280,7 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "cache": o.states,
     }
 
-__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "auto_params", "log_twin",
-           "point_privacy", "privacy_params", "privacy_tags", "record_run", "release_status",
-           "resolved_spec", "resumed_status", "run_name", "run_summary", "with_auto",
-           "with_odometer", "with_twin"]
+__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "auto_params", "auto_report",
+           "log_twin", "point_privacy", "privacy_params", "privacy_tags", "record_run",
+           "release_status", "resolved_spec", "resumed_status", "run_name", "run_summary",
+           "with_auto", "with_odometer", "with_twin"]

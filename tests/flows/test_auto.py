@@ -169,3 +169,20 @@ def test_the_summary_and_the_mlflow_page_say_what_was_chosen_and_spent(
     assert f"ε spent on the choice {spent:.4g}" in line and line.endswith("total ε 4")
     print_summary(summary, as_json=True)
     assert json.loads(capsys.readouterr().out)["auto"]["epsilon_total"] == pytest.approx(4)
+
+    # its report, auto.json (an MLflow artifact): the choice and both ledgers
+    from dpgnn_core.home import using_home
+    from dpgnn_core.privacy import Ledger
+    from dpgnn_core.privacy import epsilon as eps_of
+    from tasks.refs import report_of
+    from tasks.run_record import RunOutcome, auto_report
+
+    outcome = RunOutcome(ds={}, spec=None, method="dpdgc-kndp",  # type: ignore[arg-type]
+                         report=report_of({"method": "dpdgc-kndp"}), ledger={"events": []},
+                         budget={}, model={}, ev={}, states={}, auto=choice.as_dict())
+    with using_home(tmp_path / "home"):
+        written = json.loads(Path(auto_report(outcome)).read_text())
+    assert written["auto"]["method"] == "dpdgc-kndp" and written["ledgers"]["method"] == \
+        {"events": []}
+    stat = Ledger.from_dict(written["ledgers"]["choice"])
+    assert eps_of(stat, choice.delta_choice, accountant="pld") == pytest.approx(spent)
