@@ -35,6 +35,7 @@ def pipeline(
     refresh: bool = False,
     explain_graphs: int = 20,
     allow_non_private_release: bool = False,
+    auto: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then the method ``spec``
     names (``spec.method``; the registry decides everything else).
@@ -56,6 +57,10 @@ def pipeline(
             graph classifier's non-private twin) release on a dataset with a budget, which
             refuses it otherwise; recorded in the odometer and on the MLflow run
             (:func:`tasks.budget.admit_non_private`). (default: :obj:`False`)
+        auto (dict, optional): what ``dpgnn run auto`` chose for ``spec``
+            (:class:`dpgnn_core.methods.auto.Choice` as a dict; :func:`auto_pipeline`
+            passes it), shown in the summary and on the MLflow run; it must name
+            ``spec``'s method.
 
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
@@ -73,6 +78,8 @@ def pipeline(
     if (dataset is None) == (ingest_spec is None):
         raise ValueError("pass exactly one of dataset (a folder) or ingest_spec")
     the_method = method_for(spec)  # the one place the method is decided
+    if auto is not None and auto.get("method") != the_method.name:
+        raise ValueError(f"auto names {auto.get('method')!r}, the spec {the_method.name!r}")
     states: dict[str, str] = {}
     if dataset is not None:
         ds = dataset_summary(dataset)
@@ -114,8 +121,22 @@ def pipeline(
                          run_tags=the_method.run_tags(spec),
                          extra_metrics=the_method.extra_metrics, non_private_tags=np_tags,
                          twin_spec=twin_spec, twin=twin, twin_tags=twin_tags,
-                         explained=explained)
+                         explained=explained, auto=auto)
     run, twin_run, mlflow_error = record_run(outcome, tracking_uri, experiment, started_ms)
     if mlflow_error:
         get_run_logger().warning(mlflow_error)
     return run_summary(outcome, run, twin_run, mlflow_error)
+
+
+def auto_pipeline(request: Any, dataset: str, **kwargs: Any) -> dict[str, Any]:
+    """``dpgnn run auto`` from Python: choose the method and recipe for ``request`` (a
+    :class:`dpgnn_core.methods.auto.AutoRequest`) from what its level makes public about
+    the dataset folder ``dataset``, or from a noisy mean degree charged to its budget
+    (:func:`tasks.auto_choice.decide`), then run the :func:`pipeline` flow on the chosen
+    spec, the choice recorded; ``kwargs`` are the flow's other parameters."""
+    from tasks.auto_choice import decide
+
+    spec, choice = decide(request, dataset)
+    summary: dict[str, Any] = pipeline(spec=spec, dataset=dataset, auto=choice.as_dict(),
+                                       **kwargs)
+    return summary

@@ -475,6 +475,31 @@ def privacy_tags(report: PrivacyReport, state: str, *,
     return tags
 
 
+def with_auto(tags: dict[str, str], auto: dict[str, Any] | None) -> dict[str, str]:
+    """``tags`` with what ``dpgnn run auto`` chose (``auto``: its
+    :class:`~dpgnn_core.methods.auto.Choice` as a dict): the method, the rule and the
+    public inputs it read, and the ε the choice spent, as ``dpgnn.auto.*`` tags and a line
+    of the run's description."""
+    if not auto:
+        return tags
+    inputs = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in auto["inputs"].items())
+    out = {**tags, "dpgnn.auto": "true", "dpgnn.auto.method": str(auto["method"]),
+           "dpgnn.auto.rule": f"{auto['rule']}: {auto['rule_words']}",
+           "dpgnn.auto.inputs": inputs[:5000],
+           "dpgnn.auto.epsilon_choice": f"{float(auto['epsilon_choice']):.4g}",
+           "dpgnn.auto.method_epsilon": f"{float(auto['method_epsilon']):.4g}",
+           **({"dpgnn.auto.epsilon_total": f"{float(auto['epsilon_total']):.4g}"}
+              if auto.get("epsilon_total") is not None else {})}
+    line = (f"**Chosen by `dpgnn run auto`:** {auto['method']} by rule {auto['rule']} "
+            f"({auto['rule_words']}), from the inputs {inputs}; ε spent on the "
+            f"choice: {float(auto['epsilon_choice']):.4g} ({auto['note']}). Evidence: "
+            f"{auto['evidence']}")
+    note = tags.get("mlflow.note.content")
+    out["mlflow.note.content"] = f"{note}\n\n{line}" if note else line
+    return out
+
+
 def with_twin(tags: dict[str, str], twin_run: dict[str, Any]) -> dict[str, str]:
     """``tags`` whose run description names the non-private twin's own MLflow run."""
     if not twin_run or "mlflow.note.content" not in tags:

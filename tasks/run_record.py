@@ -25,6 +25,7 @@ from tasks.run_page import (  # the run page's privacy, also read by tracking's 
     resolved_spec,
     resumed_status,
     run_name,
+    with_auto,
     with_odometer,
     with_twin,
 )
@@ -84,6 +85,7 @@ class RunOutcome:
         twin_spec, twin, twin_tags, explained: a private graph classifier's non-private
             twin (spec, model reference, override tags) and the GNNExplainer comparison;
             empty when there is none.
+        auto (dict, optional): what ``dpgnn run auto`` chose (its ``Choice`` as a dict).
     """
 
     ds: DatasetRef
@@ -102,6 +104,7 @@ class RunOutcome:
     twin: dict[str, Any] = field(default_factory=dict)
     twin_tags: dict[str, str] = field(default_factory=dict)
     explained: dict[str, Any] = field(default_factory=dict)
+    auto: dict[str, Any] | None = None
 
 
 def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started_ms: int
@@ -122,12 +125,14 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
     spec_params = o.spec.model_dump(mode="json")
     privacy = privacy_params(report, o.ledger, spec_params)
     params = {"method": o.method, "privacy": privacy,
+              **({"auto": auto_params(o.auto)} if o.auto else {}),
               "train": resolved_spec(spec_params, privacy),
               "dataset": {"name": ds["name"], "path": ds["path"],
                           "content_sha256": ds["content_sha256"]}}
     artifacts = [str(Path(ds["path"]) / "manifest.json"), str(mdir / "manifest.json"),
                  str(mdir / "history.json"), str(Path(o.ev["path"]) / "metrics.json")]
     artifacts += [str(mdir / f) for f in ("ledger.json", "report.json") if (mdir / f).is_file()]
+    artifacts += [auto_report(o)] if o.auto else []
     run: dict[str, Any] = {"run_id": None,
                            "tracking_uri": tracking_uri or default_tracking_uri()}
     twin_run: dict[str, Any] = {}
@@ -136,8 +141,8 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
         if o.explained:  # the non-private twin: its own run, never the private run's page
             twin_run = log_twin(ds, o.twin_spec, o.twin, o.explained, o.twin_tags,
                                 tracking_uri, experiment)
-        described = with_odometer(with_twin(privacy_tags(report, o.states.get("train", ""),
-                                                         privacy=privacy), twin_run),
+        page = privacy_tags(report, o.states.get("train", ""), privacy=privacy)
+        described = with_odometer(with_auto(with_twin(page, twin_run), _auto_total(o)),
                                   o.budget, level=report.level, relation=report.relation)
         run = log_run(
             run_name=run_name(o.method, ds["name"], report, o.spec.seed),
@@ -173,6 +178,49 @@ def record_run(o: RunOutcome, tracking_uri: str | None, experiment: str, started
             "tracking URI works to log it (the cached model is reused"
             + (", no new privacy cost)" if report.private else ")"))
     return run, twin_run, None
+
+
+def _auto_total(o: RunOutcome) -> dict[str, Any] | None:
+    """``dpgnn run auto``'s choice with ``epsilon_total``: the ε the choice spent plus the
+    chosen method's, from its ledger (basic composition: the user's ε)."""
+    if not o.auto:
+        return None
+    return {**o.auto, "epsilon_total": float(o.auto["epsilon_choice"])
+            + float(o.report.epsilon or 0.0)}
+
+
+def auto_report(o: RunOutcome) -> str:
+    """Write ``auto.json``, ``dpgnn run auto``'s report of the run (an MLflow artifact):
+    the choice (method, rule, inputs, evidence, the ε and δ it spent, ``epsilon_total``)
+    and both ledgers, the noisy statistic's (when bought) and the method's; returns its
+    path (``$DPGNN_HOME/artifacts/auto-report/<key>/auto.json``, one per release)."""
+    from dpgnn_core.io import sha256_json, write_json_atomic
+    from dpgnn_core.privacy import GaussianEvent, Ledger
+    from tasks.config import project_dir
+
+    auto = _auto_total(o) or {}
+    stat = auto.get("statistic") or {}
+    choice_ledger = Ledger().add(GaussianEvent(
+        noise_multiplier=float(stat["noise_multiplier"]), level=stat["level"],
+        relation="add_remove")).to_dict() if stat.get("bought") else None
+    body = {"auto": auto, "method_release": (o.report.release or {}).get("id"),
+            "ledgers": {"choice": choice_ledger, "method": o.ledger},
+            "epsilon": {"choice": auto.get("epsilon_choice"), "method": o.report.epsilon,
+                        "total": auto.get("epsilon_total"),
+                        "composition": "basic: the choice's (ε, δ) plus the method's"}}
+    folder = project_dir() / "artifacts" / "auto-report" / sha256_json(body)[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "auto.json", body)
+    return str(folder / "auto.json")
+
+
+def auto_params(auto: dict[str, Any]) -> dict[str, Any]:
+    """The MLflow params of ``dpgnn run auto``'s choice: the method, the rule, the ε the
+    choice spent and each public input read."""
+    return {"method": auto["method"], "rule": auto["rule"],
+            "epsilon_choice": auto["epsilon_choice"], "delta_choice": auto["delta_choice"],
+            "method_epsilon": auto["method_epsilon"], "inputs": dict(auto["inputs"]),
+            **({"statistic": dict(auto["statistic"])} if auto.get("statistic") else {})}
 
 
 def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
@@ -226,6 +274,7 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "mlflow_error": mlflow_error,  # None when the run was logged
         **({"mlflow_url": run_url(run["tracking_uri"], run["experiment_id"], run["run_id"])}
            if run["run_id"] and run["tracking_uri"].startswith(("http:", "https:")) else {}),
+        **({"auto": _auto_total(o)} if o.auto else {}),
         **({"structure_defaults": dict(report.structure_defaults)}
            if report.structure_defaults else {}),
         "artifacts_dir": o.model["path"],
@@ -233,6 +282,7 @@ def run_summary(o: RunOutcome, run: dict[str, Any], twin_run: dict[str, Any],
         "cache": o.states,
     }
 
-__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "log_twin", "point_privacy",
-           "privacy_params", "privacy_tags", "record_run", "release_status", "resolved_spec",
-           "resumed_status", "run_name", "run_summary", "with_odometer", "with_twin"]
+__all__ = ["RELEASE_ID_CHARS", "TWIN_NOTE", "RunOutcome", "auto_params", "auto_report",
+           "log_twin", "point_privacy", "privacy_params", "privacy_tags", "record_run",
+           "release_status", "resolved_spec", "resumed_status", "run_name", "run_summary",
+           "with_auto", "with_odometer", "with_twin"]

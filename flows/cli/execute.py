@@ -21,9 +21,11 @@ from flows.cli.summary import print_summary
 
 def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
              experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
-             allow_non_private_release: bool = False) -> None:
+             allow_non_private_release: bool = False,
+             auto: dict[str, Any] | None = None) -> None:
     """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
-    that need only the spec and the dataset's manifest run first, before Prefect starts."""
+    that need only the spec and the dataset's manifest run first, before Prefect starts.
+    ``auto``: what ``dpgnn run auto`` chose (the flow records it)."""
     manifest_path = dataset / "manifest.json"
     if not manifest_path.is_file():
         error(f"{dataset} is not a dataset folder (no manifest.json); create one with "
@@ -73,7 +75,8 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             summary = run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
                                     explain_graphs=explain_graphs,
-                                    allow_non_private_release=allow_non_private_release)
+                                    allow_non_private_release=allow_non_private_release,
+                                    **({"auto": auto} if auto else {}))
         except DpgnnError as e:
             error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e

@@ -289,4 +289,68 @@ def _register_commands() -> None:
             _make_command(name, spec_type))
 
 
+@run_app.command(name="auto", short_help="choose the method and recipe for a protection "
+                 "level from what the level makes public, and train it")
+def auto(
+    dataset: Annotated[Path, typer.Option(help="An ingested dataset folder (dpgnn ingest).")],
+    level: Annotated[str, typer.Option(
+        help="What one neighbouring change may alter: node (a node with its features, label "
+        "and edges; needs --max-degree), k_neighbor (a node's features and label and up to "
+        "--k of its edges), node_feature (a node's features and label, structure public) or "
+        "edge (one edge).")],
+    epsilon: Annotated[float, typer.Option(
+        help="Target ε of the whole run: the choice and the chosen method together (a "
+        "noisy mean degree bought at node or k_neighbor level is taken from it).")],
+    delta: Annotated[float | None, typer.Option(
+        help="δ of the whole run (default: 1/(10 N_train), as every method's).",
+        show_default=False)] = None,
+    max_degree: Annotated[int | None, typer.Option(
+        help="Degree bound D, required at --level node (every degree must be <= D).",
+        show_default=False)] = None,
+    k: Annotated[int | None, typer.Option(
+        help="Edges protected with a node at --level k_neighbor (default: 1).",
+        show_default=False)] = None,
+    seed: Annotated[int, typer.Option(
+        help="Seeds initialisation only (noise and sampling are secret).")] = 0,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    tracking_uri: Annotated[str | None, typer.Option(
+        help="MLflow tracking URI (default: SQLite under the project).")] = None,
+    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "dpgnn",
+    refresh: Annotated[bool, typer.Option(
+        "--refresh", help="Recompute cached steps (a private step is then a new release).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Print one JSON object on stdout.")] = False,
+) -> None:
+    """auto: choose the method and recipe for a protection level from what that level makes
+    public about the dataset, or, at node and k_neighbor level, from a noisy mean degree
+    bought with accounted ε (the rule table and its evidence: dpgnn_core/methods/auto.py,
+    docs/user-guide.md), then run it as `dpgnn run METHOD` would: cached, charged to the
+    budget, logged to MLflow, the choice and every ε it spent in the summary."""
+    from flows.cli.common import error
+    from flows.cli.execute import execute
+
+    try:
+        from dpgnn_core.errors import DpgnnError
+        from dpgnn_core.methods.auto import AutoRequest
+
+        request = AutoRequest(level=level, epsilon=epsilon, delta=delta,
+                              max_degree=max_degree, k=k, seed=seed, device=device)
+        if not (dataset / "manifest.json").is_file():
+            raise ValueError(f"{dataset} is not a dataset folder (no manifest.json); create "
+                             "one with `dpgnn ingest`")
+        from tasks.auto_choice import decide  # the noisy statistic charged, cached
+
+        spec, choice = decide(request, dataset)
+    except (DpgnnError, OSError, ValueError) as e:
+        error(" ".join(str(e).split()))
+        raise typer.Exit(2) from e
+    if not as_json:
+        from flows.cli.summary import auto_line
+
+        typer.echo(f"auto: {auto_line(choice.as_dict())}", err=True)
+    execute(choice.method, spec, dataset, tracking_uri=tracking_uri, experiment=experiment,
+            refresh=refresh, as_json=as_json, auto=choice.as_dict())
+
+
 _register_commands()

@@ -41,6 +41,22 @@ def structure_defaults_line(chosen: dict[str, Any]) -> str:
     return f"{vals} [{chosen.get('rule')}{read}]"
 
 
+def auto_line(auto: dict[str, Any]) -> str:
+    """What ``dpgnn run auto`` chose, by which rule, from which public inputs, and the ε
+    the choice spent."""
+    inputs = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in auto.get("inputs", {}).items())
+    spent = float(auto.get("epsilon_choice", 0.0))
+    cost = (f"ε spent on the choice {spent:.4g} (δ {float(auto.get('delta_choice', 0)):.3g}),"
+            f" the method calibrated to ε {float(auto.get('method_epsilon', 0)):.4g}"
+            if spent > 0 else "no ε spent on the choice; the method calibrated to ε "
+            f"{float(auto.get('method_epsilon', 0)):.4g}")
+    total = auto.get("epsilon_total")
+    return (f"chose {auto.get('method')} by rule {auto.get('rule')} "
+            f"({auto.get('rule_words')}) from {inputs}; {cost}"
+            + (f"; total ε {float(total):.4g}" if total is not None else ""))
+
+
 def epsilon_text(summary: dict[str, Any]) -> str:
     """ε spent, and of the target where the summary has it, read alike as the progress
     line reads them (:func:`tasks.progress.format_epsilon_pair`): ``0.00e+00 of
@@ -69,6 +85,8 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
     typer.echo(f"{summary['method']} on {summary['dataset']} (seed {summary['seed']}): "
                f"test accuracy {fmt(summary['test_accuracy'])}, "
                f"val accuracy {fmt(summary['val_accuracy'])}  [{privacy}]")
+    if summary.get("auto"):
+        typer.echo(f"  auto       {auto_line(summary['auto'])}")
     if summary.get("structure_defaults"):
         typer.echo(f"  defaults   {structure_defaults_line(summary['structure_defaults'])}")
     if summary.get("privacy_report"):
