@@ -8,6 +8,7 @@ Ctrl-C at a step's end and the one line that says what a stopped run kept.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -238,22 +239,28 @@ def refuse_over_plan(spec: Any, manifest: dict[str, Any], dataset: Path | None =
         BudgetExceeded: the budget's own message (it says that nothing was trained).
     """
     ledger = _early_charge_ledger(spec, manifest, dataset, refresh)
-    if ledger is None:
+    charge = charge_of(spec, ledger) if ledger is not None else None
+    if charge is None:
         return
     from tasks.budget import store
 
-    s, sha = store(), str(manifest.get("content_sha256", ""))
+    # BudgetExceeded: "... Nothing was trained. See `dpgnn budget show`."
+    store().check(str(manifest.get("content_sha256", "")), charge)
+
+
+def charge_of(spec: Any, ledger: Any) -> Any:
+    """What the flow's gate charges for ``spec``'s planned ``ledger``
+    (:meth:`tasks.budget.TaskGate._charge`): the ledger, or ε = ∞ at its one unit with
+    insecure reproducible noise (None where that unit is not one)."""
     from dpgnn_core.privacy.odometer import Charge
 
     levels = {(e.level, e.relation) for e in ledger.events}
     if getattr(spec, "insecure_reproducible_noise", False):  # as the flow's gate charges it
         if len(levels) != 1:
-            return
+            return None
         ((unit, rel),) = levels
-        charge = Charge(fixed=(float("inf"), 0.0, unit, rel))
-    else:
-        charge = Charge(ledger)
-    s.check(sha, charge)  # BudgetExceeded: "... Nothing was trained. See `dpgnn budget show`."
+        return Charge(fixed=(float("inf"), 0.0, unit, rel))
+    return Charge(ledger)
 
 
 def _early_charge_ledger(spec: Any, manifest: dict[str, Any], dataset: Path | None,
@@ -281,6 +288,7 @@ def structure_of(dataset: Path | None, manifest: dict[str, Any]) -> Any:
     if dataset is None:
         return None
 
+    @functools.cache
     def read() -> tuple[Any, int]:
         from dpgnn_core.data.store import read_edges
 

@@ -103,6 +103,10 @@ def sweep_command(
 
         preflight_private_selection(spec, pts, int(  # E[K] and its floor, before Prefect
             manifest.get("split_counts", {}).get("train", 0)))
+        from flows.cli.sweep_budget import refuse_sweep_over_budget
+
+        refuse_sweep_over_budget(spec, pts, manifest, refresh=refresh,
+                                 allow_non_private_release=allow_non_private_release)
     except (DpgnnError, OSError, ValueError) as e:
         error(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e
