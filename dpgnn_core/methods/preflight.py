@@ -290,27 +290,19 @@ def release_levels(spec: Any) -> tuple[tuple[str, str], ...]:
 WIDTHS = ("hidden", "encoder_dim")
 
 
-def physical_memory() -> int:
-    """This machine's physical memory in bytes (0 where the system does not say)."""
-    import os
-
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
 def check_model_size(spec: Any, manifest: Mapping[str, Any], memory: int | None = None
                      ) -> None:
     """Check 9: refuse a width whose model clearly cannot fit ``memory`` (default: this
-    machine's, :func:`physical_memory`). Every model of the catalogue has a layer of
-    width × classes (its output layer, or GAP's encoder head), whose float32 weights and
-    gradients alone take 8 bytes per parameter: a lower bound, so nothing that could fit is
-    refused.
+    machine's, :func:`dpgnn_core.environment.physical_memory`). Every model of the
+    catalogue has a layer of width × classes (its output layer, or GAP's encoder head),
+    whose float32 weights and gradients alone take 8 bytes per parameter: a lower bound,
+    so nothing that could fit is refused.
 
     Raises:
         DataError: naming the option and its value.
     """
+    from dpgnn_core.environment import physical_memory
+
     memory = physical_memory() if memory is None else memory
     classes = max(int(manifest.get("num_classes") or 0), 2)
     for field in WIDTHS:

@@ -3,6 +3,8 @@ found raw: each is one ``error:`` line naming the option, file or value, before 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flows.cli import app
@@ -24,3 +26,20 @@ def test_privacy_options_are_named(args: list[str], says: str) -> None:
     line = one_error_line(r.output)
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert line.startswith(f"error: {says}"), line
+
+
+@pytest.mark.parametrize(("options", "names"), [
+    (["num_nodes=1000000000000"], "--option num_nodes=1000000000000: generating a graph"),
+    (["num_nodes=300", "avg_degree=1e12"], "--option avg_degree=1000000000000.0: "),
+    (["kind=\"er_graphs\"", "num_graphs=1000000000000"], "--option num_graphs="),
+])
+def test_a_synthetic_graph_beyond_memory_is_refused_up_front(
+        tmp_path: Path, options: list[str], names: str) -> None:
+    """Was a raw MemoryError (num_nodes) or ran without end (avg_degree)."""
+    args = [a for o in options for a in ("-o", o)]
+    r = runner.invoke(app, ["--home", str(tmp_path / "home"), "ingest", "--format",
+                            "synthetic", *args, "--out", str(tmp_path / "x")])
+    line = one_error_line(r.output)
+    assert r.exit_code == 1 and line.startswith(f"error: {names}"), r.output
+    assert "GiB of memory, more than this machine's" in line
+    assert not (tmp_path / "x").exists()
