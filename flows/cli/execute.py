@@ -39,6 +39,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # method's pre-flight, which the flow runs too; it imports no torch)
+        common.check_experiment(experiment)
         manifest = load_manifest(manifest_path)
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())

@@ -64,6 +64,7 @@ def sweep_command(
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
     from flows.cli.common import (
+        check_experiment,
         error,
         server_ready,
         server_watched,
@@ -72,6 +73,7 @@ def sweep_command(
     )
 
     try:
+        check_experiment(experiment)
         spec = load_sweep_spec(spec_file)
         pts = points(spec)
         clilog.check_home(project_dir())

@@ -58,6 +58,9 @@ def _one_error(r: Any, code: int) -> str:
     # was a raw RuntimeError ("can't allocate memory") after Prefect started, 28 s in
     (["dp-gcn", "--epsilon", "1", "--hidden", str(10**12)], {}, "--hidden 1000000000000: "
      "the model's layer of 1000000000000 × 5 classes alone needs"),
+    # trained and was charged, then warned that MLflow refused the name
+    (["dp-mlp", "--epsilon", "1", "--experiment", ""], {},
+     "--experiment '': an MLflow experiment needs a name"),
 ])
 def test_bad_run_input_is_one_line_before_prefect(dataset: Path, args: list[str],
                                                   env: dict[str, str], needle: str,
