@@ -95,3 +95,16 @@ def test_utf8_labels_are_read_as_text(tmp_path: Path) -> None:
                             str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert "café" in json.dumps(read_manifest(tmp_path / "out"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name", ["../../evil", "a/b", "..", "a\\b", " ", "x\ny"])
+def test_a_dataset_name_with_a_path_in_it_is_refused(tmp_path: Path, name: str) -> None:
+    """``--name ../../evil`` was accepted (a sweep's ingested dataset is stored in a
+    folder named after it)."""
+    r = runner.invoke(app, ["--home", str(tmp_path / "home"), "ingest", "--format",
+                            "synthetic", "-o", "num_nodes=50", "--name", name, "--out",
+                            str(tmp_path / "out")])
+    line = one_error_line(r.output)
+    assert r.exit_code == 1 and line.startswith(f"error: --name {name!r}: a dataset name"), \
+        r.output
+    assert not (tmp_path / "out").exists()
