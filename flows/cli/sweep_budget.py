@@ -19,6 +19,7 @@ later, exit 1).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,7 @@ def refuse_sweep_over_budget(spec: Any, pts: list[Any], manifest: dict[str, Any]
         return
     ds = {"content_sha256": sha, "name": manifest.get("name", Path(spec.dataset).name),
           "path": str(Path(spec.dataset).resolve())}
-    if not allow_non_private_release:
-        _refuse_all_refused(spec, ds, pts)
+    pts = _admitted(spec, ds, pts, allow_non_private_release)
     if any(r.status == "reserved" for r in s.summary(bid).records):
         return
     charges, count = _charges(spec, pts, manifest, refresh)
@@ -59,15 +59,30 @@ def refuse_sweep_over_budget(spec: Any, pts: list[Any], manifest: dict[str, Any]
                 "this run requests", "they request")) from e
 
 
-def _refuse_all_refused(spec: Any, ds: dict[str, Any], pts: list[Any]) -> None:
-    """Refuse a sweep every point of which the budget refuses outright (the flow's
-    :func:`flows.sweep.admitted`, without the override, which records nothing)."""
-    from flows.sweep import admitted
+def _admitted(spec: Any, ds: dict[str, Any], pts: list[Any], allowed: bool) -> list[Any]:
+    """The points the flow will run (:func:`flows.sweep.admitted`, which records nothing
+    without the override; with it, the points whose release bounds the protected units);
+    a sweep none of whose points is admitted is refused."""
+    if allowed:
+        from dpgnn_core.methods.preflight import release_levels
+        from tasks.budget import UnitNotBounded, admit_units
 
-    _allowed, refused, left = admitted(ds, pts, False)
+        left, first = [], None
+        for p in pts:
+            try:
+                admit_units(ds, p.method, release_levels(p.spec))
+                left.append(p)
+            except UnitNotBounded as e:
+                first = first or str(e)
+    else:
+        from flows.sweep import admitted
+
+        _allowed, refused, left = admitted(ds, pts, False)
+        first = str(refused[0]["refused"]) if refused else None
     if pts and not left:
         raise PrivacyError(f"sweep {spec.name}: the budget refuses each of its {len(pts)} "
-                           f"point(s), so nothing would run: {refused[0]['refused']}")
+                           f"point(s), so nothing would run: {first}")
+    return list(left)
 
 
 def _charges(spec: Any, pts: list[Any], manifest: dict[str, Any], refresh: bool
@@ -89,12 +104,17 @@ def _charges(spec: Any, pts: list[Any], manifest: dict[str, Any], refresh: bool
 
     s, sha = store(), str(manifest.get("content_sha256", ""))
     structure = structure_of(Path(spec.dataset), manifest)
+    plans: dict[str, Any] = {}  # points that differ only in their seed plan alike
     charges = []
     for p in pts:
         if p.epsilon is None or (not refresh and s.released_plan(
                 sha, plan_key({"content_sha256": sha}, p.spec))):
             continue
-        ledger = planned_ledger(p.spec, n_train(p.spec, manifest), structure)
+        key = json.dumps({k: v for k, v in p.spec.model_dump(mode="json").items()
+                          if k != "seed"}, sort_keys=True)
+        if key not in plans:
+            plans[key] = planned_ledger(p.spec, n_train(p.spec, manifest), structure)
+        ledger = plans[key]
         charge = charge_of(p.spec, ledger) if ledger is not None else None
         if charge is not None:
             charges.append(charge)

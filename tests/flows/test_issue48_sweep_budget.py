@@ -70,6 +70,10 @@ def test_a_sweep_of_only_refused_points_is_refused_before_prefect(
     assert r.exit_code == 2, r.output
     assert line.startswith("error: sweep b: the budget refuses each of its 1 point(s)")
     assert "--allow-non-private-release" in line
+    r = runner.invoke(app, [*_sweep(tmp_path, monkeypatch, 'seeds = [0]\n\n[[methods]]\n'
+                                    'method = "mlp"\ngrid = {epochs = [2]}\n'),
+                            "--allow-non-private-release"])  # allowed: it starts
+    assert isinstance(r.exception, Started), r.output
 
 
 def test_a_private_selection_beyond_the_budget_is_refused_before_prefect(
