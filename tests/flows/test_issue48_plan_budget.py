@@ -141,3 +141,38 @@ def test_the_graph_methods_plans_beyond_the_budget_are_refused_before_prefect(
     assert lines[0].startswith("error: privacy budget") and "Nothing was trained" in lines[0]
     r = runner.invoke(app, [*run, "--epsilon", "0.5"])  # a plan that fits goes on
     assert isinstance(r.exception, Started), r.output
+
+
+def test_a_released_plan_is_left_to_the_flow_unless_refreshed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan already released on the dataset is re-used by the flow at no cost (or
+    refused there as a lost release): the early check must not refuse it as a new charge;
+    with --refresh it is one."""
+    import flows.cli.common
+    from dpgnn_core.methods.registry import get
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import plan_key, store
+
+    class Started(Exception):
+        pass
+
+    def started(*a: object, **kw: object) -> None:
+        raise Started
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+    ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=50.0,
+                                       epsilon=0.01)
+    spec = get("dp-mlp").spec(epsilon=0.6, delta=1e-4, steps=20)
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    ledger = planned_ledger(spec, 100)
+    assert ledger is not None
+    rid = store().reserve(sha, "ds", str(ds), Charge(ledger), method="dp-mlp", run_id="r",
+                          delta=1e-4, epsilon=0.6,
+                          plan_key=plan_key({"content_sha256": sha}, spec))
+    store().mark_spent(rid, release_id="released-before")
+    run = [*home, "run", "dp-mlp", "--epsilon", "0.6", "--delta", "1e-4", "--steps", "20",
+           "--dataset", str(ds)]
+    r = runner.invoke(app, run)
+    assert isinstance(r.exception, Started), r.output
+    r = runner.invoke(app, [*run, "--refresh"])
+    assert r.exit_code == 2 and "Nothing was trained" in r.output, r.output
