@@ -104,7 +104,7 @@ def _charges(spec: Any, pts: list[Any], manifest: dict[str, Any], refresh: bool
 
     s, sha = store(), str(manifest.get("content_sha256", ""))
     structure = structure_of(Path(spec.dataset), manifest)
-    plans: dict[str, Any] = {}  # points that differ only in their seed plan alike
+    planned: dict[str, Any] = {}  # points that differ only in their seed plan alike
     charges = []
     for p in pts:
         if p.epsilon is None or (not refresh and s.released_plan(
@@ -112,9 +112,9 @@ def _charges(spec: Any, pts: list[Any], manifest: dict[str, Any], refresh: bool
             continue
         key = json.dumps({k: v for k, v in p.spec.model_dump(mode="json").items()
                           if k != "seed"}, sort_keys=True)
-        if key not in plans:
-            plans[key] = planned_ledger(p.spec, n_train(p.spec, manifest), structure)
-        ledger = plans[key]
+        if key not in planned:
+            planned[key] = planned_ledger(p.spec, n_train(p.spec, manifest), structure)
+        ledger = planned[key]
         charge = charge_of(p.spec, ledger) if ledger is not None else None
         if charge is not None:
             charges.append(charge)
