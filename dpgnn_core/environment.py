@@ -47,3 +47,13 @@ def check_environment() -> None:
         DataError: the first variable whose value is wrong.
     """
     checkpoint_seconds()
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (0 where the system does not say): what the
+    size checks of a model (``--hidden``) or a generated graph (``-o num_nodes``) compare
+    with before any work."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return 0

@@ -367,19 +367,22 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
             self._save_rdp(db)
             return rid
 
-    def _admit(self, db: sqlite3.Connection, b: Budget, charge: Charge) -> None:
-        """Raise :class:`BudgetExceeded` unless the budget's filter admits ``charge`` for
-        every protected unit (the post hoc figures only word the refusal)."""
+    def _admit(self, db: sqlite3.Connection, b: Budget, charge: Charge | Sequence[Charge]
+               ) -> None:
+        """Raise :class:`BudgetExceeded` unless the budget's filter admits ``charge`` (or
+        every charge of a sequence, one after the other) for every protected unit (the
+        post hoc figures only word the refusal)."""
         assert b.epsilon is not None and b.delta is not None
         flt = self._filter(db, b)
         before = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
-        after = [*before, charge]
+        new = [charge] if isinstance(charge, Charge) else list(charge)
+        after = [*before, *new]
         for unit in flt.protected(after):
             state = _state(b, flt, after, unit)
             if state.admits:
                 continue
             spent = compose(before, b.delta, [unit])[unit].epsilon if before else 0.0
-            alone = compose([charge], b.delta, [unit])[unit].epsilon
+            alone = compose(new, b.delta, [unit])[unit].epsilon
             cum = compose(after, b.delta, [unit])[unit].epsilon
             if state.note:
                 reason = f"for this unit {state.note}"
@@ -393,14 +396,17 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
             raise BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit, spent, alone, cum,
                                  b.epsilon, b.delta, reason)
 
-    def check(self, sha256: str, charge: Charge) -> None:
+    def check(self, sha256: str, charge: Charge | Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceeded` as :meth:`reserve` would, recording nothing (a
-        staged run's plan, before a stage that releases nothing private trains)."""
+        staged run's plan, before a stage that releases nothing private trains); a
+        sequence of charges is checked as if reserved one after the other (a sweep's
+        points, before the sweep starts)."""
         bid = self.budget_id(sha256)
+        units = (charge.units() if isinstance(charge, Charge)
+                 else set().union(*(c.units() for c in charge)))
         with self._tx(write=False) as db:
             b = self._budget(db, bid) if bid is not None else None
-            if b is not None and b.epsilon is not None and b.delta is not None \
-                    and charge.units():
+            if b is not None and b.epsilon is not None and b.delta is not None and units:
                 self._load_rdp(db)
                 self._admit(db, b, charge)
         self._flush_rdp()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,28 @@ class _SplitFractions(_Options):
         return v
 
 
+def refuse_beyond_memory(options: BaseModel, need: float, what: str) -> None:
+    """Raise, naming the option furthest above its default, when generating ``what``
+    needs more than ``need`` bytes and that exceeds this machine's memory (a lower bound:
+    nothing that could fit is refused)."""
+    from dpgnn_core.environment import physical_memory
+
+    memory = physical_memory()
+    if not memory or need <= memory:
+        return
+    fields = type(options).model_fields
+
+    def ratio(name: str) -> float:
+        value, default = getattr(options, name), fields[name].default
+        return float(value) / float(default) if isinstance(value, int | float) and \
+            isinstance(default, int | float) and default else 0.0
+
+    culprit = max((f for f in fields if f != "seed"), key=ratio)
+    raise ValueError(f"--option {culprit}={getattr(options, culprit)!r}: generating {what} "
+                     f"needs at least {need / 2**30:,.1f} GiB of memory, more than this "
+                     f"machine's {memory / 2**30:,.1f} GiB")
+
+
 class CsbmOptions(_SplitFractions):
     """:func:`~dpgnn_core.data.synthetic.csbm`.
 
@@ -108,6 +130,19 @@ class CsbmOptions(_SplitFractions):
     power_law: Annotated[float, Field(gt=2)] | None = None
     partition_nodes: Annotated[int, Field(ge=1)] | None = None
 
+    @model_validator(mode="after")
+    def _fits_memory(self) -> CsbmOptions:
+        """Refuse a graph that clearly cannot be generated here (``num_nodes=1e12`` was a
+        raw MemoryError, ``avg_degree=1e12`` ran without end): its features (4 bytes ×
+        ``num_nodes`` × ``feature_dim``) and its drawn edge keys (8 bytes × ``num_nodes``
+        × ``avg_degree``) must fit the machine's memory (with ``partition_nodes``, one
+        block's)."""
+        n = min(self.num_nodes, self.partition_nodes or self.num_nodes)
+        refuse_beyond_memory(self, 4.0 * n * self.feature_dim + 8.0 * n * self.avg_degree,
+                             f"a graph of {self.num_nodes} nodes, average degree "
+                             f"{self.avg_degree:g} and {self.feature_dim} features")
+        return self
+
 
 class ErGraphsOptions(_Options):
     """:func:`~dpgnn_core.data.synthetic.er_graphs`.
@@ -133,6 +168,17 @@ class ErGraphsOptions(_Options):
     split: Annotated[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)],
                            Annotated[int, Field(ge=0)]], Field(strict=False)] = (600, 100, 300)
     seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _fits_memory(self) -> ErGraphsOptions:
+        """As :class:`CsbmOptions`: features (4 bytes × nodes × ``feature_dim``) and the
+        edges of the denser class (16 bytes × ``num_graphs`` × ``num_nodes``² × p)."""
+        nodes = float(self.num_graphs) * self.num_nodes
+        refuse_beyond_memory(self, 4.0 * nodes * self.feature_dim
+                             + 16.0 * nodes * self.num_nodes * min(self.p),
+                             f"{self.num_graphs} graphs of {self.num_nodes} nodes and "
+                             f"{self.feature_dim} features")
+        return self
 
 
 class PlanetoidOptions(_SplitFractions):

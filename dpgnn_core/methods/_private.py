@@ -335,6 +335,32 @@ def check_weak_budget(epsilon: float | None, delta: float, n_train: int, *,
     return out
 
 
+def plan_delta(spec: Any, num_train: int, delta_scale: float = 10.0) -> float:
+    """The run's δ: ``spec.delta``, else 1/(``delta_scale`` N_train)."""
+    return spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
+
+
+def calibrate_to_target(spec: Any, plan: Callable[[float], Ledger], delta: float
+                        ) -> tuple[float, float, str]:
+    """(noise multiplier, ε, how) of a private ``spec``'s ``plan`` at ``delta``: the fixed
+    ``spec.noise_multiplier`` (its steps from :func:`resolve_steps`) and the accountant's ε
+    of it, or the noise calibrated to ``spec.epsilon``. What :func:`calibrated_plan` and
+    the early plan (:mod:`dpgnn_core.methods.early_plan`) both calibrate with."""
+    accountant = make_accountant(spec.accountant)
+    if getattr(spec, "noise_multiplier", None) is not None:
+        lam = float(spec.noise_multiplier)
+        return lam, accountant.epsilon(plan(lam), delta), ("noise fixed; trained until "
+                                                            "the budget was spent")
+    cal = calibrate_noise(plan, spec.epsilon, delta, accountant)
+    return cal.noise_multiplier, cal.epsilon, "steps fixed; noise calibrated to the budget"
+
+
+def resolve_row_plan(spec: Any, num_train: int, make_plan: LedgerFor) -> Any:
+    """``spec`` as a row-sampling fit (DP-MLP, graph classification) calibrates it: the
+    batch size adapted to N_train, then "train until spent" steps (:func:`resolve_steps`)."""
+    return resolve_steps(spec.with_batch_size(num_train), num_train, make_plan)
+
+
 def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], *,
                     method: str, protects: str, delta_scale: float = 10.0
                     ) -> tuple[Ledger, float, dict[str, Any]]:
@@ -353,7 +379,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
         privacy report.
     """
     private = spec.epsilon is not None
-    delta = spec.delta if spec.delta is not None else 1.0 / (delta_scale * num_train)
+    delta = plan_delta(spec, num_train, delta_scale)
     report: dict[str, Any] = {"method": method if private else f"{method}-non-private",
                               "private": private, "delta": delta, "steps": spec.steps,
                               "batch_size": spec.batch_size,
@@ -363,15 +389,7 @@ def calibrated_plan(spec: Any, num_train: int, plan: Callable[[float], Ledger], 
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0})
         return Ledger(), 0.0, report
     report["warnings"] = check_weak_budget(spec.epsilon, delta, num_train)
-    accountant = make_accountant(spec.accountant)
-    if getattr(spec, "noise_multiplier", None) is not None:  # steps from resolve_steps
-        lam = float(spec.noise_multiplier)
-        eps = accountant.epsilon(plan(lam), delta)
-        report["budget"] = "noise fixed; trained until the budget was spent"
-    else:
-        cal = calibrate_noise(plan, spec.epsilon, delta, accountant)
-        lam, eps = cal.noise_multiplier, cal.epsilon
-        report["budget"] = "steps fixed; noise calibrated to the budget"
+    lam, eps, report["budget"] = calibrate_to_target(spec, plan, delta)
     report.update({"epsilon": eps, "target_epsilon": spec.epsilon,
                    "noise_multiplier": lam, "accountant": spec.accountant})
     ledger = plan(lam)

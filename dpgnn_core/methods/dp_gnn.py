@@ -109,14 +109,33 @@ def _subgraphs(data: GraphData, spec: DpgnnSpec, rng: np.random.Generator,
                             progress)
 
 
+#: What the structure defaults read, on demand: () ↦ (edge_index ``[2, E]``, N).
+Structure = Callable[[], tuple[np.ndarray, int]]
+
+
 def resolve_for_data(spec: DpgnnSpec, data: GraphData, n_train: int
                      ) -> tuple[DpgnnSpec, StructureDefaults]:
     """``spec`` with an unset K and batch chosen for ``data``
     (:func:`~dpgnn_core.methods.structure_defaults.resolve`): the degrees are read only at
     level ``node_feature``, where the structure is public."""
-    stats = (structure_stats(data.edge_index, data.num_nodes, n_train)
-             if spec.level == "node_feature" else None)
+    return resolve_for_structure(spec, n_train, lambda: (data.edge_index, data.num_nodes))
+
+
+def resolve_for_structure(spec: DpgnnSpec, n_train: int, structure: Structure
+                          ) -> tuple[DpgnnSpec, StructureDefaults]:
+    """:func:`resolve_for_data` from the edge list and N that ``structure()`` returns,
+    called only at level ``node_feature`` (the early plan passes the dataset folder's)."""
+    stats = (structure_stats(*structure(), n_train) if spec.level == "node_feature"
+             else None)
     return resolve(spec, n_train, stats)
+
+
+def resolve_plan_spec(spec: DpgnnSpec, n_train: int, structure: Structure
+                      ) -> tuple[DpgnnSpec, StructureDefaults]:
+    """``spec`` as the fit calibrates it (the structure defaults, then "train until
+    spent" steps), and what the defaults chose."""
+    spec, chosen = resolve_for_structure(spec, n_train, structure)
+    return resolve_steps(spec, n_train, ledger_for), chosen
 
 
 def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
@@ -135,8 +154,8 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
     """
     n_train = check_node_task(data, spec, "DP-GNN")
     check_level(data, spec)
-    spec, chosen = resolve_for_data(spec, data, n_train)
-    spec = resolve_steps(spec, n_train, ledger_for)
+    spec, chosen = resolve_plan_spec(spec, n_train,
+                                     lambda: (data.edge_index, data.num_nodes))
     randomness = Randomness.for_spec(spec)
     sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"),
                     stage_progress(on_step, progress))

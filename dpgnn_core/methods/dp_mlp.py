@@ -17,7 +17,7 @@ from dpgnn_core.methods._private import (
     calibrated_plan,
     check_node_task,
     poisson_plan,
-    resolve_steps,
+    resolve_row_plan,
     save_model,
 )
 from dpgnn_core.models.mlp import MLP
@@ -43,8 +43,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                  ) -> DpMlpResult:
     """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
     n_train = check_node_task(data, spec, "DP-MLP")
-    spec = spec.with_batch_size(n_train)
-    spec = resolve_steps(spec, n_train, ledger_for)
+    spec = resolve_row_plan(spec, n_train, ledger_for)
     train_idx = np.flatnonzero(data.mask("train"))
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method="dp-mlp",

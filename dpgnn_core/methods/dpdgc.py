@@ -232,6 +232,25 @@ def _delta(spec: DpdgcSpec, n_train: int) -> float:
     return spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
 
 
+def calibrate_composition(spec: DpdgcSpec, make: Callable[[float], Ledger], delta: float
+                          ) -> Any:
+    """The :class:`~dpgnn_core.privacy.calibrate.Calibration` of a private ``spec``'s
+    composition ``make`` (:func:`ledger_for`) to its target ε at ``delta``: what
+    :func:`calibrate` and the early plan both calibrate with.
+
+    Raises:
+        PrivacyError: no noise up to :data:`~dpgnn_core.methods._staged.MAX_NOISE` reaches
+            the target.
+    """
+    assert spec.epsilon is not None
+    try:
+        return calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
+                               max_noise=MAX_NOISE)
+    except PrivacyError as e:
+        raise PrivacyError(f"DPDGC-{spec.level} composition (adjacency encoder, aggregation"
+                           f", classifier): {e}") from e
+
+
 def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str, Any]]:
     """The common noise scale z, the run's planned ledger and the privacy report; checks
     the input (and, at node level, the degree bound) before anything trains.
@@ -264,13 +283,7 @@ def calibrate(data: GraphData, spec: DpdgcSpec) -> tuple[Ledger, float, dict[str
     if not _private(spec):
         report.update({"epsilon": math.inf, "noise_multiplier": 0.0, "protects": "nothing"})
         return Ledger(), 0.0, report
-    assert spec.epsilon is not None
-    try:
-        cal = calibrate_noise(make, spec.epsilon, delta, make_accountant(spec.accountant),
-                              max_noise=MAX_NOISE)
-    except PrivacyError as e:
-        raise PrivacyError(f"DPDGC-{spec.level} composition (adjacency encoder, aggregation"
-                           f", classifier): {e}") from e
+    cal = calibrate_composition(spec, make, delta)
     z = cal.noise_multiplier
     opts = {"max_degree": spec.max_degree, "k": spec.k}
     d_hops = hop_deltas(spec, directed)

@@ -71,6 +71,14 @@ def with_drw_batch_size(spec: DrwSpec, num_train: int) -> DrwSpec:
     return spec_
 
 
+def resolve_plan_spec(spec: DrwSpec, num_train: int) -> DrwSpec:
+    """``spec`` as the fit calibrates it: the batch size of :func:`with_drw_batch_size`,
+    then "train until spent" steps."""
+    out: DrwSpec = resolve_steps(with_drw_batch_size(spec, num_train), num_train,
+                                 ledger_for)
+    return out
+
+
 def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
               progress: StageProgress | None = None) -> SubgraphResult:
     """Train on disjoint random-walk subgraphs; see the module docstring.
@@ -79,8 +87,7 @@ def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
     ε spent so far); ``progress(stage, done, total)`` the walks of the first partition
     (default: the ``progress`` attribute of ``on_step``, if any)."""
     n_train = check_node_task(data, spec, spec.variant.upper())
-    spec = with_drw_batch_size(spec, n_train)
-    spec = resolve_steps(spec, n_train, ledger_for)
+    spec = resolve_plan_spec(spec, n_train)
     train = data.mask("train")
     ledger_of = ledger_for(spec, n_train)  # refuses a batch larger than the smallest partition
     randomness = Randomness.for_spec(spec)

@@ -25,7 +25,7 @@ from dpgnn_core.methods._private import (
     PrivateResult,
     calibrated_plan,
     poisson_plan,
-    resolve_steps,
+    resolve_row_plan,
     save_model,
 )
 from dpgnn_core.models.graph_gnn import GraphGNN
@@ -142,8 +142,7 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     """
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
-    spec = spec.with_batch_size(n_train)
-    spec = resolve_steps(spec, n_train, ledger_for)
+    spec = resolve_row_plan(spec, n_train, ledger_for)
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "

@@ -32,6 +32,10 @@ The checks, in order:
    (:func:`dpgnn_core.specs.subgraph.dpgnn_level`); GAP-NDP, ProGAP-NDP and DPDGC-NDP
    need every degree within ``D`` (:func:`dpgnn_core.specs.base.degree_within_bound`).
 
+9. the model's widths (``hidden``, ``encoder_dim``) fit the machine's memory
+   (:func:`check_model_size`: a lower bound, the output layer of width × classes with its
+   gradients; ``--hidden 1e9`` failed after 28 s with a raw allocation error).
+
 BatchNorm, which mixes the examples of a batch, is refused when the model is built
 (:func:`~dpgnn_core.training.dp_sgd.check_dp_compatible`): no spec option adds it.
 """
@@ -282,6 +286,40 @@ def release_levels(spec: Any) -> tuple[tuple[str, str], ...]:
     return entry(spec.method).release_levels(spec)
 
 
+#: The model widths :func:`check_model_size` bounds.
+WIDTHS = ("hidden", "encoder_dim")
+
+
+def check_model_size(spec: Any, manifest: Mapping[str, Any], memory: int | None = None
+                     ) -> None:
+    """Check 9: refuse a width whose model clearly cannot fit ``memory`` (default: this
+    machine's, :func:`dpgnn_core.environment.physical_memory`). Every model of the
+    catalogue has a layer of width × classes (its output layer, or GAP's encoder head),
+    whose float32 weights and gradients alone take 8 bytes per parameter: a lower bound,
+    so nothing that could fit is refused.
+
+    Raises:
+        DataError: naming the option and its value.
+    """
+    from dpgnn_core.environment import physical_memory
+
+    memory = physical_memory() if memory is None else memory
+    classes = max(int(manifest.get("num_classes") or 0), 2)
+    for field in WIDTHS:
+        width = getattr(spec, field, None)
+        if not isinstance(width, int) or not memory:
+            continue
+        need = 8 * width * classes
+        if need > memory:
+            option = "--" + field.replace("_", "-")
+            default = type(spec).model_fields[field].default
+            raise DataError(
+                f"{option} {width}: the model's layer of {width} × {classes} classes alone "
+                f"needs {need / 2**30:,.1f} GiB for its weights and gradients, more than this "
+                f"machine's {memory / 2**30:,.1f} GiB of memory; choose a smaller {option} "
+                f"(default {default})")
+
+
 def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     """Every check of the module docstring, in order. A ``path`` key in ``manifest`` (the
     dataset folder) is named in the errors and lets the checks read the folder (its
@@ -297,6 +335,7 @@ def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     if manifest.get("path"):
         _folder_records(manifest)
     check_data(spec, manifest)
+    check_model_size(spec, manifest)
     check_records(spec, manifest)
     warnings = check_privacy(spec, manifest)
     check_device(spec)

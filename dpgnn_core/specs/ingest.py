@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dpgnn_core.data.catalog import format_names, loader_of
 from dpgnn_core.specs.base import Spec
@@ -30,6 +30,20 @@ class IngestSpec(Spec):
     source: str | None = None
     name: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str | None) -> str | None:
+        """A dataset name names a folder of the project (a sweep's ingested dataset, the
+        budget's record): no path separator, no ``.`` or ``..``, no control character, not
+        blank (``--name ../../evil`` was accepted)."""
+        if v is None:
+            return v
+        if not v.strip() or v.strip(".") == "" or "/" in v or "\\" in v \
+                or any(not c.isprintable() for c in v):
+            raise ValueError("a dataset name names a folder: no '/' or '\\', not '.' or "
+                             "'..', no control character, not blank")
+        return v
 
     @model_validator(mode="after")
     def _need_source(self) -> IngestSpec:

@@ -98,6 +98,21 @@ def error(msg: str | Exception) -> None:
     typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
 
 
+def check_experiment(name: str, option: str = "--experiment") -> None:
+    """Refuse an MLflow experiment name MLflow refuses (empty or blank) before anything
+    runs: ``--experiment ""`` trained, was charged, then only warned that the MLflow
+    logging failed (issue 48).
+
+    Raises:
+        DpgnnError: naming the option and the value.
+    """
+    from dpgnn_core.errors import DpgnnError
+
+    if not name.strip():
+        raise DpgnnError(f"{option} {name!r}: an MLflow experiment needs a name (the "
+                         "default is used when the option is left out)")
+
+
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Keep stdout for dpgnn's own output: libraries (MLflow's run links, say) that print

@@ -8,6 +8,7 @@ Ctrl-C at a step's end and the one line that says what a stopped run kept.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
 
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # method's pre-flight, which the flow runs too; it imports no torch)
+        common.check_experiment(experiment)
         manifest = load_manifest(manifest_path)
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
@@ -48,7 +50,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                             allow_non_private_release)
         refuse_unbounded(spec, dataset, manifest)
         refuse_spent(spec, manifest)
-        refuse_over_plan(spec, manifest)
+        refuse_over_plan(spec, manifest, dataset, refresh=refresh)
         if tracking_uri:  # a dead server would otherwise cost minutes of MLflow retries
             from tasks.tracking import check_tracking_uri
 
@@ -224,44 +226,78 @@ def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
             "`dpgnn budget show`)") from e
 
 
-def refuse_over_plan(spec: Any, manifest: dict[str, Any]) -> None:
+def refuse_over_plan(spec: Any, manifest: dict[str, Any], dataset: Path | None = None, *,
+                     refresh: bool = False) -> None:
     """Before Prefect starts: a private run whose calibrated plan the dataset's budget
     cannot hold is refused here (it was refused inside the flow, 6-16 s later: issue 48
     §5). The plan is the one the fit calibrates
-    (:func:`dpgnn_core.methods.early_plan.planned_ledger`; None where it needs the data,
-    and then only the flow checks), and the rule is the budget's own filter
-    (:meth:`dpgnn_core.budget.BudgetStore.check`, which the flow's gate and reservation
-    apply), so the two cannot disagree; the flow checks again in every case. Skipped while
-    a reservation is open (a resumed run is charged nothing new), as :func:`refuse_spent`.
+    (:func:`dpgnn_core.methods.early_plan.planned_ledger`, every private family; DP-GNN's
+    structure defaults read the edge list of ``dataset``), and the rule is the budget's
+    own filter (:meth:`dpgnn_core.budget.BudgetStore.check`, which the flow's gate and
+    reservation apply), so the two cannot disagree; the flow checks again in every case.
+    Skipped while a reservation is open (a resumed run is charged nothing new), as
+    :func:`refuse_spent`, and for a plan already released on this dataset without
+    ``refresh`` (the flow reuses its cached result, or refuses a lost one: no new charge).
 
     Raises:
         BudgetExceeded: the budget's own message (it says that nothing was trained).
     """
-    if getattr(spec, "epsilon", None) is None:
+    ledger = _early_charge_ledger(spec, manifest, dataset, refresh)
+    charge = charge_of(spec, ledger) if ledger is not None else None
+    if charge is None:
         return
-    from dpgnn_core.methods.preflight import n_train
     from tasks.budget import store
 
-    s, sha = store(), str(manifest.get("content_sha256", ""))
-    bid = s.budget_id(sha)
-    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
-        return
-    from dpgnn_core.methods.early_plan import planned_ledger
+    # BudgetExceeded: "... Nothing was trained. See `dpgnn budget show`."
+    store().check(str(manifest.get("content_sha256", "")), charge)
 
-    ledger = planned_ledger(spec, n_train(spec, manifest))
-    if ledger is None:
-        return
+
+def charge_of(spec: Any, ledger: Any) -> Any:
+    """What the flow's gate charges for ``spec``'s planned ``ledger``
+    (:meth:`tasks.budget.TaskGate._charge`): the ledger, or ε = ∞ at its one unit with
+    insecure reproducible noise (None where that unit is not one)."""
     from dpgnn_core.privacy.odometer import Charge
 
     levels = {(e.level, e.relation) for e in ledger.events}
     if getattr(spec, "insecure_reproducible_noise", False):  # as the flow's gate charges it
         if len(levels) != 1:
-            return
+            return None
         ((unit, rel),) = levels
-        charge = Charge(fixed=(float("inf"), 0.0, unit, rel))
-    else:
-        charge = Charge(ledger)
-    s.check(sha, charge)  # BudgetExceeded: "... Nothing was trained. See `dpgnn budget show`."
+        return Charge(fixed=(float("inf"), 0.0, unit, rel))
+    return Charge(ledger)
+
+
+def _early_charge_ledger(spec: Any, manifest: dict[str, Any], dataset: Path | None,
+                         refresh: bool) -> Any:
+    """The plan :func:`refuse_over_plan` checks, or None where it checks nothing."""
+    if getattr(spec, "epsilon", None) is None:
+        return None
+    from dpgnn_core.methods.preflight import n_train
+    from tasks.budget import plan_key, store
+
+    s, sha = store(), str(manifest.get("content_sha256", ""))
+    bid = s.budget_id(sha)
+    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
+        return None
+    if not refresh and s.released_plan(sha, plan_key({"content_sha256": sha}, spec)):
+        return None
+    from dpgnn_core.methods.early_plan import planned_ledger
+
+    return planned_ledger(spec, n_train(spec, manifest), structure_of(dataset, manifest))
+
+
+def structure_of(dataset: Path | None, manifest: dict[str, Any]) -> Any:
+    """() ↦ the edge list and N of the dataset folder (what DP-GNN's structure defaults
+    read; the early plan calls it only then), or None without a folder."""
+    if dataset is None:
+        return None
+
+    @functools.cache
+    def read() -> tuple[Any, int]:
+        from dpgnn_core.data.store import read_edges
+
+        return read_edges(dataset)[0], int(manifest["num_nodes"])
+    return read
 
 
 def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

@@ -270,7 +270,7 @@ def write(fmt: str, source: Path | None, name: str | None, opts: dict[str, Any],
         error(str(e))
         raise typer.Exit(2) from e
     except (DpgnnError, TargetExistsError, ValueError) as e:
-        error(str(e))
+        error(e)  # a spec's ValidationError (--name): its message, naming the option
         raise typer.Exit(1) from e
     except OSError as e:  # permissions, read-only or full disk, a file where a folder goes
         target = out if stage == "write" else (source or out)

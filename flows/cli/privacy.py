@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -122,6 +123,34 @@ def _accountant(name: AccountantName | None, mechanism: Mechanism) -> str:
 JOpt = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 
 
+def _value_rule(name: str) -> tuple[Any, str]:
+    """(test, words) for the option ``name``: what every plan of this command needs."""
+    if name in ("noise_multiplier", "epsilon"):
+        return (lambda v: math.isfinite(v) and v > 0), "a finite number > 0"
+    if name == "delta":
+        return (lambda v: 0 < v < 1), "in (0, 1)"
+    if name == "sampling_rate":
+        return (lambda v: 0 < v <= 1), "in (0, 1]"
+    return (lambda v: v >= 1), "an integer >= 1"
+
+
+def check_options(**values: float | None) -> None:
+    """Refuse, naming the option, a value no plan takes (``--noise-multiplier inf`` gave
+    numpy warnings and a raw ValueError, ``--steps 0`` named no option: issue 48).
+
+    Raises:
+        PrivacyError: ``--option VALUE: must be ...``.
+    """
+    from dpgnn_core.errors import PrivacyError
+
+    for name, value in values.items():
+        if value is None:
+            continue
+        test, words = _value_rule(name)
+        if not test(value):
+            raise PrivacyError(f"--{name.replace('_', '-')} {value:g}: must be {words}")
+
+
 def _fail(e: Exception) -> None:
     typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
     raise typer.Exit(2) from e
@@ -141,6 +170,9 @@ def epsilon(
     from dpgnn_core.privacy import make_accountant
 
     try:
+        check_options(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate,
+                      steps=steps, delta=delta, num_train=num_train, batch_size=batch_size,
+                      max_degree=max_degree)
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
                      batch_size=batch_size, max_degree=max_degree, layers=layers,
                      level=level)
@@ -172,6 +204,8 @@ def calibrate(
     from dpgnn_core.privacy import calibrate_noise, make_accountant
 
     try:
+        check_options(epsilon=epsilon, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                      num_train=num_train, batch_size=batch_size, max_degree=max_degree)
         plan = _plan(mechanism, sampling_rate=sampling_rate, steps=steps, num_train=num_train,
                      batch_size=batch_size, max_degree=max_degree, layers=layers,
                      level=level)

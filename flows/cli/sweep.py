@@ -64,6 +64,7 @@ def sweep_command(
     from dpgnn_core.sweeps import load_sweep_spec, points
     from flows import clilog
     from flows.cli.common import (
+        check_experiment,
         error,
         server_ready,
         server_watched,
@@ -72,6 +73,7 @@ def sweep_command(
     )
 
     try:
+        check_experiment(experiment)
         spec = load_sweep_spec(spec_file)
         pts = points(spec)
         clilog.check_home(project_dir())
@@ -103,6 +105,10 @@ def sweep_command(
 
         preflight_private_selection(spec, pts, int(  # E[K] and its floor, before Prefect
             manifest.get("split_counts", {}).get("train", 0)))
+        from flows.cli.sweep_budget import refuse_sweep_over_budget
+
+        refuse_sweep_over_budget(spec, pts, manifest, refresh=refresh,
+                                 allow_non_private_release=allow_non_private_release)
     except (DpgnnError, OSError, ValueError) as e:
         error(" ".join(str(e).split()))  # one line (a YAML parser's message spans several)
         raise typer.Exit(2) from e

@@ -55,6 +55,12 @@ def _one_error(r: Any, code: int) -> str:
     (["dp-gcn", "--epsilon", "1", "--lr", "inf"], {}, "--lr inf: Input should be a finite"),
     (["dp-mlp", "--epsilon", "1e-9"], {}, "--epsilon 1e-09: Input should be greater than or "
      "equal to 0.001"),
+    # was a raw RuntimeError ("can't allocate memory") after Prefect started, 28 s in
+    (["dp-gcn", "--epsilon", "1", "--hidden", str(10**12)], {}, "--hidden 1000000000000: "
+     "the model's layer of 1000000000000 × 5 classes alone needs"),
+    # trained and was charged, then warned that MLflow refused the name
+    (["dp-mlp", "--epsilon", "1", "--experiment", ""], {},
+     "--experiment '': an MLflow experiment needs a name"),
 ])
 def test_bad_run_input_is_one_line_before_prefect(dataset: Path, args: list[str],
                                                   env: dict[str, str], needle: str,
@@ -190,3 +196,18 @@ def test_the_guarded_self_convolution_is_the_librarys() -> None:
         lo, out = pld_library.self_convolve(p, times, tail)
         lib_lo, lib_out = pld_library.LIBRARY_SELF_CONVOLVE(p, times, tail)
         assert lo == lib_lo and np.array_equal(out, lib_out)
+
+
+def test_the_model_size_bound_refuses_only_what_cannot_fit() -> None:
+    """A width × classes layer with its gradients beyond the memory is refused, naming the
+    option; one within it passes (the bound is a lower bound of every model)."""
+    from dpgnn_core.methods.preflight import check_model_size
+    from dpgnn_core.methods.registry import get
+
+    manifest, gib = {"num_classes": 5}, 2**30
+    check_model_size(get("dp-gcn").spec(hidden=10**8), manifest, memory=16 * gib)
+    with pytest.raises(DataError, match=r"^--hidden 1000000000: .* 37.3 GiB .* 16.0 GiB"):
+        check_model_size(get("dp-gcn").spec(hidden=10**9), manifest, memory=16 * gib)
+    with pytest.raises(DataError, match=r"^--encoder-dim 1000000000: .*default 64"):
+        check_model_size(get("gap-edp").spec(epsilon=1.0, encoder_dim=10**9), manifest,
+                         memory=16 * gib)

@@ -48,6 +48,17 @@ class _Capture:
     {"method": "gap-edp", "epsilon": 1.0, "hops": 2, "epochs": 2},
     {"method": "gap-ndp", "epsilon": 4.0, "hops": 1, "steps": 10, "max_degree": 400},
     {"method": "dp-graph-gcn", "epsilon": 2.0, "steps": 10, "accountant": "rdp"},
+    {"method": "dp-gcn", "epsilon": 2.0, "steps": 20},  # K and the batch from the degrees
+    {"method": "dp-sage", "epsilon": 3.0, "max_degree": 3, "batch_size": 50, "layers": 2},
+    {"method": "dp-gin", "epsilon": 2.0, "noise_multiplier": 2.0, "max_degree": 2},
+    {"method": "drw-gcn", "epsilon": 2.0, "steps": 20},
+    {"method": "drw-d-sage", "epsilon": 1.0, "steps": 12, "resample_every": 4},
+    {"method": "drw-r-gcn", "epsilon": 2.0, "noise_multiplier": 3.0},
+    {"method": "progap-edp", "epsilon": 2.0, "stages": 2, "epochs": 1},
+    {"method": "progap-ndp", "epsilon": 4.0, "stages": 1, "steps": 5, "max_degree": 400},
+    {"method": "dpdgc-edp", "epsilon": 2.0, "steps": 10},
+    {"method": "dpdgc-kndp", "epsilon": 3.0, "steps": 10, "k": 2},
+    {"method": "dpdgc-fdp", "epsilon": 3.0, "steps": 10, "accountant": "rdp"},
 ])
 def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any]) -> None:
     from dpgnn_core.data.synthetic import er_graphs
@@ -63,7 +74,7 @@ def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any
     capture = _Capture()
     with gate.gated(capture), pytest.raises(_Stop):  # type: ignore[arg-type]
         method.fit(data, spec)
-    early = planned_ledger(spec, n)
+    early = planned_ledger(spec, n, lambda: (data.edge_index, data.num_nodes))
     assert capture.ledger is not None and early is not None
     assert early.events == capture.ledger.events
 
@@ -99,3 +110,69 @@ def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
                     epsilon=0.5, plan_key="k")
     r = runner.invoke(app, [*run, "--epsilon", "0.9"])
     assert isinstance(r.exception, Started), r.output
+
+
+@pytest.mark.parametrize("method", ["dp-gcn", "drw-sage", "progap-edp", "dpdgc-edp"])
+def test_the_graph_methods_plans_beyond_the_budget_are_refused_before_prefect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """DP-GNN (its K from the degrees), DRW, ProGAP and DPDGC were refused only inside the
+    flow (the fault trial's ``budget-refusal-fast``: 7 progress lines, then the error)."""
+    import flows.cli.common
+    from dpgnn_core.data.store import write_dataset
+
+    class Started(Exception):
+        pass
+
+    def started(*a: object, **kw: object) -> None:
+        raise Started
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+    ds = tmp_path / "ds"
+    write_dataset(csbm(num_nodes=200, seed=4), ds)
+    home = ["--home", str(tmp_path / "home")]
+    monkeypatch.setenv("DPGNN_HOME", str(tmp_path / "home"))
+    r = runner.invoke(app, [*home, "budget", "set", str(ds), "--epsilon", "1",
+                            "--delta", "1e-4"])
+    assert r.exit_code == 0, r.output
+    run = [*home, "run", method, "--delta", "1e-4", "--dataset", str(ds)]
+    r = runner.invoke(app, [*run, "--epsilon", "3"])
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert lines[0].startswith("error: privacy budget") and "Nothing was trained" in lines[0]
+    r = runner.invoke(app, [*run, "--epsilon", "0.5"])  # a plan that fits goes on
+    assert isinstance(r.exception, Started), r.output
+
+
+def test_a_released_plan_is_left_to_the_flow_unless_refreshed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan already released on the dataset is re-used by the flow at no cost (or
+    refused there as a lost release): the early check must not refuse it as a new charge;
+    with --refresh it is one."""
+    import flows.cli.common
+    from dpgnn_core.methods.registry import get
+    from dpgnn_core.privacy.odometer import Charge
+    from tasks.budget import plan_key, store
+
+    class Started(Exception):
+        pass
+
+    def started(*a: object, **kw: object) -> None:
+        raise Started
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+    ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=50.0,
+                                       epsilon=0.01)
+    spec = get("dp-mlp").spec(epsilon=0.6, delta=1e-4, steps=20)
+    sha = json.loads((ds / "manifest.json").read_text())["content_sha256"]
+    ledger = planned_ledger(spec, 100)
+    assert ledger is not None
+    rid = store().reserve(sha, "ds", str(ds), Charge(ledger), method="dp-mlp", run_id="r",
+                          delta=1e-4, epsilon=0.6,
+                          plan_key=plan_key({"content_sha256": sha}, spec))
+    store().mark_spent(rid, release_id="released-before")
+    run = [*home, "run", "dp-mlp", "--epsilon", "0.6", "--delta", "1e-4", "--steps", "20",
+           "--dataset", str(ds)]
+    r = runner.invoke(app, run)
+    assert isinstance(r.exception, Started), r.output
+    r = runner.invoke(app, [*run, "--refresh"])
+    assert r.exit_code == 2 and "Nothing was trained" in r.output, r.output

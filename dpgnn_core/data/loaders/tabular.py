@@ -32,11 +32,60 @@ def _read_table(path: Path) -> pa.Table:
         if path.suffix == ".parquet":
             return pq.read_table(path)
         if path.name.endswith((".csv", ".csv.gz", ".tsv")):
+            _sniff_text(path)
             opts = pacsv.ParseOptions(delimiter="\t" if path.suffix == ".tsv" else ",")
-            return pacsv.read_csv(path, parse_options=opts)
+            table = pacsv.read_csv(path, parse_options=opts)
+            if any(pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                   for t in table.schema.types):  # cells pyarrow could not read as UTF-8
+                _refuse_non_utf8(path)
+            return table
+    except UnicodeDecodeError as e:  # a header that is not UTF-8
+        _refuse_non_utf8(path, e)
     except (pa.ArrowInvalid, OSError) as e:
-        raise DataError(f"cannot read table: {e}", path=path) from e
+        raise DataError(f"cannot read table: {_one_line(str(e))}", path=path) from e
     raise DataError("unsupported table type (use .csv, .csv.gz, .tsv or .parquet)", path=path)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line of printable characters (a parser quotes raw cells)."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat[:limit] + " ..." if len(flat) > limit else flat
+
+
+def _open_bytes(path: Path) -> Any:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _sniff_text(path: Path) -> None:
+    """Refuse, naming the file, what is not a text table: gzip data under a name without
+    ``.gz`` (it was "'utf-8' codec can't decode byte 0x8b", no file named) and binary
+    data (a NUL byte; its parse error quoted raw bytes over two lines)."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if head == b"\x1f\x8b" and not path.name.endswith(".gz"):
+        raise DataError(f"gzip-compressed data in a file named {path.name}: name it "
+                        f"{path.name}.gz (read decompressed) or decompress it", path=path)
+    with _open_bytes(path) as f:
+        block = f.read(1 << 16)
+    nul = block.find(b"\x00")
+    if nul >= 0:
+        raise DataError(f"binary data, not a text table (a NUL byte at byte {nul})",
+                        path=path)
+
+
+def _refuse_non_utf8(path: Path, cause: Exception | None = None) -> None:
+    """Refuse a table that is not UTF-8 text, naming its first such line (Latin-1 labels
+    were stored as Python bytes reprs, ``b'caf\\xe9'``)."""
+    with _open_bytes(path) as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(
+                    f"not UTF-8 text: line {number} holds byte {line[e.start]:#04x} at "
+                    f"column {e.start + 1}; save the table as UTF-8",
+                    path=path) from cause
+    raise DataError("not UTF-8 text; save the table as UTF-8", path=path) from cause
 
 
 def _locate(path: Path) -> Callable[[int], str]:
@@ -83,6 +132,13 @@ def _int_col(table: pa.Table, name: str, path: Path) -> np.ndarray:
     import pyarrow as pa
     col = _col(table, name, path)
     check_integral_ids(col.to_numpy(), path=path, field=name)
+    if pa.types.is_floating(col.type):  # report the value and its line, not the type
+        values = col.to_numpy()
+        i = int(np.flatnonzero(values != np.round(values))[0]) if (
+            values != np.round(values)).any() else 0
+        raise DataError(f"node id {values[i]:g} is not an integer (at {_locate(path)(i)}); "
+                        "node ids are integers, or text with --relabel", path=path,
+                        field=name, value=float(values[i]))
     if not pa.types.is_integer(col.type):
         raise DataError(f"expected integer ids, found type {col.type} (pass --relabel to map "
                         "arbitrary ids to 0..n-1)", path=path, field=name, value=str(col.type))
