@@ -12,9 +12,12 @@ later, exit 1).
   point's calibrated plan (:func:`dpgnn_core.methods.early_plan.planned_ledger`; a point
   already released on this dataset is re-used at no cost, unless ``--refresh``), or each
   private selection's tuning mechanism (:func:`flows.sweep_tuning.tuning_charge` of
-  :func:`dpgnn_core.sweep_tuning.plan_private_selection`, what the flow reserves). A sweep
-  whose releases do not all fit is refused whole, before anything trains: which of its
-  points the budget would admit otherwise depends on the order in which they finish.
+  :func:`dpgnn_core.sweep_tuning.plan_private_selection`, what the flow reserves). A
+  release the budget refuses on its own is left to the flow, which marks its point refused
+  and runs the others (a sweep all of whose new releases are refused so, and that has no
+  other point, is refused here). The releases the budget admits one by one must fit
+  together, or the sweep is refused whole, before anything trains: which of them the
+  budget would admit otherwise depends on the order in which they finish.
 """
 
 from __future__ import annotations
@@ -50,12 +53,23 @@ def refuse_sweep_over_budget(spec: Any, pts: list[Any], manifest: dict[str, Any]
         return
     from dpgnn_core.budget.report import BudgetExceeded
 
+    alone: list[BudgetExceeded] = []
+    fitting = []
+    for c in charges:  # a release the budget refuses on its own: the flow marks its point
+        try:
+            s.check(sha, [c])
+            fitting.append(c)
+        except BudgetExceeded as e:
+            alone.append(e)
+    if not fitting and (spec.selection == "private" or count == len(pts)):
+        raise PrivacyError(f"sweep {spec.name}: the budget refuses each of its {count} new "
+                           f"private release(s) on its own, so nothing would run: {alone[0]}")
     try:
-        s.check(sha, charges)
+        s.check(sha, fitting)
     except BudgetExceeded as e:
         raise PrivacyError(
-            f"sweep {spec.name}: its {count} new private release(s), checked together "
-            f"before anything starts, do not fit: {e}".replace(
+            f"sweep {spec.name}: its {len(fitting)} new private release(s) the budget admits "
+            f"one by one, checked together before anything starts, do not fit: {e}".replace(
                 "this run requests", "they request")) from e
 
 

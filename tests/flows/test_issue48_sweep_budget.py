@@ -84,4 +84,5 @@ def test_a_private_selection_beyond_the_budget_is_refused_before_prefect(
                                   f'tuning = {{expected_candidates = 2}}\n\n{_DP_MLP}'))
     line = one_error_line(r.output)
     assert r.exit_code == 2, r.output
-    assert line.startswith("error: sweep b: its 1 new private release(s)"), line
+    assert line.startswith("error: sweep b: the budget refuses each of its 1 new private "
+                           "release(s) on its own"), line
