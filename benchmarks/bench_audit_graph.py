@@ -44,7 +44,7 @@ def run(source: str, epsilons: list[float | None], m: int, method: str = "gcn",
             warnings.simplefilter("ignore")
             res = audit(name, data, spec, m=m, guess_fraction=guess_fraction)
         rec = {**res.to_dict(), "dataset": data.name, "graphs": data.num_graphs,
-               "train_graphs": res.report.get("num_train"),
+               "train_graphs": res.report.num_train if res.report else None,
                "guess_fraction": guess_fraction, "seconds": time.perf_counter() - t,
                "machine": machine()}
         print(json.dumps(rec), flush=True)

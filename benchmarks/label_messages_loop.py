@@ -195,8 +195,8 @@ def run_default(data: Any, dataset: str, method: str, options: dict[str, Any],
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
     return {"dataset": dataset, "method": method, "options": opts, "epsilon": eps,
             "seed": seed, "val": acc["val"]["accuracy"], "test": acc["test"]["accuracy"],
-            "z": fitted.report.get("noise_multiplier"),
-            "reported_epsilon": fitted.report.get("epsilon"),
+            "z": fitted.report.noise_multiplier,
+            "reported_epsilon": fitted.report.to_dict()["epsilon"],
             "seconds": round(time.time() - t, 1)}
 
 

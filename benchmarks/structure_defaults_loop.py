@@ -76,7 +76,7 @@ def job(task: tuple[str, str, dict[str, Any], float, int]) -> dict[str, Any]:
         f = m._fit(d, spec, None)
         met = m.evaluate(f.model, d, spec, {})
         row.update(val=met["val"]["accuracy"], test=met["test"]["accuracy"],
-                   z=f.report.get("noise_multiplier"), k=f.report.get("max_degree"),
+                   z=f.report.noise_multiplier, k=f.report.details.get("max_degree"),
                    s=round(time.time() - t, 2))
     except Exception as e:  # one failed point is a row, not a lost run
         row["error"] = repr(e)[:300]

@@ -49,6 +49,7 @@ import numpy as np
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.calibrate import calibrate_noise
 from dpgnn_core.privacy.events import Ledger, PrivacyError
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.privacy.selection_score import (  # re-exported: the selection's score
     SCORE_EVENT,
     SCORE_NOTE,
@@ -488,7 +489,7 @@ def candidate_spec(plan: TuningPlan, d: Draw) -> Any:
                        "epsilon": c.own_epsilon, "accountant": "rdp"})
 
 
-def verify_candidate(plan: TuningPlan, d: Draw, report: Mapping[str, Any],
+def verify_candidate(plan: TuningPlan, d: Draw, report: PrivacyReport,
                      ledger: Ledger) -> None:
     """Check that a trained candidate is the planned one: its noise multiplier is z_c, its
     steps T, and its ledger's RDP curve (with the score's event, when the score is private)
@@ -498,11 +499,11 @@ def verify_candidate(plan: TuningPlan, d: Draw, report: Mapping[str, Any],
         PrivacyError: any difference (nothing of the selection may then be released).
     """
     c = plan.candidates[d.index]
-    z = float(report.get("noise_multiplier") or 0.0)
-    if not (report.get("private") and z >= c.noise_multiplier
-            and int(report.get("steps") or -1) == c.steps):
+    z = float(report.noise_multiplier or 0.0)
+    if not (report.private and z >= c.noise_multiplier
+            and int(report.steps or -1) == c.steps):
         raise PrivacyError(f"{c.config_id}: the candidate trained with noise {z} for "
-                           f"{report.get('steps')} steps, not the planned "
+                           f"{report.steps} steps, not the planned "
                            f"{c.noise_multiplier} for {c.steps}; nothing is released")
     rdp = RdpAccountant()
     if plan.score is not None:

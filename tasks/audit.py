@@ -30,7 +30,7 @@ from dpgnn_core.plots import audit_scores
 from tasks._cache import inputs_and_code
 from tasks.evaluate import verify_files
 from tasks.ingest import dataset_summary
-from tasks.refs import ArtifactRef, DatasetRef, ModelRef
+from tasks.refs import ArtifactRef, DatasetRef, ModelRef, report_of
 from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 
@@ -140,7 +140,7 @@ def audit_score(plan: dict[str, Any], canaries: CanaryRef, models: list[ModelRef
     p = _plan(plan)
     verify_files(canaries["path"], canaries["files"])
     can = Canaries.load(Path(canaries["path"]) / "canaries.npz")
-    report = models[-1].get("report") or {"private": False, "epsilon": None}
+    report = report_of(models[-1])  # typed; non-private when the model has none
     if not canaries["runs"]:
         data = read_dataset(canaries["datasets"]["data"]["path"])
         net, spec, extra = _load_model(models[0])

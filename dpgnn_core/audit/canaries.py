@@ -88,6 +88,7 @@ from dpgnn_core.audit.node_edge_canaries import (
 from dpgnn_core.audit.star_canaries import STAR, insert_star_canaries, score_star_canaries
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
+from dpgnn_core.privacy.report import PrivacyReport
 
 THREAT_MODELS: dict[str, str] = {
     "graph": "black-box: the final model's cross-entropy loss of each canary graph's label "
@@ -154,7 +155,7 @@ class AuditResult:
         scores (np.ndarray): float ``[m]``, each canary's score (lower = "in").
         included (np.ndarray): bool ``[m]``, the inclusion bits (revealed after the guess).
         guesses (np.ndarray): int8 ``[m]``: +1 "in", -1 "out", 0 abstained.
-        report (Mapping): the fitted run's privacy report.
+        report (PrivacyReport): the fitted run's privacy report.
     """
 
     method: str
@@ -170,7 +171,7 @@ class AuditResult:
     scores: npt.NDArray[np.float64]
     included: npt.NDArray[np.bool_]
     guesses: npt.NDArray[np.int8]
-    report: Any = None
+    report: PrivacyReport | None = None
 
     @property
     def epsilon_lower(self) -> float:
@@ -331,7 +332,7 @@ def guesses_per_side(m: int, guess_fraction: float = DEFAULT_GUESS_FRACTION) -> 
 
 
 def conclude(plan: AuditPlan, scores: npt.NDArray[np.float64], canaries: Canaries,
-             report: Any, *, guess_fraction: float = DEFAULT_GUESS_FRACTION,
+             report: PrivacyReport, *, guess_fraction: float = DEFAULT_GUESS_FRACTION,
              delta: float | None = None, beta: float = DEFAULT_BETA) -> AuditResult:
     """Guess (the k lowest scores "in", the k highest "out"), then reveal the bits, count
     the correct guesses and bound ε (:func:`~dpgnn_core.audit.bounds.one_run_audit`) at
@@ -342,11 +343,10 @@ def conclude(plan: AuditPlan, scores: npt.NDArray[np.float64], canaries: Canarie
     truth = np.where(canaries.included, 1, -1)
     v = int((guesses[made] == truth[made]).sum())
     r = int(made.sum())
-    d = float(delta) if delta is not None else float(report.get("delta") or 0.0)
+    d = float(delta) if delta is not None else float(report.delta or 0.0)
     bound = one_run_audit(m, r, v, d, beta)
-    eps = report.get("epsilon")
     return AuditResult(method=plan.method, bound=bound,
-                       reported_epsilon=math.inf if eps is None else float(eps), delta=d,
+                       reported_epsilon=report.epsilon, delta=d,
                        threat_model=plan.threat_model, kind=plan.kind,
                        relation=plan.relation, m=m, r=r, v=v, scores=scores,
                        included=canaries.included, guesses=guesses, report=report)
@@ -438,7 +438,7 @@ def multi_run_seeds(runs: int, rng: np.random.Generator | None = None
 
 
 def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
-                       included: npt.NDArray[np.bool_], report: Any, *,
+                       included: npt.NDArray[np.bool_], report: PrivacyReport, *,
                        delta: float | None = None, beta: float = DEFAULT_BETA
                        ) -> AuditResult:
     """The classic multi-run audit from one canary's score in each run.
@@ -471,7 +471,7 @@ def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
     pin = s2 <= best_t
     tp, fn = int((pin & b2).sum()), int((~pin & b2).sum())
     fp, tn = int((pin & ~b2).sum()), int((~pin & ~b2).sum())
-    d = float(delta) if delta is not None else float(report.get("delta") or 0.0)
+    d = float(delta) if delta is not None else float(report.delta or 0.0)
     if tp + fn == 0 or fp + tn == 0:
         # The secret bits left the judged half without a run with (or without) the
         # canary: no test can be judged, and the only sound lower bound is 0.
@@ -482,11 +482,10 @@ def multi_run_conclude(plan: AuditPlan, scores: npt.NDArray[np.float64],
                            counts={"tp": tp, "fn": fn, "fp": fp, "tn": tn})
     else:
         bound = multi_run_audit(tp, fn, fp, tn, d, beta)
-    eps = report.get("epsilon")
     guesses = np.where(scores <= best_t, 1, -1).astype(np.int8)
     guesses[:half] = 0  # the first half chose the test; only the second half is judged
     return AuditResult(method=plan.method, bound=bound,
-                       reported_epsilon=math.inf if eps is None else float(eps), delta=d,
+                       reported_epsilon=report.epsilon, delta=d,
                        threat_model=plan.threat_model, kind=plan.kind,
                        relation=plan.relation, m=1, r=runs - half, v=tp + tn,
                        scores=scores, included=included, guesses=guesses, report=report)
@@ -517,7 +516,7 @@ def audit_multi_run(method_name: str, data: GraphData, spec: Any, runs: int,
                                included=np.array([b])) for b in (True, False)}
     method = get(method_name)
     scores = np.zeros(runs)
-    report: Any = {}
+    report = PrivacyReport(method=method_name, private=False, epsilon=math.inf)  # no run yet
     for r, b in enumerate(bits):
         train_data, can = pair[bool(b)]
         fitted = method.fit(train_data, spec.model_copy(update={"seed": int(inits[r])}))

@@ -110,11 +110,12 @@ def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
 # --- registration (the catalogue's "baseline" family: mlp, gcn, sage) --------------------
 def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Any:
     from dpgnn_core.methods.registry import Fitted
-    from dpgnn_core.privacy import Ledger
+    from dpgnn_core.privacy import Ledger, PrivacyReport
 
     r = fit(data, spec, on_epoch=on_step)
-    return Fitted(r.model, Ledger(), {"method": spec.method, "private": False,
-                                      "epsilon": None, "protects": "nothing"}, r.history)
+    return Fitted(r.model, Ledger(), PrivacyReport.from_dict(
+        {"method": spec.method, "private": False, "epsilon": None, "protects": "nothing"}),
+        r.history)
 
 
 def _save(path: str, fitted: Any, spec: TrainSpec, data: GraphData) -> None:

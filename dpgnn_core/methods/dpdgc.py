@@ -95,7 +95,7 @@ from dpgnn_core.privacy import (
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import DpdgcSpec
 from dpgnn_core.specs.base import degree_alternatives
 from dpgnn_core.training.checkpoint import suspended
@@ -536,7 +536,7 @@ def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         clf, h, ledger, report, history = train_dpdgc(data, spec, on_step)
-    return Fitted(clf, ledger, report, history, {"aggregations": h})
+    return Fitted(clf, ledger, PrivacyReport.from_dict(report), history, {"aggregations": h})
 
 
 from dpgnn_core.methods.brute_force import dpdgc_labels  # noqa: E402

@@ -112,7 +112,7 @@ from dpgnn_core.privacy.pma import pma as pma
 from dpgnn_core.privacy.pma import row_normalise as row_normalise
 from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
@@ -551,7 +551,7 @@ def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Any:
     from dpgnn_core.methods.registry import Fitted
 
     r = train_gap(data, spec, on_step)  # its report has the ε-by-step curve
-    return Fitted(r.classifier, r.ledger, r.report, r.history,
+    return Fitted(r.classifier, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"aggregations": r.aggregations})
 
 

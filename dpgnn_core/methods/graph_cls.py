@@ -211,9 +211,10 @@ def load_graph_classifier(blob: dict[str, Any]) -> tuple[GraphGNN, GraphClsSpec]
 # --- registration (the catalogue's "graph-cls" family: dp-graph-*, graph-*) --------------
 def _fit(data: GraphData, spec: GraphClsSpec, on_step: Any) -> Any:
     from dpgnn_core.methods.registry import Fitted
+    from dpgnn_core.privacy.report import PrivacyReport
 
     r = train_graph_classifier(data, spec, on_step)
-    return Fitted(r.model, r.ledger, r.report, r.history)
+    return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
 
 
 def _save(path: str, fitted: Any, spec: GraphClsSpec, data: GraphData) -> None:

@@ -98,7 +98,7 @@ from dpgnn_core.privacy.pma import (
     sensitivity,
 )
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import ProgapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
@@ -586,7 +586,8 @@ def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Any:
     from dpgnn_core.methods.registry import Fitted
 
     r = train_progap(data, spec, on_step)  # its report has the ε-by-step curve
-    return Fitted(r.model, r.ledger, r.report, r.history, {"aggregations": r.aggregations})
+    return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history,
+                  {"aggregations": r.aggregations})
 
 
 from dpgnn_core.methods.brute_force.pma import progap_checks  # noqa: E402

@@ -62,8 +62,10 @@ class Fitted:
         model (torch.nn.Module): the trained model (for GAP, the classifier with its
             encoder attached).
         ledger (Ledger): the privacy events of the run (empty for non-private runs).
-        report (Mapping): the privacy report: after :meth:`Method.fit`, a frozen
-            :class:`~dpgnn_core.privacy.report.PrivacyReport`.
+        report (PrivacyReport): the privacy report, a frozen
+            :class:`~dpgnn_core.privacy.report.PrivacyReport` (a method's fit builds it
+            from its report dict with ``PrivacyReport.from_dict``; :meth:`Method.fit`
+            finishes it).
         history (list of dict): one record per step or epoch.
         extra (dict): what evaluation needs beside the model (GAP: the private
             aggregations ``aggregations``).
@@ -71,7 +73,7 @@ class Fitted:
 
     model: torch.nn.Module
     ledger: Ledger
-    report: Mapping[str, Any]
+    report: PrivacyReport
     history: list[dict[str, Any]]
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -230,7 +232,7 @@ class Method:
         """The report and history of ``fitted``, finished: the ε curve (the method's own,
         or its declared plan's) in both, the raw-loss note, the ledger; the report
         frozen."""
-        report = dict(fitted.report)
+        report = fitted.report.to_dict()
         history = [dict(r) for r in fitted.history]
         if report.get("private"):
             points = report.get("epsilon_by_step") or curve.points()
@@ -348,7 +350,7 @@ def register_node_private(family: str, *, train: Callable[..., Any], ledger_for:
 
     def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
         r = train(data, spec, on_step=on_step)
-        return Fitted(r.model, r.ledger, r.report, r.history)
+        return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
 
     def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
         save(path, fitted.model, spec, data.num_features, data.num_classes)

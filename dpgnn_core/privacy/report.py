@@ -2,15 +2,16 @@
 
 Every method's fit (through :mod:`dpgnn_core.methods.registry`) returns one. The fields
 every report has are typed attributes; method-specific details (clipping norms, PMA's
-sensitivity, the occurrence bound, ...) are in ``details``. The report is also a read-only
-mapping of its JSON form (``report["epsilon"]``), which is what tasks persist as
-``report.json``; nothing downstream edits it.
+sensitivity, the occurrence bound, ...) are in ``details``. The report is a plain frozen
+dataclass, not a mapping: read its typed attributes (``report.epsilon``), its details
+(``report.details["max_degree"]``), or its JSON form (:meth:`PrivacyReport.to_dict`), which
+is what tasks persist as ``report.json``; nothing downstream edits it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -63,7 +64,7 @@ _SEQUENCES = ("unaccounted_release", "warnings", "public", "clips")
 
 
 @dataclass(frozen=True)
-class PrivacyReport(Mapping[str, Any]):
+class PrivacyReport:
     """A run's privacy statement.
 
     Attributes:
@@ -169,18 +170,6 @@ class PrivacyReport(Mapping[str, Any]):
                 out[k] = list(v) if k in _SEQUENCES else dict(v) if isinstance(
                     v, Mapping) else v
         return out
-
-    # Read-only mapping of the JSON form: report["epsilon"], report.get("level"), {**report}.
-    def __getitem__(self, key: str) -> Any:
-        if key == "epsilon":
-            return self.epsilon
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
 
 
 def _optional(key: str, value: Any) -> Any:

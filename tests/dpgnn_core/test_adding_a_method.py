@@ -90,10 +90,10 @@ def test_two_files_make_a_method(two_files: ModuleType, tmp_path: Path) -> None:
         preflight.check(spec, {**manifest, "feature_dim": 0})
 
     fitted = m.fit(data, spec)
-    assert fitted.report["epsilon"] <= 2.0 + 1e-9 and fitted.report["level"] == "node"
+    assert fitted.report.epsilon <= 2.0 + 1e-9 and fitted.report.level == "node"
     assert len(fitted.history) == 3 and fitted.history[-1]["epsilon_spent"] <= 2.0 + 1e-9
     assert fitted.ledger == m.ledger_for(spec, int(data.mask("train").sum()))(
-        fitted.report["noise_multiplier"])
+        fitted.report.noise_multiplier)
     m.save(str(tmp_path / "model.pt"), fitted, spec, data)
     import torch
 

@@ -29,7 +29,10 @@ from dpgnn_core.audit.canaries import (
 )
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.registry import get
+from dpgnn_core.privacy.report import PrivacyReport
 
+#: A non-private run's report at δ = 1e-5 (what the multi-run tests conclude against).
+_REPORT = PrivacyReport(method="dp-mlp", private=False, epsilon=math.inf, delta=1e-5)
 M = 200  # canaries per audit: r = 100 guesses, all correct gives about 3.2 at delta ~ 5e-4
 
 
@@ -208,7 +211,7 @@ def test_multi_run_conclude_judges_only_the_second_half():
     plan = plan_audit("dp-mlp", get("dp-mlp").spec(epsilon=None))
     bits = np.array([True, False] * 20)
     scores = np.where(bits, 0.0, 1.0)  # a perfect test
-    res = multi_run_conclude(plan, scores, bits, {"epsilon": None, "delta": 1e-5})
+    res = multi_run_conclude(plan, scores, bits, _REPORT)
     assert res.bound.counts == {"tp": 10, "fn": 0, "fp": 0, "tn": 10}
     assert res.epsilon_lower == pytest.approx(
         multi_run_audit(10, 0, 0, 10, 1e-5).epsilon_lower)
@@ -216,7 +219,7 @@ def test_multi_run_conclude_judges_only_the_second_half():
     # the threshold comes from the first half: flipping the second half's bits turns
     # every judged guess wrong instead of choosing a new threshold
     flipped = np.concatenate([bits[:20], ~bits[20:]])
-    bad = multi_run_conclude(plan, scores, flipped, {"epsilon": None, "delta": 1e-5})
+    bad = multi_run_conclude(plan, scores, flipped, _REPORT)
     assert bad.v == 0 and bad.epsilon_lower == 0.0
 
 
@@ -229,7 +232,7 @@ def test_multi_run_conclude_with_one_side_only_in_the_judged_half_bounds_nothing
     plan = plan_audit("dp-mlp", get("dp-mlp").spec(epsilon=None))
     bits = np.array([True, False, True, False] + [judged] * 4)
     scores = np.where(bits, 0.0, 1.0)
-    res = multi_run_conclude(plan, scores, bits, {"epsilon": None, "delta": 1e-5})
+    res = multi_run_conclude(plan, scores, bits, _REPORT)
     assert res.epsilon_lower == 0.0 and sum(res.bound.counts.values()) == 4
 
 

@@ -52,8 +52,9 @@ def test_non_private_control_has_power(data, name):
 def test_private_run_stays_below_reported_epsilon(data, epsilon):
     res = _audit("dp-graph-gcn", data, epsilon=epsilon)
     assert res.reported_epsilon == pytest.approx(epsilon, rel=1e-3)
-    assert res.report["protects"].startswith("model parameters against adding or removing "
-                                             "one graph")
+    assert res.report is not None
+    assert res.report.protects.startswith("model parameters against adding or removing "
+                                          "one graph")
     assert res.epsilon_lower < res.reported_epsilon, res.to_dict()
     assert res.scores.shape == (M,) and res.included.shape == (M,)
 

@@ -34,13 +34,13 @@ def test_unset_batch_size_adapts_to_few_records(name: str, expected: int) -> Non
     assert spec.batch_size is None
     data = GRAPHS if m.task == "graph" else NODES
     fitted = m.fit(data, spec)  # a fixed 256 (64) would be refused here
-    assert fitted.report["epsilon"] <= 8.0
+    assert fitted.report.epsilon <= 8.0
     if name != "gap-ndp":
-        assert fitted.report["batch_size"] == expected
+        assert fitted.report.details["batch_size"] == expected
     n = 20 if m.task == "graph" else 40
     if name == "dp-gcn":  # K unset: chosen from the graph when the run starts (issue 29)
-        spec = spec.model_copy(update={"max_degree": fitted.report["max_degree"]})
-    planned = m.ledger_for(spec, n)(fitted.report["noise_multiplier"])
+        spec = spec.model_copy(update={"max_degree": fitted.report.details["max_degree"]})
+    planned = m.ledger_for(spec, n)(fitted.report.noise_multiplier)
     assert planned.entries == fitted.ledger.entries
 
 

@@ -113,7 +113,7 @@ def test_a_private_method_resumes_with_its_whole_ledger(tmp_path: Path) -> None:
     assert ck.resumed_from == [29] and seen == list(range(30, 61))
     assert [r["step"] for r in fitted.history] == list(range(1, 61))
     (entry,) = fitted.ledger.entries
-    assert entry.event.steps == 60 and fitted.report["steps"] == 60
+    assert entry.event.steps == 60 and fitted.report.steps == 60
 
 
 @pytest.mark.parametrize("stop_at", [1, 6])

@@ -26,9 +26,9 @@ def test_method_trains_on_cuda(name: str, tmp_path: Path) -> None:
     assert any(p.is_cuda for p in fitted.model.parameters()) or not list(
         fitted.model.parameters())
     if m.private:  # the ε comes from the ledger, whatever the device
-        eps = make_accountant(fitted.report["accountant"]).epsilon(fitted.ledger,
-                                                                   fitted.report["delta"])
-        assert eps == pytest.approx(fitted.report["epsilon"]) and eps <= 4.0
+        eps = make_accountant(fitted.report.accountant).epsilon(fitted.ledger,
+                                                                fitted.report.delta)
+        assert eps == pytest.approx(fitted.report.epsilon) and eps <= 4.0
     on_gpu = m.evaluate(fitted.model, data, spec, fitted.extra)
     m.save(str(tmp_path / "model.pt"), fitted, spec, data)
     model, _ = m.load(torch.load(tmp_path / "model.pt", weights_only=True))

@@ -79,17 +79,17 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         n_train = int((np.asarray(data.graph_split) == 0).sum())
     else:
         n_train = int(data.mask("train").sum())
-    z = float(fitted.report.get("noise_multiplier") or 0.0)
-    chosen = dict(fitted.report).get("max_degree") if m.private else None
+    z = float(fitted.report.noise_multiplier or 0.0)
+    chosen = fitted.report.details.get("max_degree") if m.private else None
     if getattr(spec, "max_degree", 0) is None and chosen is not None:
         spec = spec.model_copy(update={"max_degree": chosen})  # DP-GNN's K: from the graph
     if m.private:
         planned = m.ledger_for(spec, n_train)(z)
         assert planned.entries == fitted.ledger.entries
-        eps = make_accountant(fitted.report["accountant"]).epsilon(fitted.ledger,
-                                                                   fitted.report["delta"])
-        assert eps == pytest.approx(fitted.report["epsilon"]) and eps <= 4.0
-        assert fitted.report["level"] and fitted.report["relation"]
+        eps = make_accountant(fitted.report.accountant).epsilon(fitted.ledger,
+                                                                fitted.report.delta)
+        assert eps == pytest.approx(fitted.report.epsilon) and eps <= 4.0
+        assert fitted.report.level and fitted.report.relation
         # The core returns a frozen, typed report with its ε-by-step curve.
         assert isinstance(fitted.report, PrivacyReport)
         assert fitted.report.ledger == fitted.ledger
@@ -113,7 +113,7 @@ def test_method_contract(name: str, tmp_path: Path) -> None:
         with pytest.raises(AttributeError):
             fitted.report.epsilon = 0.0  # type: ignore[misc]
     else:
-        assert fitted.ledger.entries == () and not fitted.report["private"]
+        assert fitted.ledger.entries == () and not fitted.report.private
         assert m.ledger_for(spec, n_train)(1.0).entries == ()
         assert all("train_loss" in r for r in fitted.history)  # a non-private run keeps it
 
@@ -166,7 +166,7 @@ def test_train_until_spent_model_loads_again(name: str, tmp_path: Path) -> None:
     fitted = m.fit(NODES, spec)
     m.save(str(tmp_path / "model.pt"), fitted, spec, NODES)
     _, loaded = m.load(torch.load(tmp_path / "model.pt", weights_only=True))
-    assert loaded == spec and fitted.report["steps"] >= 1
+    assert loaded == spec and fitted.report.steps >= 1
 
 
 @pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items() if m.private))
@@ -194,8 +194,8 @@ def test_a_private_fit_that_declares_no_plan_is_refused(monkeypatch: pytest.Monk
     m = get("dp-mlp")
 
     def fit(data: Any, spec: Any, on_step: Any) -> Fitted:
-        return Fitted(torch.nn.Linear(1, 1), Ledger(), {"method": "x", "private": True,
-                                                        "epsilon": 1.0}, [{"step": 1}])
+        return Fitted(torch.nn.Linear(1, 1), Ledger(), PrivacyReport.from_dict(
+            {"method": "x", "private": True, "epsilon": 1.0}), [{"step": 1}])
 
     bare = dataclasses.replace(m, _fit=fit)
     monkeypatch.setitem(registry._REGISTRY, "dp-mlp", bare)

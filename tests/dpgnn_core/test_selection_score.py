@@ -18,6 +18,7 @@ from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.methods.registry import METHODS, get
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import GaussianEvent, Ledger, PrivacyError
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.privacy.tuning import tuning_epsilon
 from dpgnn_core.sweeps import SweepSpec, points
 
@@ -200,7 +201,8 @@ def test_verify_candidate_needs_the_score_in_the_plan() -> None:
     c = plan.candidates[0]
     spec = st.candidate_spec(plan, st.Draw(0, 7))
     make = get("dp-mlp").ledger_for(c.spec, 200)
-    ledger, _z, report = calibrated_plan(spec, 200, make, method="dp-mlp", protects="x")
+    ledger, _z, raw = calibrated_plan(spec, 200, make, method="dp-mlp", protects="x")
+    report = PrivacyReport.from_dict(raw)
     st.verify_candidate(plan, st.Draw(0, 7), report, ledger)  # training + planned score
     less = dataclasses.replace(plan, score=dataclasses.replace(
         plan.score, noise_multiplier=0.5 * plan.score.noise_multiplier))  # type: ignore[arg-type]

@@ -104,14 +104,15 @@ def test_fit_trains_and_accounts_with_the_chosen_k(num_nodes: int, avg_degree: i
     m = get("dp-gcn")
     spec = m.spec(epsilon=8.0, steps=3, hidden=8, device="cpu")
     fitted = m.fit(data, spec)
-    chosen = fitted.report["structure_defaults"]
+    chosen = fitted.report.structure_defaults
+    assert chosen is not None
     assert chosen["max_degree"] == k and chosen["given"] == []
     assert chosen["batch_size"] == int(data.mask("train").sum())
     assert chosen["stats"]["median_degree"] == float(np.median(np.bincount(
         data.edge_index[1], minlength=data.num_nodes)))
     event = fitted.ledger.entries[0].event
     assert event.max_degree == k and event.marked == 1 + k
-    assert fitted.report["occurrence_bound"] == 1 + k
+    assert fitted.report.details["occurrence_bound"] == 1 + k
 
 
 def test_large_training_set_gets_k_2() -> None:

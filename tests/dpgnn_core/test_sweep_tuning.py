@@ -13,6 +13,7 @@ import pytest
 
 from dpgnn_core import sweep_tuning as st
 from dpgnn_core.privacy.events import GaussianEvent, Ledger, PrivacyError
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.privacy.tuning import (
     TuningDistribution,
     calibrate_tuning_noise,
@@ -85,13 +86,14 @@ def test_candidates_train_with_the_planned_noise(plan: st.TuningPlan) -> None:
         ledger, z, report = calibrated_plan(spec, 200, _make(c), method="dp-mlp",
                                             protects="x")
         assert z == c.noise_multiplier  # what the method computes is what was planned
-        st.verify_candidate(plan, st.Draw(i, 12345), report, ledger)
+        typed = PrivacyReport.from_dict(report)
+        st.verify_candidate(plan, st.Draw(i, 12345), typed, ledger)
         with pytest.raises(PrivacyError):  # less noise than planned is refused
-            st.verify_candidate(plan, st.Draw(i, 1), {**report,
-                                "noise_multiplier": 0.9 * z}, _make(c)(0.9 * z))
+            less = dataclasses.replace(typed, noise_multiplier=0.9 * z)
+            st.verify_candidate(plan, st.Draw(i, 1), less, _make(c)(0.9 * z))
         with pytest.raises(PrivacyError):  # another number of steps
-            st.verify_candidate(plan, st.Draw(i, 1), {**report, "steps": c.steps + 1},
-                                ledger)
+            other = dataclasses.replace(typed, steps=c.steps + 1)
+            st.verify_candidate(plan, st.Draw(i, 1), other, ledger)
 
 
 def _stub(m: int = 3) -> Any:

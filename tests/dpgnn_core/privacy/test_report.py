@@ -4,6 +4,7 @@ keys the method wrote (tests/tasks/test_refs.py: a task's reference types it aga
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
@@ -49,3 +50,16 @@ def test_with_release_is_a_new_report() -> None:
     assert released.release == {"id": "abc"} and released.to_dict()["release"] == {"id": "abc"}
     with pytest.raises(TypeError):
         released.release["id"] = "other"  # type: ignore[index]
+
+
+def test_the_report_is_a_plain_value_not_a_mapping() -> None:
+    """Issue 50: readers use typed attributes, ``details`` or the JSON form; ``report[k]``
+    (which serialised the whole report on every read) is gone."""
+    report = PrivacyReport.from_dict({**BASE, "max_degree": 4})
+    assert not isinstance(report, Mapping)
+    with pytest.raises(TypeError):
+        report["epsilon"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        dict(report)  # type: ignore[call-overload]
+    assert report.epsilon == 2.0 and report.details == {"max_degree": 4}
+    assert report.to_dict()["max_degree"] == 4

@@ -87,7 +87,7 @@ def _attack(family: str, tmp_path: Path, insecure: bool
     w = _weights(released.model)
     on_d = float((_weights(m.fit(data, stored).model) - w).abs().max())
     on_neighbour = float((_weights(m.fit(_neighbour(data), stored).model) - w).abs().max())
-    return on_d, on_neighbour, dict(released.report)
+    return on_d, on_neighbour, released.report.to_dict()
 
 
 # dp-gnn: > 4 s of CPU each (make test-fast leaves it out)
