@@ -36,6 +36,7 @@ from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs.gap import GapSpec
+from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 
 
@@ -134,7 +135,8 @@ class PartitionedGapResult:
 
 def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
                           workdir: str | Path, on_step: OnStep | None = None, *,
-                          overwrite: bool = False) -> PartitionedGapResult:
+                          overwrite: bool = False, manifest: dict[str, Any] | None = None
+                          ) -> PartitionedGapResult:
     """GAP on a partitioned dataset, every stage as Dask work: the folder checked and the
     composition calibrated (:func:`~dpgnn_core.methods.gap.calibrate_gap_for`, the
     single-process calibration) before any row is read; the encoder on rows drawn from
@@ -142,8 +144,9 @@ def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
     block by block to ``workdir/x0`` and ``workdir/release``; the classifier on rows of
     features and release; then the run's report from the stages' events
     (:func:`~dpgnn_core.methods.gap.finish_run`: refused unless they equal the plan) and
-    the metrics, block by block. The trainer holds batches, never all rows."""
-    manifest = verify_partitioned(dataset, client)
+    the metrics, block by block. The trainer holds batches, never all rows. ``manifest``:
+    :func:`verify_partitioned`'s result, when this run already checked the folder."""
+    manifest = manifest or verify_partitioned(dataset, client)
     n_train = check_partitioned_task(dataset, manifest, spec, "GAP")
     d, c = int(manifest["feature_dim"]), int(manifest["num_classes"])
     graph = SimpleNamespace(directed=bool(manifest["directed"]),
@@ -162,7 +165,8 @@ def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
     rows = PartitionedRows(client, dataset, manifest, ReleaseRows(str(release.folder),
                                                                   spec.hops),
                            prepare, device, randomness, "classifier")
-    clf, cls_hist, cls_events = fit_classifier_on(rows, spec, z, c, on_step)
+    with suspended():  # it trains on a release a rerun redraws: never resumed (as in one
+        clf, cls_hist, cls_events = fit_classifier_on(rows, spec, z, c, on_step)  # process)
     edges = int(manifest["num_edges"])
     report, history = finish_run(
         spec, {**report, "graph": {"edges_before": edges, "directed": graph.directed,

@@ -226,6 +226,23 @@ class Method:
         self._finish(fitted, spec, curve)
         return fitted
 
+    def fit_partitioned(self, data: Any, spec: Any, on_step: OnStep = None) -> Fitted:
+        """:meth:`fit` on a partitioned dataset (issue 51): ``data`` a
+        :class:`~dpgnn_core.distributed.fits.Partitions`; the family's partitioned fit
+        (:func:`~dpgnn_core.distributed.fits.fit_for`), with the same ε curve and report.
+
+        Raises:
+            DataError: the method has no partitioned path.
+        """
+        from dpgnn_core.distributed.fits import fit_for
+
+        self._check_spec(spec)
+        fit = fit_for(self.family, self.name, data)
+        with follow_epsilon(on_step, self._ledger_for) as curve:
+            fitted = fit(data, spec, curve.on_step)
+        self._finish(fitted, spec, curve)
+        return fitted
+
     def _finish(self, fitted: Fitted, spec: Any, curve: EpsilonCurve) -> None:
         """The report and history of ``fitted``, finished: the ε curve (the method's own,
         or its declared plan's) in both, the raw-loss note, the ledger; the report
