@@ -59,6 +59,8 @@ class ModelRef(ArtifactRef, total=False):
     report: dict[str, Any]
     ledger: dict[str, Any]
     aggregations: ArtifactRef
+    metrics: dict[str, Any]  # a partitioned run's, computed block by block (metrics.json)
+    release: dict[str, Any] | None  # a partitioned GAP run's PMA release (its row blocks)
 
 
 def report_of(ref: Mapping[str, Any]) -> PrivacyReport:

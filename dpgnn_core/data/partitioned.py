@@ -362,6 +362,20 @@ def _check_footers(folder: Path, manifest: dict[str, Any], bounds: Bounds) -> No
                         value=manifest["num_edges"])
 
 
+def verify_partitioned_records(folder: str | Path) -> tuple[IntArray, npt.NDArray[np.int8]]:
+    """:func:`verify_partitioned` (in this process), then every node's label and split
+    code, read partition by partition (the columns only): what the pre-flight's record
+    checks read of a one-file folder (:func:`~dpgnn_core.data.store.verify_folder`)."""
+    manifest = verify_partitioned(folder)
+    labels, splits = [], []
+    for b in range(len(partition_bounds(folder, manifest))):
+        p = Path(folder) / part_name("nodes", b)
+        nodes = pq.read_table(p, columns=["label", "split"])
+        labels.append(nodes.column("label").to_numpy().astype(np.int64))
+        splits.append(_split_codes(nodes.column("split"), path=p))
+    return np.concatenate(labels), np.concatenate(splits)
+
+
 def read_edge_block(folder: str | Path, block: int, bounds: Bounds,
                     num_nodes: int) -> tuple[IntArray, IntArray]:
     """Edge partition ``block``: ``(src, dst)``, every dst in the block's range and every

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpgnn_core.distributed import PARTITIONED_FAMILIES
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods._private import OnStep
 
@@ -65,13 +66,14 @@ def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep) -> Any:
 
 #: The families with a partitioned path, by the registry's family name.
 FITS: dict[str, Callable[[Partitions, Any, OnStep], Any]] = {"gap": _gap, "dp-mlp": _dp_mlp}
+assert tuple(FITS) == PARTITIONED_FAMILIES
 
 
 def fit_for(family: str, method: str, data: Partitions
             ) -> Callable[[Partitions, Any, OnStep], Any]:
     """The partitioned fit of ``family``; a method without one is refused in one line."""
     if family not in FITS:
-        raise DataError(f"{method} does not train from a partitioned dataset yet (those "
-                        f"that do: gap-edp, gap-ndp, gap-inf, dp-mlp)",
+        raise DataError(f"{method} does not train from a partitioned dataset yet (the "
+                        f"families that do: {', '.join(PARTITIONED_FAMILIES)})",
                         path=data.path / "manifest.json", field="layout", value="partitioned")
     return FITS[family]

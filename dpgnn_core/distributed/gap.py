@@ -152,6 +152,9 @@ def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
     graph = SimpleNamespace(directed=bool(manifest["directed"]),
                             meta={k: manifest.get(k, {}) for k in ("split", "source", "cleaning")})
     planned, z, report = calibrate_gap_for(spec, n_train, d, graph)
+    if spec.level == "node":  # the graph's check comes first, as in one process
+        assert spec.max_degree is not None
+        check_degree_partitioned(client, dataset, manifest, int(spec.max_degree))
     device, randomness = resolve_device(spec.device), Randomness.for_spec(spec)
     rows = PartitionedRows(client, dataset, manifest, FeatureRows(), AsTensor(), device,
                            randomness, "encoder")

@@ -21,7 +21,8 @@ from flows.cli.summary import print_summary
 
 def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
              experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
-             allow_non_private_release: bool = False) -> None:
+             allow_non_private_release: bool = False,
+             cluster: dict[str, Any] | None = None) -> None:
     """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
     that need only the spec and the dataset's manifest run first, before Prefect starts."""
     manifest_path = dataset / "manifest.json"
@@ -39,6 +40,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     try:  # what the spec and the manifest alone can refuse, before Prefect starts (the
         # method's pre-flight, which the flow runs too; it imports no torch)
         manifest = load_manifest(manifest_path)
+        refuse_cluster_mismatch(name, dataset, manifest, cluster or {})
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         check_environment()
@@ -73,7 +75,9 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             summary = run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
                                     explain_graphs=explain_graphs,
-                                    allow_non_private_release=allow_non_private_release)
+                                    allow_non_private_release=allow_non_private_release,
+                                    **({"cluster": cluster} if cluster and any(
+                                        cluster.values()) else {}))
         except DpgnnError as e:
             error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
@@ -86,6 +90,24 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             stopped(e)
             raise typer.Exit(130) from e
     print_summary(summary, as_json)
+
+
+def refuse_cluster_mismatch(name: str, dataset: Path, manifest: dict[str, Any],
+                            cluster: dict[str, Any]) -> None:
+    """A partitioned dataset with a method that has no partitioned path, or without a
+    cluster; cluster options on a dataset that is not partitioned (one line each,
+    :func:`flows.partitioned.check_cluster_options`)."""
+    from dpgnn_core.distributed import PARTITIONED_FAMILIES
+    from dpgnn_core.errors import DataError
+    from dpgnn_core.methods.catalog import entry
+    from flows.partitioned import check_cluster_options
+
+    partitioned = manifest.get("layout") == "partitioned"
+    if partitioned and entry(name).family not in PARTITIONED_FAMILIES:
+        raise DataError(f"{name} does not train from a partitioned dataset yet (the "
+                        f"families that do: {', '.join(PARTITIONED_FAMILIES)})",
+                        path=dataset / "manifest.json", field="layout", value="partitioned")
+    check_cluster_options(cluster, dataset, partitioned)
 
 
 def stopped(e: KeyboardInterrupt) -> None:
