@@ -60,12 +60,54 @@ def partition_cluster(cluster: Mapping[str, Any]) -> Iterator[str]:
 
     if cluster.get("dask_address"):
         check_cluster(str(cluster["dask_address"]))
+        check_worker_room(str(cluster["dask_address"]), "the workers' --memory-limit")
         yield str(cluster["dask_address"])
         return
     with local_cluster(start_method=worker_start_method(), n_workers=int(cluster["workers"]),
                        threads_per_worker=1, processes=True, dashboard_address=None,
                        memory_limit=cluster.get("worker_memory") or "auto") as local:
+        check_worker_room(str(local.scheduler_address), "--worker-memory")
         yield str(local.scheduler_address)
+
+
+#: The share of its memory limit a worker may use at rest (its interpreter, torch and
+#: dpgnn imported): above it, Dask's pause threshold (80 % by default) is one partition's
+#: work away, and a paused worker leaves the run waiting for ever.
+REST_SHARE = 0.6
+
+
+def _rest_memory() -> int:
+    """A worker's resident memory once what a partitioned fit runs is imported."""
+    import psutil
+
+    import dpgnn_core.distributed.gap  # noqa: F401 (what every block task imports)
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def check_worker_room(address: str, option: str) -> None:
+    """Refuse, in one line, a cluster whose workers' memory limit their own interpreter
+    nearly fills: such a worker is paused by Dask at its first partition and the run would
+    wait for ever. Every worker imports what the fit runs first.
+
+    Raises:
+        DpgnnError: naming ``option`` and the limit to give at least.
+    """
+    from distributed import Client
+
+    with Client(address) as client:  # type: ignore[no-untyped-call]
+        rest = client.run(_rest_memory)
+        limits = {w: i.get("memory_limit") or 0
+                  for w, i in client.scheduler_info()["workers"].items()}
+    tight = [(rest[w], limits[w]) for w in rest if limits.get(w) and
+             rest[w] > REST_SHARE * limits[w]]
+    if tight:
+        used, limit = max(tight)
+        need = -(-used // int(REST_SHARE * (1 << 28))) << 28  # in steps of 256 MiB
+        raise DpgnnError(f"the Dask workers' memory limit ({limit / 2**20:.0f} MiB) is "
+                         f"nearly filled by a worker at rest ({used / 2**20:.0f} MiB: "
+                         f"Python, torch, dpgnn), so Dask would pause it at its first "
+                         f"partition; give {option} of at least {need / 2**30:.2g} GiB")
 
 
 def evaluation_of(model: Mapping[str, Any]) -> dict[str, Any]:
