@@ -20,16 +20,19 @@ from dpgnn_core.training.dp_sgd import PoissonSampler
 
 
 class RowSource(Protocol):
-    """Training rows, one per training node, drawn in batches.
+    """Training rows, one per training node, drawn in batches."""
 
-    Attributes:
-        num_rows (int): N, the training rows.
-        device (torch.device): where the batches are put.
-    """
+    @property
+    def num_rows(self) -> int:
+        """N, the training rows."""
 
-    num_rows: int
-    device: torch.device
-    has_val: bool
+    @property
+    def device(self) -> torch.device:
+        """Where the batches are put."""
+
+    @property
+    def has_val(self) -> bool:
+        """Whether there are labelled validation rows."""
 
     def poisson(self, rate: float) -> tuple[Tensor, Tensor]:
         """A Poisson batch: every row independently with probability ``rate``, drawn
@@ -62,11 +65,11 @@ class TensorRows:
     _sampler: PoissonSampler | None = field(default=None, repr=False)
 
     @property
-    def num_rows(self) -> int:  # type: ignore[override]
+    def num_rows(self) -> int:
         return int(self.inputs.shape[0])
 
     @property
-    def device(self) -> torch.device:  # type: ignore[override]
+    def device(self) -> torch.device:
         return self.inputs.device
 
     def poisson(self, rate: float) -> tuple[Tensor, Tensor]:
@@ -75,7 +78,7 @@ class TensorRows:
         return self.take(self._sampler.sample())
 
     @property
-    def has_val(self) -> bool:  # type: ignore[override]
+    def has_val(self) -> bool:
         return self.val is not None and bool(len(self.val[1]))
 
     def take(self, ids: Tensor) -> tuple[Tensor, Tensor]:
