@@ -136,18 +136,22 @@ class _Gate:
 
 
 @pytest.mark.slow
-def test_partitioned_gap_edp_has_the_single_process_ledger(client: Any, dataset: Path,
-                                                           tmp_path: Path) -> None:
-    """GAP-EDP end to end on partitions (encoder and classifier on gathered batches, PMA
-    block by block): the budget keeper sees the same plan and one release, the ledger
-    and the report are the single-process run's, and the model learns."""
+@pytest.mark.parametrize("level", ["edge", "node"])
+def test_partitioned_gap_has_the_single_process_ledger(client: Any, dataset: Path,
+                                                       tmp_path: Path, level: str) -> None:
+    """GAP end to end on partitions (encoder and classifier on gathered batches, PMA
+    block by block): the budget keeper sees the same plans and releases, the ledger and
+    the report are the single-process run's (at node level: DP-Adam on the partitions'
+    Poisson batches, the degree check on the workers), and the EDP model learns."""
     from dpgnn_core.distributed.gap import train_gap_partitioned
     from dpgnn_core.methods.gap import train_gap
     from dpgnn_core.privacy import gate as release_gate
     from dpgnn_core.specs import GapSpec
 
-    spec = GapSpec(level="edge", epsilon=4.0, hops=2, epochs=3, batch_size=100,
-                   encoder_dim=8, device="cpu")
+    spec = (GapSpec(level="edge", epsilon=4.0, hops=2, epochs=3, batch_size=100,
+                    encoder_dim=8, device="cpu") if level == "edge" else
+            GapSpec(level="node", epsilon=8.0, max_degree=60, hops=1, steps=4,
+                    batch_size=100, encoder_dim=8, device="cpu", accountant="rdp"))
     seen = {way: _Gate() for way in ("single", "partitioned")}
     with release_gate.gated(seen["partitioned"]):
         part = train_gap_partitioned(client, dataset, spec, tmp_path / "work")
@@ -159,7 +163,8 @@ def test_partitioned_gap_edp_has_the_single_process_ledger(client: Any, dataset:
         {k: v for k, v in single.report.items() if k != "ledger"}
     assert seen["single"].plans == seen["partitioned"].plans and seen["single"].plans
     assert seen["single"].admitted == seen["partitioned"].admitted
-    assert seen["single"].releases == seen["partitioned"].releases == 1
+    assert seen["single"].releases == seen["partitioned"].releases >= 1
     assert len(part.history) == len(single.history)
     assert part.release.sigma == single.report["pma_noise_std"] > 0
-    assert part.metrics["test"]["accuracy"] > 0.5  # 5 classes: chance is 0.2
+    if level == "edge":
+        assert part.metrics["test"]["accuracy"] > 0.5  # 5 classes: chance is 0.2
