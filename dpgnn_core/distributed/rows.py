@@ -106,20 +106,22 @@ class BlockRows:
     randomness: Randomness
 
 
-def draw_rows(job: BlockRows, rate: float | None, ids: IntArray | None, stream: str
-              ) -> tuple[Array, IntArray]:
-    """A worker's task: the rows and labels of block ``job.block``'s training rows, each
-    independently with probability ``rate`` (a Poisson batch; one uniform per training
-    row from the worker's generator for ``stream``), or those at positions ``ids`` among
-    its training rows."""
+def draw_rows(job: BlockRows, rate: float | None, ids: list[IntArray] | None,
+              stream: str, count: int = 1) -> list[tuple[Array, IntArray]]:
+    """A worker's task: the rows and labels of several batches of block ``job.block``'s
+    training rows, the block's rows read once for them all: ``count`` Poisson batches
+    (each training row independently with probability ``rate`` in each, one uniform per
+    row and batch, in turn from the worker's generator for ``stream``), or the batches of
+    positions ``ids`` among its training rows."""
     y, split = _nodes(job.dataset, job.block)
     train = np.flatnonzero(split == TRAIN)
     if rate is not None:
         rng = job.randomness.numpy_generator(stream)
-        ids = np.flatnonzero(rng.random(train.shape[0]) < rate)
+        ids = [np.flatnonzero(rng.random(train.shape[0]) < rate) for _ in range(count)]
     assert ids is not None
-    rows = train[ids]
-    return job.reader(job.dataset, job.block, rows), y[rows]
+    wanted = np.unique(np.concatenate(ids)) if ids else np.zeros(0, np.int64)
+    rows = job.reader(job.dataset, job.block, train[wanted])
+    return [(rows[np.searchsorted(wanted, i)], y[train[i]]) for i in ids]
 
 
 def block_logits(job: BlockRows, model: nn.Module, prepare: Prepare, only_val: bool
@@ -139,11 +141,13 @@ def block_logits(job: BlockRows, model: nn.Module, prepare: Prepare, only_val: b
 
 class PartitionedRows:
     """The training rows of a partitioned dataset, drawn by ``client``'s workers (module
-    docstring). ``dataset`` must have been checked (:func:`verify_partitioned`)."""
+    docstring). ``dataset`` must have been checked (:func:`verify_partitioned`). Each
+    round trip to the workers brings ``ahead`` batches (the trainer holds at most that
+    many), so that a step does not wait for the cluster every time."""
 
     def __init__(self, client: Any, dataset: str | Path, manifest: dict[str, Any],
                  reader: Reader, prepare: Prepare, device: torch.device,
-                 randomness: Randomness, name: str) -> None:
+                 randomness: Randomness, name: str, ahead: int = 8) -> None:
         self.client, self.prepare, self.device, self.name = client, prepare, device, name
         self.bounds = partition_bounds(dataset, manifest)
         self.jobs = [BlockRows(str(dataset), b, reader, randomness)
@@ -157,15 +161,16 @@ class PartitionedRows:
         self.offsets = np.concatenate([[0], np.cumsum(per_block)])
         self.num_rows = int(self.offsets[-1])
         self.has_val = sum(c["val"] for c in counts) > 0
-        self.steps = 0
-        self.batch_sizes: list[int] = []  # what the trainer was sent, step by step
+        self.ahead = ahead
+        self.rounds = 0
+        self._queue: list[list[tuple[Array, IntArray]]] = []
+        self.batch_sizes: list[int] = []  # what the trainer was sent, batch by batch
 
     def stream(self, block: int) -> str:
-        """The stream name of block ``block``'s Poisson draws at the current step."""
-        return f"{self.name}/batches/step{self.steps}/block{block}"
+        """The stream name of block ``block``'s Poisson draws in the current round."""
+        return f"{self.name}/batches/round{self.rounds}/block{block}"
 
-    def _gather(self, futures: list[Any]) -> tuple[Tensor, Tensor]:
-        parts = self.client.gather(futures)
+    def _batch(self, parts: list[tuple[Array, IntArray]]) -> tuple[Tensor, Tensor]:
         rows = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 0))
         labels = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         self.batch_sizes.append(int(labels.shape[0]))
@@ -173,22 +178,39 @@ class PartitionedRows:
         return inputs.to(self.device), torch.from_numpy(labels).to(self.device)
 
     def poisson(self, rate: float) -> tuple[Tensor, Tensor]:
-        self.steps += 1
-        return self._gather([self.client.submit(draw_rows, job, rate, None,
-                                                self.stream(job.block), pure=False)
-                             for job in self.jobs])
+        """The next Poisson batch; every :attr:`ahead` steps one task per partition draws
+        the next :attr:`ahead` batches at once (the same law: each batch's rows are drawn
+        independently of the others'; the batches not used when training ends are
+        dropped, never seen)."""
+        if not self._queue:
+            self.rounds += 1
+            per_block = self.client.gather([
+                self.client.submit(draw_rows, job, rate, None, self.stream(job.block),
+                                   self.ahead, pure=False) for job in self.jobs])
+            self._queue = [[blk[i] for blk in per_block] for i in range(self.ahead)]
+        return self._batch(self._queue.pop(0))
 
     def take(self, ids: Tensor) -> tuple[Tensor, Tensor]:
-        flat = ids.cpu().numpy().astype(np.int64)
-        owner = np.searchsorted(self.offsets, flat, side="right") - 1
-        order = np.argsort(owner, kind="stable")
-        futures = [self.client.submit(draw_rows, self.jobs[b], None,
-                                      flat[order][owner[order] == b] - self.offsets[b], "",
-                                      pure=False)
-                   for b in np.unique(owner)]
-        inputs, labels = self._gather(futures)
-        back = torch.from_numpy(np.argsort(order, kind="stable")).to(self.device)
-        return inputs[back], labels[back]  # in the order of ids
+        return self.take_many([ids])[0]
+
+    def take_many(self, batches: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """The rows of several batches of ids, one task per partition for them all, each
+        batch in the order of its ids."""
+        flat = [b.cpu().numpy().astype(np.int64) for b in batches]
+        owners = [np.searchsorted(self.offsets, f, side="right") - 1 for f in flat]
+        blocks = np.unique(np.concatenate(owners)) if flat else np.zeros(0, np.int64)
+        asked = [[f[o == b] - self.offsets[b] for f, o in zip(flat, owners, strict=True)]
+                 for b in blocks]
+        per_block = self.client.gather([
+            self.client.submit(draw_rows, self.jobs[int(b)], None, ids, "", pure=False)
+            for b, ids in zip(blocks, asked, strict=True)])
+        out = []
+        for k, owner in enumerate(owners):
+            order = np.concatenate([np.flatnonzero(owner == b) for b in blocks])
+            inputs, labels = self._batch([blk[k] for blk in per_block])
+            back = torch.from_numpy(np.argsort(order, kind="stable")).to(self.device)
+            out.append((inputs[back], labels[back]))  # in the order of the batch's ids
+        return out
 
     def logits(self, model: nn.Module, prepare: Prepare, only_val: bool = False
                ) -> tuple[Array, IntArray, npt.NDArray[np.int8]]:

@@ -42,6 +42,11 @@ def epoch_batches(num_rows: int, per_epoch: int, generator: torch.Generator
     return draw
 
 
+#: Mini-batches of a non-private epoch fetched from the source at once (the order of the
+#: draws is unchanged, so rows in memory give the very same batches).
+TAKE_AHEAD = 8
+
+
 def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
              private: bool, z: float, name: str,
              on_step: Callable[[int, dict[str, float]], None] | None,
@@ -80,8 +85,13 @@ def fit_source(model: nn.Module, source: RowSource, spec: GapSpec | ProgapSpec,
                             field="batch_size", value=spec.with_batch_size(n).batch)
         draw = epoch_batches(n, per_epoch, randomness.torch_generator(f"{name}/batches"))
         select = selector(model, source) if spec.selection == "best-val" else None
-        hist = train_steps(model, opt, spec.epochs * per_epoch,
-                           lambda: batch_losses(model, source.take(draw())), clipping=None,
+        queue: list[tuple[Tensor, Tensor]] = []
+
+        def minibatch() -> tuple[Tensor, float]:
+            if not queue:  # a few batches' rows at once (one trip to a cluster's workers)
+                queue.extend(source.take_many([draw() for _ in range(TAKE_AHEAD)]))
+            return batch_losses(model, queue.pop(0))
+        hist = train_steps(model, opt, spec.epochs * per_epoch, minibatch, clipping=None,
                            on_step=on_step, select=select, select_every=per_epoch)
     else:
         spec = spec.with_batch_size(n)  # the rows trained on: the training nodes

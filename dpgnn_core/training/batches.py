@@ -41,6 +41,9 @@ class RowSource(Protocol):
     def take(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """The rows ``ids`` (indices in ``[0, num_rows)``)."""
 
+    def take_many(self, batches: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """:meth:`take` of several batches at once."""
+
     def val_accuracy(self, model: nn.Module) -> float | None:
         """``model``'s accuracy on the labelled validation rows (:obj:`None` when there
         are none); the model is in evaluation mode when this is called."""
@@ -84,6 +87,9 @@ class TensorRows:
     def take(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         ids = ids.to(self.device)
         return self.inputs[ids], self.labels[ids]
+
+    def take_many(self, batches: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+        return [self.take(ids) for ids in batches]
 
     def val_accuracy(self, model: nn.Module) -> float | None:
         if self.val is None or not self.has_val:

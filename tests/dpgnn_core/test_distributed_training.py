@@ -59,19 +59,22 @@ class Replay:
         return self.x[ids], self.y[ids]
 
 
-def _drawn(data: Any, seed: int, rate: float, steps: int) -> list[np.ndarray]:
+def _drawn(data: Any, seed: int, rate: float, steps: int, ahead: int = 8
+           ) -> list[np.ndarray]:
     """The node ids each step's batch holds: every block's training nodes, each kept when
-    the block's uniform (its stream at that step, from a reproducible source) is < rate."""
+    its uniform is < rate; a block draws ``ahead`` batches a round, one uniform per row
+    and batch in turn from its stream of the round (a reproducible source here)."""
     train = data.mask("train")
     out = []
-    for t in range(1, steps + 1):
-        ids = []
+    for r in range(1, -(-steps // ahead) + 1):
+        rounds: list[list[np.ndarray]] = [[] for _ in range(ahead)]
         for b, (lo, hi) in enumerate(node_bounds(N, BLOCK)):
-            rng = Randomness(seed).numpy_generator(f"dp-mlp/batches/step{t}/block{b}")
+            rng = Randomness(seed).numpy_generator(f"dp-mlp/batches/round{r}/block{b}")
             mine = lo + np.flatnonzero(train[lo:hi])
-            ids.append(mine[rng.random(mine.shape[0]) < rate])
-        out.append(np.concatenate(ids))
-    return out
+            for i in range(ahead):
+                rounds[i].append(mine[rng.random(mine.shape[0]) < rate])
+        out += [np.concatenate(ids) for ids in rounds]
+    return out[:steps]
 
 
 @pytest.mark.slow
@@ -86,6 +89,7 @@ def test_partitioned_dp_mlp_is_the_single_process_run(client: Any, dataset: Path
     resolved, ledger, z, report = plan_dp_mlp(spec, n_train)
     batches = _drawn(data, 3, resolved.batch / n_train, resolved.steps)
     assert source.batch_sizes == [b.shape[0] for b in batches]
+    assert resolved.steps > source.ahead  # more than one round of draws
     assert max(source.batch_sizes) < n_train / 4  # batches, never the rows
     replay = fit_dp_mlp(Replay(data.x, data.y, batches, n_train),  # type: ignore[arg-type]
                         resolved, (ledger, z, report), 8, data.num_classes, Randomness(3))
