@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import uuid
@@ -139,7 +140,7 @@ def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
     A partitioned dataset (issue 51) trains on the Dask cluster at ``dask_address`` (the
     workers read the partitions; not part of the cache key: where it ran does not change
     what it computes), by the method's partitioned fit
-    (:meth:`~dpgnn_core.methods.registry.Method.fit_partitioned`); its metrics, computed
+    (:meth:`~dpgnn_core.methods.registry.Method.fit_with`); its metrics, computed
     block by block, are stored with the model (``metrics.json``).
     """
     with in_context(context):
@@ -206,7 +207,11 @@ def _fit_and_store(data: Any, dataset: DatasetRef, spec: Any,
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)
-    fit = method.fit if isinstance(data, GraphData) else method.fit_partitioned
+    fit = method.fit
+    if not isinstance(data, GraphData):  # a partitioned dataset: the family's own fit
+        from dpgnn_core.distributed.fits import fit_for
+
+        fit = functools.partial(method.fit_with, fit_for(method.family, method.name, data))
     unit = method.progress_unit
     total = getattr(spec, f"{unit}s")
     parts = (dataset["content_sha256"], spec, *_candidate_part(candidate))

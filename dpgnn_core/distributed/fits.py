@@ -1,5 +1,5 @@
 """The methods that train from a partitioned dataset, as the registry fits them
-(:meth:`dpgnn_core.methods.registry.Method.fit_partitioned`): GAP (every level) and
+(:meth:`dpgnn_core.methods.registry.Method.fit_with`): GAP (every level) and
 DP-MLP. A fit here returns the registry's :class:`~dpgnn_core.methods.registry.Fitted`,
 with the metrics per split computed block by block in ``extra["metrics"]`` (the
 partitioned path has no in-memory graph to evaluate on afterwards)."""

@@ -226,18 +226,13 @@ class Method:
         self._finish(fitted, spec, curve)
         return fitted
 
-    def fit_partitioned(self, data: Any, spec: Any, on_step: OnStep = None) -> Fitted:
-        """:meth:`fit` on a partitioned dataset (issue 51): ``data`` a
-        :class:`~dpgnn_core.distributed.fits.Partitions`; the family's partitioned fit
-        (:func:`~dpgnn_core.distributed.fits.fit_for`), with the same ε curve and report.
-
-        Raises:
-            DataError: the method has no partitioned path.
-        """
-        from dpgnn_core.distributed.fits import fit_for
-
+    def fit_with(self, fit: Callable[[Any, Any, OnStep], Any], data: Any, spec: Any,
+                 on_step: OnStep = None) -> Fitted:
+        """:meth:`fit` by another fit of this method: its partitioned one (issue 51;
+        :func:`dpgnn_core.distributed.fits.fit_for`, ``data`` a
+        :class:`~dpgnn_core.distributed.fits.Partitions`), with the same ε curve, report
+        and ledger form."""
         self._check_spec(spec)
-        fit = fit_for(self.family, self.name, data)
         with follow_epsilon(on_step, self._ledger_for) as curve:
             fitted = fit(data, spec, curve.on_step)
         self._finish(fitted, spec, curve)
