@@ -40,7 +40,7 @@ class Partitions:
         return int(self.manifest["num_classes"])
 
 
-def _gap(data: Partitions, spec: Any, on_step: OnStep) -> Any:
+def _gap(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
     from dpgnn_core.distributed.gap import train_gap_partitioned
     from dpgnn_core.methods.registry import Fitted
 
@@ -51,7 +51,7 @@ def _gap(data: Partitions, spec: Any, on_step: OnStep) -> Any:
                                                      "files": dict(r.release.files)}})
 
 
-def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep) -> Any:
+def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
     from dpgnn_core.distributed.training import (
         evaluate_dp_mlp_partitioned,
         train_dp_mlp_partitioned,
@@ -65,12 +65,12 @@ def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep) -> Any:
 
 
 #: The families with a partitioned path, by the registry's family name.
-FITS: dict[str, Callable[[Partitions, Any, OnStep], Any]] = {"gap": _gap, "dp-mlp": _dp_mlp}
+FITS: dict[str, Callable[[Partitions, Any, OnStep | None], Any]] = {"gap": _gap, "dp-mlp": _dp_mlp}
 assert tuple(FITS) == PARTITIONED_FAMILIES
 
 
 def fit_for(family: str, method: str, data: Partitions
-            ) -> Callable[[Partitions, Any, OnStep], Any]:
+            ) -> Callable[[Partitions, Any, OnStep | None], Any]:
     """The partitioned fit of ``family``; a method without one is refused in one line."""
     if family not in FITS:
         raise DataError(f"{method} does not train from a partitioned dataset yet (the "

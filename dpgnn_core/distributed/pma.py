@@ -117,7 +117,7 @@ class Encode:
     def __call__(self, x: Array) -> Array:
         encode = cast(Callable[[Tensor], Tensor], self.module.cpu().eval().encode)
         with torch.no_grad():
-            out: Array = encode(torch.from_numpy(np.require(x, np.float32, "CW"))).numpy()
+            out: Array = encode(torch.from_numpy(np.require(x, np.float32, ["C", "W"]))).numpy()
         return out
 
 

@@ -134,7 +134,7 @@ def block_logits(job: BlockRows, model: nn.Module, prepare: Prepare, only_val: b
             else np.arange(y.shape[0], dtype=np.int64))
     with torch.no_grad():
         inputs = prepare(torch.from_numpy(np.require(job.reader(job.dataset, job.block, rows),
-                                                      np.float32, "CW")))
+                                                      np.float32, ["C", "W"])))
         logits = model.eval()(inputs).numpy()
     return logits, y[rows], split[rows]
 
@@ -174,7 +174,7 @@ class PartitionedRows:
         rows = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 0))
         labels = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         self.batch_sizes.append(int(labels.shape[0]))
-        inputs = self.prepare(torch.from_numpy(np.require(rows, np.float32, "CW")))
+        inputs = self.prepare(torch.from_numpy(np.require(rows, np.float32, ["C", "W"])))
         return inputs.to(self.device), torch.from_numpy(labels).to(self.device)
 
     def poisson(self, rate: float) -> tuple[Tensor, Tensor]:

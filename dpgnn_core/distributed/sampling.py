@@ -107,8 +107,8 @@ def thin_block(job: BlockJob) -> dict[str, Any]:
     cand = candidates(src, dst, None if every else of_src, None if every else own[dst - lo])
     src, dst = src[cand], dst[cand]
     rng = job.randomness.numpy_generator(edgelist_stream(job.block))
-    keep, over = thin_edgelists(dst - lo, hi - lo, job.max_degree,
-                                rng.random(src.shape[0], dtype=np.float32))
+    uniforms: npt.NDArray[np.float32] = np.asarray(rng.random(src.shape[0], dtype=np.float32))
+    keep, over = thin_edgelists(dst - lo, hi - lo, job.max_degree, uniforms)
     np.save(_scratch(job), np.stack([src[keep], dst[keep]]))
     return {"block": job.block, "candidates": int(cand.sum()),
             "over": (np.flatnonzero(over) + lo).astype(np.int64)}

@@ -234,7 +234,7 @@ class Method:
         and ledger form."""
         self._check_spec(spec)
         with follow_epsilon(on_step, self._ledger_for) as curve:
-            fitted = fit(data, spec, curve.on_step)
+            fitted: Fitted = fit(data, spec, curve.on_step)
         self._finish(fitted, spec, curve)
         return fitted
 
