@@ -185,7 +185,7 @@ def calibrate_gap_for(spec: GapSpec, n_train: int, num_features: int, graph: Any
     graph's ``directed`` flag and ``meta`` (a partitioned dataset's manifest's)."""
     if spec.encoder_dim > num_features:
         warnings.warn(f"encoder_dim {spec.encoder_dim} exceeds the {num_features} input "
-                      "features: the encoding cannot compress them", stacklevel=2)
+                      "features: the encoding cannot compress them", stacklevel=3)
     data = graph
     private = spec.level != "none"
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)

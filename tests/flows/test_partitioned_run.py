@@ -65,6 +65,17 @@ def test_cluster_options_on_a_one_file_dataset(tmp_path: Path, started: list[Any
     assert "--workers applies to partitioned datasets" in line and not started
 
 
+def test_a_tampered_partition_is_refused_before_prefect(parted: Path,
+                                                        started: list[Any]) -> None:
+    """The pre-flight hashes every partition (and reads the label and split columns
+    block by block), as it checks a one-file folder's files."""
+    victim = parted / "features" / "part-00002.parquet"
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    line = _refused(_run("gap-edp", parted, "--workers", "2"))
+    assert "checksum mismatch" in line and "features/part-00002.parquet" in line
+    assert not started
+
+
 def test_cluster_options_reach_the_flow(parted: Path, started: list[Any]) -> None:
     r = _run("gap-edp", parted, "--workers", "2", "--worker-memory", "1GiB")
     assert started, r.output
