@@ -16,6 +16,7 @@ import numpy as np
 from torch import Tensor
 
 from dpgnn_core.data.partitioned import partition_bounds, read_edge_block, verify_partitioned
+from dpgnn_core.distributed.memory import releasing
 from dpgnn_core.distributed.pma import Encode, PartitionedRelease, pma_partitioned, write_x0
 from dpgnn_core.distributed.rows import AsTensor, FeatureRows, PartitionedRows, ReleaseRows
 from dpgnn_core.distributed.training import check_partitioned_task
@@ -40,6 +41,7 @@ from dpgnn_core.training.checkpoint import suspended
 from dpgnn_core.training.device import resolve_device
 
 
+@releasing
 def _block_degree_problem(dataset: str, block: int, bounds: list[tuple[int, int]],
                          num_nodes: int, max_degree: int) -> tuple[str, Any] | None:
     """A worker's task: :func:`check_degree_bound` on ``block``'s edges; ``None`` when it

@@ -31,6 +31,7 @@ from dpgnn_core.data.graph import SPLIT_NAMES
 from dpgnn_core.data.partitioned import part_name, partition_bounds
 from dpgnn_core.data.store import _matrix, _split_codes
 from dpgnn_core.data.validate import check_finite
+from dpgnn_core.distributed.memory import releasing
 from dpgnn_core.distributed.pma import block_file
 from dpgnn_core.errors import DataError
 from dpgnn_core.privacy.randomness import Randomness
@@ -41,6 +42,8 @@ IntArray = npt.NDArray[np.int64]
 Reader = Callable[[str, int, IntArray], Array]
 Prepare = Callable[[Tensor], Tensor]
 TRAIN, VAL = SPLIT_NAMES.index("train"), SPLIT_NAMES.index("val")
+#: Rows a worker runs the model on at once when it evaluates its block.
+EVAL_CHUNK = 8192
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ def _nodes(dataset: str, block: int) -> tuple[IntArray, npt.NDArray[np.int8]]:
             _split_codes(table.column("split"), path=p))
 
 
+@releasing
 def block_counts(dataset: str, block: int) -> dict[str, int]:
     """A worker's task: block ``block``'s training rows, those without a label, and its
     labelled validation rows."""
@@ -106,6 +110,7 @@ class BlockRows:
     randomness: Randomness
 
 
+@releasing
 def draw_rows(job: BlockRows, rate: float | None, ids: list[IntArray] | None,
               stream: str, count: int = 1) -> list[tuple[Array, IntArray]]:
     """A worker's task: the rows and labels of several batches of block ``job.block``'s
@@ -124,19 +129,24 @@ def draw_rows(job: BlockRows, rate: float | None, ids: list[IntArray] | None,
     return [(rows[np.searchsorted(wanted, i)], y[train[i]]) for i in ids]
 
 
+@releasing
 def block_logits(job: BlockRows, model: nn.Module, prepare: Prepare, only_val: bool
                  ) -> tuple[Array, IntArray, npt.NDArray[np.int8]]:
     """A worker's task: ``model``'s logits on block ``job.block``'s nodes (only its
-    labelled validation nodes with ``only_val``), their labels and splits; on CPU."""
+    labelled validation nodes with ``only_val``), their labels and splits; on CPU, the
+    model run on :data:`EVAL_CHUNK` rows at a time (its activations on a whole block
+    would be several times the block's rows: a 1 GiB worker was paused by them)."""
     torch.set_num_threads(1)
     y, split = _nodes(job.dataset, job.block)
     rows = (np.flatnonzero((split == VAL) & (y >= 0)) if only_val
             else np.arange(y.shape[0], dtype=np.int64))
+    data = torch.from_numpy(np.require(job.reader(job.dataset, job.block, rows), np.float32,
+                                       ["C", "W"]))
+    model = model.eval()
     with torch.no_grad():
-        inputs = prepare(torch.from_numpy(np.require(job.reader(job.dataset, job.block, rows),
-                                                      np.float32, ["C", "W"])))
-        logits = model.eval()(inputs).numpy()
-    return logits, y[rows], split[rows]
+        parts = [model(prepare(data[i:i + EVAL_CHUNK])).numpy()
+                 for i in range(0, max(len(rows), 1), EVAL_CHUNK)]
+    return np.concatenate(parts), y[rows], split[rows]
 
 
 class PartitionedRows:

@@ -44,6 +44,7 @@ from dpgnn_core.data.partitioned import (
     verify_partitioned,
 )
 from dpgnn_core.data.store import _split_codes
+from dpgnn_core.distributed.memory import releasing
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.dpgnn_sampler import candidates, thin_edgelists
 from dpgnn_core.io import atomic_dir, sha256_file
@@ -96,6 +97,7 @@ def _scratch(job: BlockJob) -> Path:
     return Path(job.scratch) / f"kept-{job.block:05d}.npy"
 
 
+@releasing
 def thin_block(job: BlockJob) -> dict[str, Any]:
     """Pass 1 (a worker's task): block ``job.block``'s candidates thinned, kept edges to a
     scratch file; returns its candidate count and the ids of its nodes above K."""
@@ -114,6 +116,7 @@ def thin_block(job: BlockJob) -> dict[str, Any]:
             "over": (np.flatnonzero(over) + lo).astype(np.int64)}
 
 
+@releasing
 def drop_block(job: BlockJob, over: IntArray, out: str) -> dict[str, Any]:
     """Pass 2 (a worker's task): block ``job.block``'s kept edges without those with an
     end in ``over`` (sorted ids), sorted by (dst, src), to ``out``'s edge partition."""
