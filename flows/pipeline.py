@@ -36,6 +36,7 @@ def pipeline(
     explain_graphs: int = 20,
     allow_non_private_release: bool = False,
     auto: dict[str, Any] | None = None,
+    cluster: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One run: a dataset folder (``dataset``) or an ingest spec, then the method ``spec``
     names (``spec.method``; the registry decides everything else).
@@ -61,6 +62,10 @@ def pipeline(
             (:class:`dpgnn_core.methods.auto.Choice` as a dict; :func:`auto_pipeline`
             passes it), shown in the summary and on the MLflow run; it must name
             ``spec``'s method.
+        cluster (dict, optional): a partitioned dataset's Dask cluster: ``workers`` and
+            ``worker_memory`` (a LocalCluster for the run) or ``dask_address``
+            (:mod:`flows.partitioned`); the method's partitioned fit runs in one train task
+            and evaluates block by block. (default: :obj:`None`)
 
     Returns:
         dict: the run summary printed by ``dpgnn run --json``.
@@ -68,7 +73,9 @@ def pipeline(
     import time
     from pathlib import Path
 
+    from dpgnn_core.data.partitioned import is_partitioned
     from dpgnn_core.data.store import read_manifest
+    from flows.partitioned import check_cluster_options, evaluation_of, partition_cluster
     from dpgnn_core.methods.registry import method_for
     from flows.recover import recover_and_claim
     from tasks.train import train
@@ -86,7 +93,10 @@ def pipeline(
     else:
         ds, states["ingest"] = _run(ingest, refresh, spec=ingest_spec)
     # the method's pre-flight (the CLI ran it too; a deployment or a Python caller did not)
-    the_method.preflight(spec, {**read_manifest(Path(ds["path"])), "path": ds["path"]})
+    manifest = read_manifest(Path(ds["path"]))
+    the_method.preflight(spec, {**manifest, "path": ds["path"]})
+    partitioned = is_partitioned(manifest)
+    check_cluster_options(cluster or {}, Path(ds["path"]), partitioned)
     # A release without privacy on a budgeted dataset is refused (charged ∞) unless allowed,
     # before anything trains; the graph classifier's non-private twin is one too.
     np_tags: dict[str, str] = {}
@@ -98,7 +108,12 @@ def pipeline(
     admit_units(ds, the_method.name, release_levels(spec))  # a unit the run cannot bound
     twin_spec, twin_tags = plan_twin(the_method, spec, ds, explain_graphs,
                                      allowed=allow_non_private_release)
-    if the_method.staged:  # GAP, ProGAP: the cached stages they declare (calibrate,
+    if partitioned:  # on the cluster, one task: the partitioned fit, evaluated in it
+        with partition_cluster(cluster or {}) as address:
+            model, states["train"] = _run(train, refresh, dataset=ds, spec=spec,
+                                          dask_address=address)
+        report = report_of(model)
+    elif the_method.staged:  # GAP, ProGAP: the cached stages they declare (calibrate,
         from tasks.staged import run_stages  # graph, modules, aggregations, composition)
 
         model, report = run_stages(the_method, ds, spec, refresh, states)
@@ -106,7 +121,10 @@ def pipeline(
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = report_of(model)  # the core's typed report (JSON on the wire)
     method = report.method or the_method.name
-    ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
+    if partitioned:
+        ev, states["evaluate"] = evaluation_of(model), states["train"]
+    else:
+        ev, states["evaluate"] = _run(evaluate, refresh, dataset=ds, model=model)
     explained: dict[str, Any] = {}
     twin: dict[str, Any] = {}
     if twin_spec is not None and report.private:

@@ -36,13 +36,15 @@ def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = N
     same task gets the same key with or without it, wherever the key is computed.
     An ``owner`` parameter (a release's owner token, :func:`tasks.budget.new_owner`: which
     budget reservation the task shares) is not part of the key either: it does not change
-    what the task computes.
+    what the task computes; nor is ``dask_address`` (the cluster a partitioned run's
+    workers are on).
     """
 
     def key(_ctx: Any, params: dict[str, Any]) -> str:
         params = dict(params)
         context = params.pop("context", None)
         params.pop("owner", None)
+        params.pop("dask_address", None)  # where a partitioned run's workers are
         # The project directory is part of the key: artifacts live under it.
         blob = {"task": name, "params": _plain(params),
                 "code": context["code_version"] if context else code_version(),

@@ -58,6 +58,8 @@ class ModelRef(ArtifactRef, total=False):
     dataset: str
     report: dict[str, Any]
     aggregations: ArtifactRef
+    metrics: dict[str, Any]  # a partitioned run's, computed block by block (metrics.json)
+    release: dict[str, Any] | None  # a partitioned GAP run's PMA release (its row blocks)
 
 
 def report_of(ref: Mapping[str, Any]) -> PrivacyReport:

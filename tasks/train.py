@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import math
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,7 +115,7 @@ def stamp_release(path: str | Path, at: datetime) -> None:
       result_serializer="json")
 def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
           budget_dataset: DatasetRef | None = None, owner: str | None = None,
-          candidate: str | None = None) -> ModelRef:
+          candidate: str | None = None, dask_address: str | None = None) -> ModelRef:
     """Fit any registered method's ``spec`` on the dataset (the registry decides the
     method) and write ``model.pt``, ``history.json`` and ``manifest.json``; a private run
     also writes ``ledger.json`` (its privacy events) and ``report.json`` (its privacy
@@ -132,9 +136,49 @@ def train(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
     :data:`CANDIDATE_HISTORY_DROPS`), and its name is part of its cache key, artifact folder
     and checkpoints, so two candidates drawn with the same configuration and seed are two
     trainings, never one (docs/privacy.md, "Private selection in sweeps").
+
+    A partitioned dataset (issue 51) trains on the Dask cluster at ``dask_address`` (the
+    workers read the partitions; not part of the cache key: where it ran does not change
+    what it computes), by the method's partitioned fit
+    (:meth:`~dpgnn_core.methods.registry.Method.fit_with`); its metrics, computed
+    block by block, are stored with the model (``metrics.json``).
     """
     with in_context(context):
-        return _train(dataset, spec, budget_dataset, owner, candidate)
+        return _train(dataset, spec, budget_dataset, owner, candidate, dask_address)
+
+
+@contextlib.contextmanager
+def _training_data(dataset: DatasetRef, spec: Any, dask_address: str | None
+                   ) -> Iterator[Any]:
+    """The data a fit reads: the keyed dataset in memory, or a partitioned one's
+    :class:`~dpgnn_core.distributed.fits.Partitions` on the cluster at ``dask_address``
+    (every partition hashed by its workers, and the version the run was keyed on)."""
+    from dpgnn_core.data.partitioned import is_partitioned, verify_partitioned
+    from dpgnn_core.data.store import read_manifest
+    from dpgnn_core.errors import DataError
+
+    manifest = read_manifest(dataset["path"])
+    if not is_partitioned(manifest):
+        yield load_keyed_dataset(dataset)
+        return
+    if dask_address is None:
+        raise DataError("a partitioned dataset trains on a Dask cluster: pass --workers N "
+                        "(a local one) or --dask-address tcp://HOST:PORT",
+                        path=Path(dataset["path"]) / "manifest.json", field="layout",
+                        value="partitioned")
+    from distributed import Client
+
+    from dpgnn_core.distributed.fits import Partitions
+
+    with Client(dask_address) as client:  # type: ignore[no-untyped-call]
+        checked = verify_partitioned(dataset["path"], client)
+        if checked["content_sha256"] != dataset["content_sha256"]:
+            raise DataError("the dataset folder holds another version than the run was "
+                            f"keyed on ({str(checked['content_sha256'])[:12]}…)",
+                            path=dataset["path"], field="content_sha256",
+                            value=dataset["content_sha256"])
+        yield Partitions(client, Path(dataset["path"]), checked,
+                         artifact_dir("partitioned", dataset["content_sha256"], spec))
 
 
 #: What a private selection's candidate leaves out of its ``history.json``: every metric
@@ -151,11 +195,23 @@ def candidate_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = None,
-           owner: str | None = None, candidate: str | None = None) -> ModelRef:
+           owner: str | None = None, candidate: str | None = None,
+           dask_address: str | None = None) -> ModelRef:
+    with _training_data(dataset, spec, dask_address) as data:
+        return _fit_and_store(data, dataset, spec, budget_dataset, owner, candidate)
+
+
+def _fit_and_store(data: Any, dataset: DatasetRef, spec: Any,
+                   budget_dataset: DatasetRef | None, owner: str | None,
+                   candidate: str | None) -> ModelRef:
     from dpgnn_core.methods.registry import method_for
 
     method = method_for(spec)
-    data = load_keyed_dataset(dataset)
+    fit = method.fit
+    if not isinstance(data, GraphData):  # a partitioned dataset: the family's own fit
+        from dpgnn_core.distributed.fits import fit_for
+
+        fit = functools.partial(method.fit_with, fit_for(method.family, method.name, data))
     unit = method.progress_unit
     total = getattr(spec, f"{unit}s")
     parts = (dataset["content_sha256"], spec, *_candidate_part(candidate))
@@ -167,7 +223,7 @@ def _train(dataset: DatasetRef, spec: Any, budget_dataset: DatasetRef | None = N
     with gate_for(budget_dataset or dataset, method.name, spec, owner,
                   trains_on_it=budget_dataset is None) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
-        fitted = method.fit(data, spec, on_step=gate.on_step(shown.on_step()))
+        fitted = fit(data, spec, on_step=gate.on_step(shown.on_step()))
         if candidate:
             fitted.history = candidate_history(fitted.history)
         ref = _artifacts(method, dataset, spec, data, fitted, ckpt=ckpt, candidate=candidate)
@@ -211,7 +267,7 @@ def resume_note(ckpt: Checkpointer | None) -> dict[str, Any]:
                            "the plan once"}
 
 
-def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
+def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: Any,
                fitted: Any, ckpt: Checkpointer | None = None,
                candidate: str | None = None) -> ModelRef:
     """Write the model, its history and, for a private run, its ledger and privacy report,
@@ -228,9 +284,16 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
     # GAP in one task (a sweep point): its private release X(1..K) is stored beside the
     # classifier, for evaluation to predict from (the pipeline runs GAP's cached stages).
     aggregations = fitted.extra.get("aggregations")
+    metrics = fitted.extra.get("metrics")  # a partitioned fit's, computed block by block
+    if metrics is not None:
+        names.append("metrics.json")
+        metrics = {s: {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                       for k, v in m.items()} for s, m in metrics.items()}
     with atomic_dir(out, overwrite=True) as tmp:
         method.save(str(tmp / "model.pt"), fitted, spec, data)
         write_json_atomic(tmp / "history.json", history)
+        if metrics is not None:
+            write_json_atomic(tmp / "metrics.json", metrics)
         if reported:
             fitted.ledger.save(tmp / "ledger.json")
             write_json_atomic(tmp / "report.json", report.to_dict())
@@ -249,4 +312,7 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: GraphData,
         ref["report"] = report.to_dict()  # JSON on the wire (its ledger inside); report_of()
     if aggregations is not None:
         ref["aggregations"] = {"path": str(out), "files": agg_files}
+    if metrics is not None:
+        ref["metrics"] = metrics
+        ref["release"] = fitted.extra.get("release")
     return ref

@@ -209,6 +209,45 @@ def write_partitioned_csbm(
     return written
 
 
+def write_partitioned(data: GraphData, folder: str | Path, *, partition_nodes: int,
+                      overwrite: bool = False) -> dict[str, Any]:
+    """An in-memory node-classification graph written as partitions of ``partition_nodes``
+    nodes (the layout of :func:`write_partitioned_csbm`, its manifest and checks), for
+    graphs that fit one process: tests and comparisons with the single-process path.
+
+    Returns:
+        dict: the manifest written.
+    """
+    validate_graph_data(data, path=folder)
+    if data.task != "node" or np.asarray(data.y).ndim != 1 or data.directed:
+        raise DataError("only single-label node classification on an undirected graph is "
+                        "written as partitions", path=folder, field="task", value=data.task)
+    bounds = node_bounds(data.num_nodes, int(partition_nodes))
+    src, dst = data.edge_index[0].astype(np.int64), data.edge_index[1].astype(np.int64)
+    order = np.lexsort((src, dst))
+    src, dst = src[order], dst[order]
+    cuts = np.searchsorted(dst, [lo for lo, _ in bounds] + [data.num_nodes])
+    y, split = np.asarray(data.y, dtype=np.int64), np.asarray(data.split, dtype=np.int8)
+    with atomic_dir(folder, overwrite=overwrite) as tmp:
+        for kind in KINDS:
+            (tmp / kind).mkdir()
+        for b, (lo, hi) in enumerate(bounds):
+            sel = slice(cuts[b], cuts[b + 1])
+            _write_block(tmp, b, lo, y[lo:hi], split[lo:hi], data.x[lo:hi],
+                         np.stack([src[sel], dst[sel]]))
+        counts = np.bincount(split.astype(np.int64), minlength=len(SPLIT_NAMES))
+        manifest = _manifest(tmp, data.name, bounds, list(np.diff(cuts).astype(int).tolist()),
+                             int(data.num_features), int(data.num_classes), counts,
+                             {"partition_nodes": int(partition_nodes)}, [], 0, 0)
+        manifest["source"] = {"format": "graph", "generator": None,
+                              "options": {"partition_nodes": int(partition_nodes)}}
+        manifest["split"] = {"scheme": "given"}
+        written: dict[str, Any] = json.loads(json.dumps(manifest, default=str))
+        written["manifest_sha256"] = manifest_digest(written)
+        write_json_atomic(tmp / "manifest.json", written)
+    return written
+
+
 def _manifest(tmp: Path, name: str, bounds: Bounds, edge_rows: list[int], feature_dim: int,
               num_classes: int, counts: npt.NDArray[np.int64], params: dict[str, Any],
               fractions: Sequence[float], seed: int, drawn: int) -> dict[str, Any]:
@@ -321,6 +360,20 @@ def _check_footers(folder: Path, manifest: dict[str, Any], bounds: Bounds) -> No
         raise DataError("edge partitions' rows do not sum to num_edges",
                         path=folder / "manifest.json", field="num_edges",
                         value=manifest["num_edges"])
+
+
+def verify_partitioned_records(folder: str | Path) -> tuple[IntArray, npt.NDArray[np.int8]]:
+    """:func:`verify_partitioned` (in this process), then every node's label and split
+    code, read partition by partition (the columns only): what the pre-flight's record
+    checks read of a one-file folder (:func:`~dpgnn_core.data.store.verify_folder`)."""
+    manifest = verify_partitioned(folder)
+    labels, splits = [], []
+    for b in range(len(partition_bounds(folder, manifest))):
+        p = Path(folder) / part_name("nodes", b)
+        nodes = pq.read_table(p, columns=["label", "split"])
+        labels.append(nodes.column("label").to_numpy().astype(np.int64))
+        splits.append(_split_codes(nodes.column("split"), path=p))
+    return np.concatenate(labels), np.concatenate(splits)
 
 
 def read_edge_block(folder: str | Path, block: int, bounds: Bounds,

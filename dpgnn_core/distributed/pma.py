@@ -41,6 +41,7 @@ from dpgnn_core.data.partitioned import (
     read_feature_block,
     verify_partitioned,
 )
+from dpgnn_core.distributed.memory import releasing
 from dpgnn_core.errors import DataError
 from dpgnn_core.io import atomic_dir, sha256_file
 from dpgnn_core.privacy.pma import clip_rows, row_normalise
@@ -117,7 +118,7 @@ class Encode:
     def __call__(self, x: Array) -> Array:
         encode = cast(Callable[[Tensor], Tensor], self.module.cpu().eval().encode)
         with torch.no_grad():
-            out: Array = encode(torch.from_numpy(x)).numpy()
+            out: Array = encode(torch.from_numpy(np.require(x, np.float32, ["C", "W"]))).numpy()
         return out
 
 
@@ -152,6 +153,7 @@ def _load_rows(job: HopJob, j: int) -> Array:
     return rows
 
 
+@releasing
 def run_hop_block(job: HopJob) -> dict[str, Any]:
     """A worker's task: hop ``job.hop`` of destination block ``job.block``, written to
     ``job.out``. Returns the block, its rows and the file's sha256 (never the noise)."""
@@ -169,6 +171,7 @@ def run_hop_block(job: HopJob) -> dict[str, Any]:
     return {"block": job.block, "rows": hi - lo, "sha256": digest}
 
 
+@releasing
 def _write_x0_block(dataset: str, block: int, out: str,
                     encode: Callable[[Array], Array] | None) -> dict[str, Any]:
     torch.set_num_threads(1)

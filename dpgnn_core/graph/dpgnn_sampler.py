@@ -75,6 +75,38 @@ def _check(max_degree: int, layers: int, train_mask: npt.NDArray[np.bool_]) -> N
                         value="train")
 
 
+def candidates(src: IntArray, dst: IntArray, train_src: npt.NDArray[np.bool_] | None,
+               train_dst: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.bool_]:
+    """Which edges are candidates of SAMPLE-EDGELISTS: no self-loop, both ends training
+    nodes (``train_src`` / ``train_dst``: the training flags of each edge's ends;
+    :obj:`None` when every node trains)."""
+    cand: npt.NDArray[np.bool_] = src != dst
+    if train_src is not None and train_dst is not None:
+        cand &= train_src & train_dst
+    return cand
+
+
+def thin_edgelists(dst: IntArray, num_nodes: int, max_degree: int,
+                   uniforms: npt.NDArray[np.float32]
+                   ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """The sampling of SAMPLE-EDGELISTS on candidate edges with destinations ``dst`` in
+    ``[0, num_nodes)``: each kept when its uniform (float32, one per edge, secret) is below
+    min(1, K / (2 |RE_v|)) of its destination v, and which nodes' kept in-degree exceeds K.
+    Everything here depends on the destination's own edge list only, so a destination
+    partition computes it for its nodes alone (``dst`` local to the partition)
+    (:mod:`dpgnn_core.distributed.sampling`).
+
+    Returns:
+        tuple: (kept mask per edge, over-K mask per node).
+    """
+    deg = np.bincount(dst, minlength=num_nodes)
+    # Keep probability per node, compared with float32 uniforms (one per candidate edge).
+    p_node = np.minimum(1.0, max_degree / (2.0 * np.maximum(deg, 1))).astype(np.float32)
+    keep: npt.NDArray[np.bool_] = uniforms < p_node[dst]
+    over: npt.NDArray[np.bool_] = np.bincount(dst[keep], minlength=num_nodes) > max_degree
+    return keep, over
+
+
 def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArray[np.bool_],
                      max_degree: int, rng: np.random.Generator,
                      progress: Progress | None = None) -> SampledEdges:
@@ -93,18 +125,13 @@ def sample_edgelists(edge_index: IntArray, num_nodes: int, train_mask: npt.NDArr
     if progress is not None:
         progress("sampling edge lists", 0, 1)
     src, dst = edge_index[0], edge_index[1]
-    cand = src != dst
-    if not train_mask.all():
-        cand &= train_mask[src] & train_mask[dst]
+    cand = candidates(src, dst, train_mask[src] if not train_mask.all() else None,
+                      train_mask[dst] if not train_mask.all() else None)
     if not cand.all():
         src, dst = src[cand], dst[cand]
-    deg = np.bincount(dst, minlength=num_nodes)
-    # Keep probability per node, compared with float32 uniforms (one per candidate edge).
-    p_node = np.minimum(1.0, max_degree / (2.0 * np.maximum(deg, 1))).astype(np.float32)
-    keep = rng.random(src.shape[0], dtype=np.float32) < p_node[dst]
+    keep, over = thin_edgelists(dst, num_nodes, max_degree,
+                                rng.random(src.shape[0], dtype=np.float32))
     src, dst = src[keep], dst[keep]
-    kept_deg = np.bincount(dst, minlength=num_nodes)
-    over = kept_deg > max_degree
     if over.any():
         stay = ~over[dst] & ~over[src]
         src, dst = src[stay], dst[stay]

@@ -16,7 +16,8 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec, ProgapSpec
-from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
+from dpgnn_core.training.batches import RowSource, TensorRows, batch_losses, selector
+from dpgnn_core.training.dp_sgd import Clipping, train_steps
 from dpgnn_core.training.per_sample import group_noise_stds
 
 
@@ -41,57 +42,63 @@ def epoch_batches(num_rows: int, per_epoch: int, generator: torch.Generator
     return draw
 
 
+#: Mini-batches of a non-private epoch fetched from the source at once (the order of the
+#: draws is unchanged, so rows in memory give the very same batches).
+TAKE_AHEAD = 8
+
+
 def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | ProgapSpec,
              private: bool, z: float, name: str,
              on_step: Callable[[int, dict[str, float]], None] | None,
              val: tuple[Tensor, Tensor] | None = None) -> list[dict[str, float]]:
+    """:func:`fit_source` on rows held in memory (:class:`TensorRows`): ``inputs`` and
+    labels ``y`` of the training rows, ``val`` = (inputs, labels) of the validation rows
+    for ``selection="best-val"``."""
+    randomness = Randomness.for_spec(spec)
+    source = TensorRows(inputs, y, randomness.torch_generator(f"{name}/batches"), val)
+    return fit_source(model, source, spec, private, z, name, on_step, randomness=randomness)
+
+
+def fit_source(model: nn.Module, source: RowSource, spec: GapSpec | ProgapSpec,
+               private: bool, z: float, name: str,
+               on_step: Callable[[int, dict[str, float]], None] | None, *,
+               randomness: Randomness | None = None) -> list[dict[str, float]]:
     """Adam over mini-batches (``epochs`` epochs of :func:`batches_per_epoch` batches;
     EDP, ∞), or DP-Adam over Poisson-sampled rows (``steps``; one row per training node,
-    clipped to ``spec.clip``, noise std ``z * clip``; node level); the batches and the
-    noise come from :meth:`Randomness.for_spec` (secret by default), streams named after
-    ``name``. The model trains in training mode (dropout, batch statistics) and is left in
+    clipped to ``spec.clip``, noise std ``z * clip``; node level), the rows drawn from
+    ``source`` (in memory, or from a dataset's partitions); the batches and the noise come
+    from :meth:`Randomness.for_spec` (secret by default), streams named after ``name``.
+    The model trains in training mode (dropout, batch statistics) and is left in
     evaluation mode. With ``spec.selection == "best-val"`` (never at node level: the spec
-    refuses it) and ``val`` = (inputs, labels) of the validation rows, the weights of the
-    epoch with the best validation accuracy are kept. GAP's encoder and classifier and
-    ProGAP's stages train with it."""
-    randomness = Randomness.for_spec(spec)
-    gen = randomness.torch_generator(f"{name}/batches")
-    noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
+    refuses it) and labelled validation rows in ``source``, the weights of the epoch with
+    the best validation accuracy are kept. GAP's encoder and classifier and ProGAP's
+    stages train with it."""
+    randomness = randomness or Randomness.for_spec(spec)
+    noise_gen = randomness.torch_generator(f"{name}/noise", source.device)
     opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
-    n = inputs.shape[0]
+    n = source.num_rows
     model.train()
     if not private:
         per_epoch = batches_per_epoch(spec, n)
         if spec.norm == "batch" and n // per_epoch < 2:
             raise DataError("batch norm needs at least 2 rows per mini-batch",
                             field="batch_size", value=spec.with_batch_size(n).batch)
-        draw = epoch_batches(n, per_epoch, gen)
+        draw = epoch_batches(n, per_epoch, randomness.torch_generator(f"{name}/batches"))
+        select = selector(model, source) if spec.selection == "best-val" else None
+        queue: list[tuple[Tensor, Tensor]] = []
 
         def minibatch() -> tuple[Tensor, float]:
-            ids = draw().to(inputs.device)
-            losses = nn.functional.cross_entropy(model(inputs[ids]), y[ids], reduction="none")
-            return losses, float(losses.detach().mean())
-
-        select = None
-        if spec.selection == "best-val" and val is not None and len(val[1]):
-            def select() -> float:
-                model.eval()
-                with torch.no_grad():
-                    acc = float((model(val[0]).argmax(1) == val[1]).float().mean())
-                model.train()
-                return acc
+            if not queue:  # a few batches' rows at once (one trip to a cluster's workers)
+                queue.extend(source.take_many([draw() for _ in range(TAKE_AHEAD)]))
+            return batch_losses(model, queue.pop(0))
         hist = train_steps(model, opt, spec.epochs * per_epoch, minibatch, clipping=None,
                            on_step=on_step, select=select, select_every=per_epoch)
     else:
         spec = spec.with_batch_size(n)  # the rows trained on: the training nodes
-        sampler = PoissonSampler(n, spec.batch / n, gen)
-
-        def batch() -> tuple[Tensor, float]:
-            ids = sampler.sample().to(inputs.device)
-            losses = nn.functional.cross_entropy(model(inputs[ids]), y[ids], reduction="none")
-            return losses, float(losses.detach().mean()) if len(ids) else 0.0
+        rate = spec.batch / n
         stds = group_noise_stds(z, 1.0, [spec.clip])
-        hist = train_steps(model, opt, spec.steps, batch,
+        hist = train_steps(model, opt, spec.steps,
+                           lambda: batch_losses(model, source.poisson(rate)),
                            clipping=Clipping((spec.clip,), tuple(stds), float(spec.batch)),
                            generator=noise_gen, on_step=on_step,
                            log_raw_loss=spec.log_raw_loss)

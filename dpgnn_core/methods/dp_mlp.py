@@ -24,8 +24,9 @@ from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpMlpSpec
+from dpgnn_core.training.batches import RowSource, TensorRows, batch_losses
 from dpgnn_core.training.device import resolve_device
-from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
+from dpgnn_core.training.dp_sgd import Clipping, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 from dpgnn_core.training.per_sample import group_noise_stds
@@ -38,40 +39,44 @@ def ledger_for(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
     return poisson_plan(spec, num_train, "node", "DP-MLP training")
 
 
-def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
-                 on_step: Callable[[int, dict[str, float]], None] | None = None
-                 ) -> DpMlpResult:
-    """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
-    n_train = check_node_task(data, spec, "DP-MLP")
+def plan_dp_mlp(spec: DpMlpSpec, n_train: int
+                ) -> tuple[DpMlpSpec, Ledger, float, dict[str, Any]]:
+    """The spec resolved for ``n_train`` training rows (batch size, steps), the calibrated
+    ledger, noise multiplier z and privacy report: the same for rows in memory and rows in
+    partitions (:mod:`dpgnn_core.distributed.training`)."""
     spec = resolve_row_plan(spec, n_train, ledger_for)
-    train_idx = np.flatnonzero(data.mask("train"))
     ledger, z, report = calibrated_plan(
         spec, n_train, ledger_for(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
         "label)")
-    private = spec.epsilon is not None
-    if private:
+    if spec.epsilon is not None:
         report["noise_std"] = z * spec.clip
-    device = resolve_device(spec.device)
-    randomness = Randomness.for_spec(spec)
-    report.update(randomness.describe())
+    return spec, ledger, z, report
+
+
+def fit_dp_mlp(source: RowSource, spec: DpMlpSpec, plan: tuple[Ledger, float, dict[str, Any]],
+               in_dim: int, num_classes: int, randomness: Randomness,
+               on_step: Callable[[int, dict[str, float]], None] | None = None
+               ) -> DpMlpResult:
+    """DP-Adam (or, without ε, Adam on fixed-size batches) on the rows of ``source``, with
+    the calibrated ``plan`` (ledger, z, report) of :func:`plan_dp_mlp`."""
+    ledger, z, report = plan
+    private = spec.epsilon is not None
+    report = {**report, **randomness.describe()}
+    device = source.device
     gen = randomness.torch_generator("batches")
     noise_gen = randomness.torch_generator("noise", device)
-    x = torch.tensor(data.x[train_idx], device=device)
-    y = torch.tensor(data.y[train_idx], device=device)
+    n_train, rate = source.num_rows, spec.batch / source.num_rows
     with seeded(spec.seed, device):
-        model = MLP(data.num_features, spec.hidden, data.num_classes, spec.layers,
-                    dropout=0.0).to(device)
+        model = MLP(in_dim, spec.hidden, num_classes, spec.layers, dropout=0.0).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
-        sampler = PoissonSampler(n_train, spec.batch / n_train, gen)
 
         def step_losses() -> tuple[torch.Tensor, float]:
             # Poisson batches vary in size and may be empty: the noise is added regardless,
             # and the sum is divided by the expected batch size, as the analysis assumes.
-            ids = sampler.sample().to(device) if private else \
-                torch.randperm(n_train, generator=gen)[: spec.batch].to(device)
-            losses = torch.nn.functional.cross_entropy(model(x[ids]), y[ids], reduction="none")
-            return losses, float(losses.detach().mean().item()) if len(ids) else 0.0
+            batch = source.poisson(rate) if private else \
+                source.take(torch.randperm(n_train, generator=gen)[: spec.batch])
+            return batch_losses(model, batch)
 
         clipping = None
         if private:
@@ -81,6 +86,22 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                               generator=noise_gen, on_step=on_step,
                               log_raw_loss=spec.log_raw_loss)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
+
+
+def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
+                 on_step: Callable[[int, dict[str, float]], None] | None = None
+                 ) -> DpMlpResult:
+    """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
+    n_train = check_node_task(data, spec, "DP-MLP")
+    spec, ledger, z, report = plan_dp_mlp(spec, n_train)
+    train_idx = np.flatnonzero(data.mask("train"))
+    device = resolve_device(spec.device)
+    randomness = Randomness.for_spec(spec)
+    source = TensorRows(torch.tensor(data.x[train_idx], device=device),
+                        torch.tensor(data.y[train_idx], device=device),
+                        randomness.torch_generator("batches"))
+    return fit_dp_mlp(source, spec, (ledger, z, report), data.num_features,
+                      data.num_classes, randomness, on_step)
 
 
 def evaluate_dp_mlp(model: MLP, data: GraphData, device: str = "auto"

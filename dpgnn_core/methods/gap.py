@@ -71,7 +71,7 @@ from dpgnn_core.methods._private import (
     save_model,
     with_epsilon,
 )
-from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
+from dpgnn_core.methods._row_training import batches_per_epoch, fit_source, val_rows
 from dpgnn_core.methods._staged import (
     Calibration,
     Stage,
@@ -114,6 +114,7 @@ from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.specs import GapSpec
+from dpgnn_core.training.batches import RowSource, TensorRows
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
@@ -175,10 +176,17 @@ class GapResult:
 def calibrate_gap(data: GraphData, spec: GapSpec) -> tuple[Ledger, float, dict[str, Any]]:
     """The common noise scale z of the composition, its ledger and the privacy report;
     checks the input before anything is trained."""
-    n_train = check_node_task(data, spec, "GAP")
-    if spec.encoder_dim > data.num_features:
-        warnings.warn(f"encoder_dim {spec.encoder_dim} exceeds the {data.num_features} input "
-                      "features: the encoding cannot compress them", stacklevel=2)
+    return calibrate_gap_for(spec, check_node_task(data, spec, "GAP"), data.num_features, data)
+
+
+def calibrate_gap_for(spec: GapSpec, n_train: int, num_features: int, graph: Any
+                      ) -> tuple[Ledger, float, dict[str, Any]]:
+    """:func:`calibrate_gap` from the training nodes' count, the feature width and the
+    graph's ``directed`` flag and ``meta`` (a partitioned dataset's manifest's)."""
+    if spec.encoder_dim > num_features:
+        warnings.warn(f"encoder_dim {spec.encoder_dim} exceeds the {num_features} input "
+                      "features: the encoding cannot compress them", stacklevel=3)
+    data = graph
     private = spec.level != "none"
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
     make = ledger_for(spec, n_train)
@@ -236,18 +244,27 @@ def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None
     train = torch.from_numpy(data.mask("train")).to(device)
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
-    n_train = int(train.sum())
+    rows = TensorRows(x[train], y[train], Randomness.for_spec(spec).torch_generator(
+        "encoder/batches"), val_rows(data, x, y, spec))
+    return fit_encoder_on(rows, spec, z, (data.num_features, data.num_classes), on_step)
+
+
+def fit_encoder_on(rows: RowSource, spec: GapSpec, z: float, shape: tuple[int, int],
+                   on_step: OnStep | None = None
+                   ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
+    """:func:`fit_encoder` on any source of training rows (features, label), in memory or
+    in partitions; ``shape`` = (features, classes)."""
+    n_train = rows.num_rows
     if spec.level == "node":  # the encoder is a private release at node level
         _gate(spec, n_train, z)
     elif spec.level == "edge":  # it releases nothing private: the plan is checked first
         admit_plan(spec, ledger_for(spec, n_train)(z), n_train)
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
-    with seeded(spec.seed, device):
-        enc = new_encoder(spec, data.num_features, data.num_classes).to(device)
-        hist = fit_rows(enc, x[train], y[train], spec, spec.level == "node",
-                        z * spec.budget_split[0], "encoder", on_step,
-                        val_rows(data, x, y, spec))
+    with seeded(spec.seed, rows.device):
+        enc = new_encoder(spec, *shape).to(rows.device)
+        hist = fit_source(enc, rows, spec, spec.level == "node", z * spec.budget_split[0],
+                          "encoder", on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[:1])
@@ -303,25 +320,35 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
     ``[n, K, d]``; returned with the encoder attached. A private run's ``on_step`` records
     hold ``epsilon``, ε spent so far (the encoder's and PMA's included)."""
     device = resolve_device(spec.device)
-    train = torch.from_numpy(data.mask("train"))
+    train = torch.from_numpy(data.mask("train")).to(device)
     y = torch.tensor(np.asarray(data.y), device=device)
     enc = encoder.to(device).eval()
-    n_train = int(train.sum())
+    xs = with_own_encoding(enc, torch.tensor(data.x, device=device), aggregations.to(device),
+                           spec.hops)
+    rows = TensorRows(xs[train], y[train], Randomness.for_spec(spec).torch_generator(
+        "classifier/batches"), val_rows(data, xs, y, spec))
+    clf, hist, events = fit_classifier_on(rows, spec, z, data.num_classes, on_step)
+    return clf.attach_encoder(enc), hist, events
+
+
+def fit_classifier_on(rows: RowSource, spec: GapSpec, z: float, num_classes: int,
+                      on_step: OnStep | None = None
+                      ) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
+    """:func:`fit_classifier` on any source of rows ``[X(0), X(1..K)]`` with labels, in
+    memory or in partitions (the encoder is not attached)."""
+    n_train = rows.num_rows
     if spec.level == "node":
         _gate(spec, n_train, z)
     if on_step is not None:
         on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "classifier"))
-    with seeded(spec.seed + 3, device):
-        clf = new_classifier(spec, data.num_classes).to(device)
-        xs = with_own_encoding(enc, torch.tensor(data.x, device=device),
-                               aggregations.to(device), spec.hops)
-        hist = fit_rows(clf, xs[train.to(device)], y[train.to(device)], spec,
-                        spec.level == "node", z * spec.budget_split[2], "classifier", on_step,
-                        val_rows(data, xs, y, spec))
+    with seeded(spec.seed + 3, rows.device):
+        clf = new_classifier(spec, num_classes).to(rows.device)
+        hist = fit_source(clf, rows, spec, spec.level == "node", z * spec.budget_split[2],
+                          "classifier", on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[-1:])
-    return clf.eval().attach_encoder(enc), hist, events
+    return clf.eval(), hist, events
 
 
 def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: Ledger,

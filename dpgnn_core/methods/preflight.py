@@ -112,7 +112,12 @@ def _folder_records(manifest: Mapping[str, Any]) -> tuple[dict[str, int], Any]:
     key = (str(folder.resolve()), tuple(stats), json.dumps(dict(manifest), sort_keys=True,
                                                            default=str))
     if key not in _VERIFIED:
-        labels, split = verify_folder(folder, dict(manifest))
+        if manifest.get("layout") == "partitioned":  # every partition hashed, block by block
+            from dpgnn_core.data.partitioned import verify_partitioned_records
+
+            labels, split = verify_partitioned_records(folder)
+        else:
+            labels, split = verify_folder(folder, dict(manifest))
         import numpy as np
 
         counts = np.bincount(split.astype(np.int64), minlength=len(SPLIT_NAMES))

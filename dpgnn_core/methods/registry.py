@@ -228,6 +228,18 @@ class Method:
         self._finish(fitted, spec, curve)
         return fitted
 
+    def fit_with(self, fit: Callable[[Any, Any, OnStep], Any], data: Any, spec: Any,
+                 on_step: OnStep = None) -> Fitted:
+        """:meth:`fit` by another fit of this method: its partitioned one (issue 51;
+        :func:`dpgnn_core.distributed.fits.fit_for`, ``data`` a
+        :class:`~dpgnn_core.distributed.fits.Partitions`), with the same ε curve, report
+        and ledger form."""
+        self._check_spec(spec)
+        with follow_epsilon(on_step, self._ledger_for) as curve:
+            fitted: Fitted = fit(data, spec, curve.on_step)
+        self._finish(fitted, spec, curve)
+        return fitted
+
     def _finish(self, fitted: Fitted, spec: Any, curve: EpsilonCurve) -> None:
         """The report and history of ``fitted``, finished: the ε curve (the method's own,
         or its declared plan's) in both, the raw-loss note, the ledger; the report

@@ -381,12 +381,15 @@ def degree_within_bound(spec: Any, manifest: Mapping[str, Any]) -> None:
     every degree within ``max_degree``, read from the dataset's edge list (without the rest
     of the dataset), the refusal training would make
     (:func:`~dpgnn_core.graph.gap_degree.check_degree_bound`), before anything starts.
-    Nothing to check at another level or without the dataset folder (``path``).
+    Nothing to check at another level or without the dataset folder (``path``); a
+    partitioned dataset's degrees are checked by its workers, before anything trains
+    (:func:`dpgnn_core.distributed.gap.train_gap_partitioned`).
 
     Raises:
         DataError: a degree above ``max_degree`` (naming D, never the observed degrees).
     """
-    if getattr(spec, "level", None) != "node" or not manifest.get("path"):
+    if getattr(spec, "level", None) != "node" or not manifest.get("path") or \
+            manifest.get("layout") == "partitioned":
         return
     from dpgnn_core.data.store import read_edges
     from dpgnn_core.graph.gap_degree import check_degree_bound

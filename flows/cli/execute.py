@@ -23,7 +23,8 @@ from flows.cli.summary import print_summary
 def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
              experiment: str, refresh: bool, as_json: bool, explain_graphs: int = 20,
              allow_non_private_release: bool = False,
-             auto: dict[str, Any] | None = None) -> None:
+             auto: dict[str, Any] | None = None,
+             cluster: dict[str, Any] | None = None) -> None:
     """Run ``spec`` on ``dataset`` through the pipeline flow and print the summary; checks
     that need only the spec and the dataset's manifest run first, before Prefect starts.
     ``auto``: what ``dpgnn run auto`` chose (the flow records it)."""
@@ -43,6 +44,7 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
         # method's pre-flight, which the flow runs too; it imports no torch)
         common.check_experiment(experiment)
         manifest = load_manifest(manifest_path)
+        refuse_cluster_mismatch(name, dataset, manifest, cluster or {})
         notes = preflight.check(spec, {**manifest, "path": str(dataset)})
         clilog.check_home(project_dir())
         check_environment()
@@ -78,7 +80,9 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
                                     experiment=experiment, refresh=refresh,
                                     explain_graphs=explain_graphs,
                                     allow_non_private_release=allow_non_private_release,
-                                    **({"auto": auto} if auto else {}))
+                                    **({"auto": auto} if auto else {}),
+                                    **({"cluster": cluster} if cluster and any(
+                                        cluster.values()) else {}))
         except DpgnnError as e:
             error(f"{e}" + (f" (details: {log})" if log.exists() else ""))
             raise typer.Exit(1) from e
@@ -91,6 +95,24 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             stopped(e)
             raise typer.Exit(130) from e
     print_summary(summary, as_json)
+
+
+def refuse_cluster_mismatch(name: str, dataset: Path, manifest: dict[str, Any],
+                            cluster: dict[str, Any]) -> None:
+    """A partitioned dataset with a method that has no partitioned path, or without a
+    cluster; cluster options on a dataset that is not partitioned (one line each,
+    :func:`flows.partitioned.check_cluster_options`)."""
+    from dpgnn_core.distributed import PARTITIONED_FAMILIES
+    from dpgnn_core.errors import DataError
+    from dpgnn_core.methods.catalog import entry
+    from flows.partitioned import check_cluster_options
+
+    partitioned = manifest.get("layout") == "partitioned"
+    if partitioned and entry(name).family not in PARTITIONED_FAMILIES:
+        raise DataError(f"{name} does not train from a partitioned dataset yet (the "
+                        f"families that do: {', '.join(PARTITIONED_FAMILIES)})",
+                        path=dataset / "manifest.json", field="layout", value="partitioned")
+    check_cluster_options(cluster, dataset, partitioned)
 
 
 def stopped(e: KeyboardInterrupt) -> None:

@@ -27,7 +27,8 @@ run_app = typer.Typer(
 
 #: Options of the run itself, not of the method.
 _RUN_OPTIONS = ("dataset", "config", "set_", "as_json", "tracking_uri", "experiment",
-                "refresh", "non_private", "explain_graphs", "allow_non_private_release")
+                "refresh", "non_private", "explain_graphs", "allow_non_private_release",
+                "workers", "worker_memory", "dask_address")
 #: Spec fields that only a private method uses (a non-private name, graph-gcn say, trains
 #: the same path without clipping or noise).
 _PRIVACY_FIELDS = ("epsilon", "delta", "accountant", "noise_multiplier", "clip",
@@ -173,9 +174,32 @@ def _signature(name: str, spec_type: Any) -> inspect.Signature:
             help="Release without privacy (this run, or a graph classifier's non-private "
             "twin) on a dataset with a privacy budget, which refuses it otherwise; recorded "
             "in the odometer and on the MLflow run.")]))
+    run_params += _cluster_params(name)
     params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
                for n, d, a in run_params]
     return inspect.Signature(params)
+
+
+def _cluster_params(name: str) -> list[tuple[str, Any, Any]]:
+    """The cluster options of a method that trains from partitioned datasets (issue 51),
+    as ``dpgnn sweep`` has them (:mod:`flows.partitioned`)."""
+    from dpgnn_core.distributed import PARTITIONED_FAMILIES
+    from dpgnn_core.methods.catalog import entry
+
+    if entry(name).family not in PARTITIONED_FAMILIES:
+        return []
+    return [
+        ("workers", None, Annotated[int | None, typer.Option(
+            min=1, help="A partitioned dataset: train on a local Dask cluster of this many "
+            "single-threaded worker processes, started for the run.")]),
+        ("worker_memory", None, Annotated[str | None, typer.Option(
+            help="With --workers: each worker's memory limit (e.g. 1GiB; default: the "
+            "machine's memory shared among them).")]),
+        ("dask_address", None, Annotated[str | None, typer.Option(
+            help="A partitioned dataset: train on this running Dask cluster "
+            "(tcp://host:8786); its workers must see the dataset and the project home at "
+            "the same paths.")]),
+    ]
 
 
 def _load_config(path: Path) -> dict[str, Any]:
@@ -268,7 +292,9 @@ def _make_command(name: str, spec_type: Any) -> Any:
                  refresh=bool(run_kwargs.get("refresh")),
                  as_json=bool(run_kwargs.get("as_json")),
                  explain_graphs=run_kwargs.get("explain_graphs", 20),
-                 allow_non_private_release=bool(run_kwargs.get("allow_non_private_release")))
+                 allow_non_private_release=bool(run_kwargs.get("allow_non_private_release")),
+                 cluster={k: run_kwargs.get(k) for k in ("workers", "worker_memory",
+                                                         "dask_address")})
 
     sig = _signature(name, spec_type)
     command.__signature__ = sig  # type: ignore[attr-defined]
