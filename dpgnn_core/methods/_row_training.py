@@ -17,6 +17,7 @@ from dpgnn_core.errors import DataError
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
+from dpgnn_core.training.optim import adam
 from dpgnn_core.training.per_sample import group_noise_stds
 
 
@@ -57,7 +58,7 @@ def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | Progap
     randomness = Randomness.for_spec(spec)
     gen = randomness.torch_generator(f"{name}/batches")
     noise_gen = randomness.torch_generator(f"{name}/noise", inputs.device)
-    opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
+    opt = adam(model.parameters(), lr=spec.lr)
     n = inputs.shape[0]
     model.train()
     if not private:

@@ -28,6 +28,7 @@ from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
+from dpgnn_core.training.optim import adam
 from dpgnn_core.training.per_sample import group_noise_stds
 
 DpMlpResult = PrivateResult[MLP]
@@ -63,7 +64,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
     with seeded(spec.seed, device):
         model = MLP(data.num_features, spec.hidden, data.num_classes, spec.layers,
                     dropout=0.0).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
+        opt = adam(model.parameters(), lr=spec.lr)
         sampler = PoissonSampler(n_train, spec.batch / n_train, gen)
 
         def step_losses() -> tuple[torch.Tensor, float]:
