@@ -1,11 +1,12 @@
 """The budget store's cache of post hoc compositions (issue 52 §7): ε per unit of a fixed
 sequence of releases (:func:`dpgnn_core.privacy.odometer.compose`) is a function of the
 releases, δ and the units alone, so :meth:`BudgetStore.summary` keeps each result in the
-store's ``compose_cache`` table, keyed on them and on the accounting code. A rerun whose
-odometer reading has not changed (a cached run, ``budget show`` twice) reads it back
-instead of composing again, which would import dp-accounting and scipy.stats (about 1 s
-of CPU) and run PLD. A key names the source of dpgnn's accounting modules and the
-installed dp-accounting, so any change to either composes afresh."""
+store's ``compose_cache`` table (created with the store), keyed on them and on the
+accounting code. A rerun whose odometer reading has not changed (a cached run, ``budget
+show`` twice) reads it back instead of composing again, which would import dp-accounting
+and scipy.stats (about 1 s of CPU) and run PLD. A key names the source of dpgnn's
+accounting modules and the installed dp-accounting, so any change to either composes
+afresh. Admission (the privacy filter) never reads this cache."""
 
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from dpgnn_core.privacy.odometer import Charge, UnitSpent, compose
-
-SCHEMA = """CREATE TABLE IF NOT EXISTS compose_cache(key TEXT PRIMARY KEY, spent TEXT NOT NULL);
-"""
 
 #: dpgnn's modules whose code the composition runs.
 ACCOUNTING_MODULES = ("odometer", "rdp", "pld", "pld_library", "accountants", "events",
@@ -76,7 +74,6 @@ def cached_compose(path: Path, timeout: float, charges: Sequence[Charge], delta:
     try:
         db = sqlite3.connect(path, timeout=timeout)
         try:
-            db.executescript(SCHEMA)
             row = db.execute("SELECT spent FROM compose_cache WHERE key=?", (key,)).fetchone()
         finally:
             db.close()
