@@ -3,6 +3,15 @@ cached) against the same work done by calling the core library directly.
 
 Every configuration runs as a fresh process, as a user's command would.
 Usage: python benchmarks/bench_run_overhead.py [--repeat 2] [--epochs 50]
+
+``--cora`` (issue 52 §7): a private Cora run's split with ``dpgnn server`` running, for
+each method: the cold run (``--refresh``) and the fully cached run, as CPU seconds (user +
+sys of the ``dpgnn`` process and its children: the figure a shared machine does not
+inflate much) and wall; the core library's own fit of the same spec in a fresh process
+(imports and compute apart); and where a cached run's CPU goes
+(``benchmarks/run_split.py``). ``--tree DIR`` runs another checkout's code (its
+``PYTHONPATH``) with this venv, for a before/after on one machine:
+``python benchmarks/bench_run_overhead.py --cora [--tree /tmp/old] [--repeat 2]``.
 """
 
 from __future__ import annotations
@@ -10,11 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -38,13 +49,103 @@ def _time(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t
 
 
+CORE_FIT = """
+import sys, time, json
+t0 = time.process_time()
+import torch
+torch.set_num_threads(1)
+from dpgnn_core.data.store import read_dataset
+from dpgnn_core.methods.registry import get
+method = get(sys.argv[2])
+t1 = time.process_time()
+data = read_dataset(sys.argv[1])
+spec = method.spec(epsilon=1.0, seed=1)
+fitted = method.fit(data, spec)
+t2 = time.process_time()
+metrics = method.evaluate(fitted.model, data, spec, fitted.extra)
+t3 = time.process_time()
+print(json.dumps({"imports_cpu_s": t1 - t0, "fit_cpu_s": t2 - t1, "evaluate_cpu_s": t3 - t2,
+                  "test_accuracy": metrics["test"]["accuracy"]}))
+"""
+
+
+def _cpu_run(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``cmd``; its wall seconds and CPU seconds (user + sys of it and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "stdout": out.stdout,
+            "stderr": out.stderr}
+
+
+def cora(args: argparse.Namespace) -> None:
+    """The issue 52 §7 split on Cora (see the module docstring)."""
+    from _util import machine
+
+    tmp = Path(tempfile.mkdtemp(prefix="dpgnn-overhead-cora-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    tree = Path(args.tree).resolve() if args.tree else HERE.parent
+    env.update({"DPGNN_HOME": str(tmp / "home"), "PYTHONPATH": str(tree),
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"})
+    dpgnn = str(BIN / "dpgnn")
+    ds = tmp / "cora"
+    subprocess.run([dpgnn, "ingest", "--format", "planetoid", "--source", args.cora_raw,
+                    "--out", str(ds), "-o", "fractions=[0.75,0.1,0.15]"], env=env,
+                   check=True, capture_output=True)
+    subprocess.run([dpgnn, "budget", "set", str(ds), "--epsilon", "100", "--delta", "1e-5"],
+                   env=env, check=True, capture_output=True)
+    res: dict[str, Any] = {"machine": machine(), "tree": str(tree),
+                           "load_before": os.getloadavg(), "methods": {}}
+    subprocess.run([dpgnn, "server", "start", "--port", str(args.port)], env=env,
+                   check=True, capture_output=True)
+    try:  # warm-up: creates the MLflow database (a one-off cost per project)
+        warm = tmp / "warm"
+        subprocess.run([dpgnn, "ingest", "--format", "synthetic", "--out", str(warm), "-o",
+                        "num_nodes=200"], env=env, check=True, capture_output=True)
+        subprocess.run([dpgnn, "run", "mlp", "--dataset", str(warm), "--epochs", "2"],
+                       env=env, check=True, capture_output=True)
+        for name in args.methods.split(","):
+            run = [dpgnn, "run", name, "--dataset", str(ds), "--epsilon", "1", "--seed", "1",
+                   "--json"]
+            cold = _cpu_run([*run, "--refresh"], env)
+            summary = json.loads(cold.pop("stdout"))
+            cold.pop("stderr")
+            cached = [_cpu_run(run, env) for _ in range(args.repeat)]
+            for c in cached:
+                c.pop("stdout"), c.pop("stderr")
+            split = _cpu_run([sys.executable, str(tree / "benchmarks" / "run_split.py"),
+                              *run[1:]], env)
+            core = _cpu_run([sys.executable, "-c", CORE_FIT, str(ds), name], env)
+            res["methods"][name] = {
+                "cold": cold, "cold_test_accuracy": summary.get("test_accuracy"),
+                "cached": cached, "core_fit": {**json.loads(core["stdout"]),
+                                               "process_cpu_s": core["cpu_s"]},
+                "cached_split_cpu_s": json.loads(split["stderr"][split["stderr"].rindex("{\n"):])}
+    finally:
+        subprocess.run([dpgnn, "server", "stop"], env=env, capture_output=True)
+    res["load_after"] = os.getloadavg()
+    print(json.dumps(res, indent=1))
+
+
 def main() -> None:
     from _util import machine
 
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--cora", action="store_true", help="the issue 52 §7 split on Cora")
+    p.add_argument("--cora-raw", default=str(HERE.parent.parent / "shared" / "datasets" /
+                                             "planetoid" / "Cora" / "raw"))
+    p.add_argument("--methods", default="gap-edp,dpdgc-edp")
+    p.add_argument("--tree", default=None, help="run this checkout's code (PYTHONPATH)")
+    p.add_argument("--port", type=int, default=4298)
     args = p.parse_args()
+    if args.cora:
+        cora(args)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="dpgnn-overhead-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["DPGNN_HOME"] = str(tmp / "home")

@@ -18,6 +18,7 @@ import numpy as np
 
 from dpgnn_core.budget.change import admission_state as _state
 from dpgnn_core.budget.change import decide, describe
+from dpgnn_core.budget.compose_cache import cached_compose
 from dpgnn_core.budget.graphs import SameGraphBudgets
 from dpgnn_core.budget.records import STATUSES, ReleaseRecords, _now
 from dpgnn_core.budget.report import (
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS releases(
     covers TEXT, carrier TEXT);
 CREATE TABLE IF NOT EXISTS rdp_cache(
     event TEXT PRIMARY KEY, orders INTEGER NOT NULL, rdp TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS compose_cache(key TEXT PRIMARY KEY, spent TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log(
     id INTEGER PRIMARY KEY AUTOINCREMENT, budget_id TEXT, time TEXT, action TEXT,
     detail TEXT);
@@ -491,6 +493,16 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
             return [str(r["budget_id"]) for r in
                     db.execute("SELECT budget_id FROM budgets ORDER BY updated")]
 
+    def has_reserved(self, budget_id: str) -> bool:
+        """Whether a record of the budget's current epoch is ``reserved`` (a release under
+        way, or a stopped run's kept reservation): what :meth:`summary`'s records say,
+        without composing ε (a pre-flight need not import the accountants)."""
+        with self._tx(write=False) as db:
+            b = self._budget(db, budget_id)
+            return db.execute("SELECT 1 FROM releases WHERE budget_id=? AND epoch=? AND "
+                              "status='reserved' LIMIT 1",
+                              (budget_id, b.epoch)).fetchone() is not None
+
     def summary(self, budget_id: str, all_epochs: bool = False) -> Summary:
         """The budget, the versions, ε spent per unit and every record (this epoch's, or
         every epoch's with ``all_epochs``)."""
@@ -514,7 +526,8 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
         charges = [r.charge for r in counted]
         units = sorted({*shown_units(charges), *protected_units(
             charges, b.filter.units if b.filter else None)}, key=UNITS.index)
-        spent = compose(charges, delta, units) if counted and delta else {}
+        spent = (cached_compose(self.path, self.timeout, charges, delta, units)
+                 if counted and delta else {})
         states: dict[str, FilterState] = {}
         if b.epsilon is not None and b.delta is not None:
             flt = b.filter or Filter.register(b.epsilon, b.delta)  # shown, not stored

@@ -403,7 +403,9 @@ def record_labels(folder: str | Path, task: str) -> tuple[np.ndarray, np.ndarray
     ``[n]`` (``[n, C]`` multi-label), split codes int8 ``[n]``."""
     name = "graphs.parquet" if task == "graph" else "nodes.parquet"
     p = Path(folder) / name
-    table = pq.read_table(p, columns=["label", "split"])
+    # one file: ParquetFile reads it without importing pyarrow.dataset, which read_table
+    # imports (about 1 s of CPU: most of the pre-flight of a cached run, issue 52 §7)
+    table = pq.ParquetFile(p).read(columns=["label", "split"])
     labels = (_column(table, "label", path=p, dtype=pa.int64()) if task == "graph"
               else _read_labels(table, path=p))
     return labels, _split_codes(table.column("split"), path=p)

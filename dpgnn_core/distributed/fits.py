@@ -14,6 +14,7 @@ from typing import Any
 from dpgnn_core.distributed import PARTITIONED_FAMILIES
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods._private import OnStep
+from dpgnn_core.privacy.report import PrivacyReport
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _gap(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
 
     r = train_gap_partitioned(data.client, data.path, spec, data.workdir, on_step,
                               overwrite=True, manifest=data.manifest)
-    return Fitted(r.classifier, r.ledger, r.report, r.history,
+    return Fitted(r.classifier, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"metrics": r.metrics, "release": {"path": str(r.release.folder),
                                                      "files": dict(r.release.files)}})
 
@@ -60,7 +61,7 @@ def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
 
     r, rows = train_dp_mlp_partitioned(data.client, data.path, spec, on_step,
                                        manifest=data.manifest)
-    return Fitted(r.model, r.ledger, r.report, r.history,
+    return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"metrics": evaluate_dp_mlp_partitioned(r.model, rows, data.num_classes)})
 
 

@@ -18,6 +18,7 @@ from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.batches import RowSource, TensorRows, batch_losses, selector
 from dpgnn_core.training.dp_sgd import Clipping, train_steps
+from dpgnn_core.training.optim import adam
 from dpgnn_core.training.per_sample import group_noise_stds
 
 
@@ -75,7 +76,7 @@ def fit_source(model: nn.Module, source: RowSource, spec: GapSpec | ProgapSpec,
     stages train with it."""
     randomness = randomness or Randomness.for_spec(spec)
     noise_gen = randomness.torch_generator(f"{name}/noise", source.device)
-    opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
+    opt = adam(model.parameters(), lr=spec.lr)
     n = source.num_rows
     model.train()
     if not private:

@@ -29,6 +29,7 @@ from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
+from dpgnn_core.training.optim import adam
 from dpgnn_core.training.per_sample import group_noise_stds
 
 DpMlpResult = PrivateResult[MLP]
@@ -69,7 +70,7 @@ def fit_dp_mlp(source: RowSource, spec: DpMlpSpec, plan: tuple[Ledger, float, di
     n_train, rate = source.num_rows, spec.batch / source.num_rows
     with seeded(spec.seed, device):
         model = MLP(in_dim, spec.hidden, num_classes, spec.layers, dropout=0.0).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
+        opt = adam(model.parameters(), lr=spec.lr)
 
         def step_losses() -> tuple[torch.Tensor, float]:
             # Poisson batches vary in size and may be empty: the noise is added regardless,

@@ -103,6 +103,7 @@ from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.dp_sgd import Clipping, PoissonSampler, train_steps
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
+from dpgnn_core.training.optim import adam
 
 #: The ledger's note on the data-dependent degree check of DPDGC-NDP.
 DEGREE_CHECK_NOTE = (
@@ -355,7 +356,7 @@ def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Ten
     sigma = z * spec.budget_split[0] * encoder_sensitivity(
         spec.level, bool(data.directed), spec.clip, max_degree=spec.max_degree, k=spec.k)
     gen = Randomness.for_spec(spec).torch_generator("adjacency/noise", device)
-    opt = torch.optim.Adam([w], lr=spec.adj_lr)
+    opt = adam([w], lr=spec.adj_lr)
     history: list[dict[str, float]] = []
     for step in range(1, steps + 1):
         with torch.no_grad():
@@ -412,7 +413,7 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
     with seeded(spec.seed + 3, device):
         clf = DpdgcClassifier(data.num_features, agg_width(spec, data.num_classes),
                               spec.hidden, data.num_classes, spec.dropout).to(device)
-        opt = torch.optim.Adam(clf.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
+        opt = adam(clf.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
         n = inputs.shape[0]
         if spec.level in ("edge", "none"):
             def full() -> tuple[Tensor, float]:

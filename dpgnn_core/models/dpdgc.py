@@ -9,6 +9,30 @@ from torch import Tensor, nn
 
 from dpgnn_core.errors import DataError
 
+#: :func:`input_dropout` draws sparsely when at most one entry in this many is non-zero.
+SPARSE_DROPOUT_DENSITY = 8
+
+
+def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``nn.functional.dropout(x, p, training)`` for a mostly-zero input that needs no
+    gradient (bag-of-words features): the keep mask is drawn only at the non-zero entries,
+    from torch's global generator as dropout's is. A zero entry is zero whatever its mask,
+    so the output has dropout's distribution exactly (each entry kept with probability
+    1 − p and scaled by 1/(1 − p), independently), at a fraction of its cost: on Cora's
+    2,033 × 1,437 training rows (1.3 % non-zero) about a third of dropout's CPU time, most
+    of DPDGC's full-batch epoch (issue 52 §7). The masks drawn for a seed differ from
+    dropout's. A denser input, or one that needs its gradient, takes dropout itself."""
+    if not training or p == 0.0 or x.requires_grad or p >= 1.0:
+        return nn.functional.dropout(x, p, training)
+    nz = x.nonzero(as_tuple=True)
+    if nz[0].numel() * SPARSE_DROPOUT_DENSITY > x.numel():
+        return nn.functional.dropout(x, p, training)
+    kept = torch.rand(nz[0].numel(), device=x.device) >= p
+    rows, cols = nz[0][kept], nz[1][kept]
+    out = torch.zeros_like(x)
+    out[rows, cols] = x[rows, cols] * (1.0 / (1.0 - p))
+    return out
+
 
 class AdjacencyEncoder(nn.Module):
     """The released adjacency embeddings W ``[n, h]`` (a buffer: trained by
@@ -67,9 +91,10 @@ class DpdgcClassifier(nn.Module):
 
     def forward(self, xh: Tensor) -> Tensor:
         x, h = xh[:, :self.in_dim], xh[:, self.in_dim:]
-        z = torch.cat([torch.selu(self.feat(self.dropout(x))), torch.selu(self.agg(h))], 1)
+        z = torch.cat([torch.selu(self.feat(input_dropout(x, self.dropout.p, self.training))),
+                       torch.selu(self.agg(h))], 1)
         out: Tensor = self.head(self.dropout(torch.selu(self.lin(self.dropout(z)))))
         return out
 
 
-__all__ = ["AdjacencyEncoder", "DpdgcClassifier"]
+__all__ = ["AdjacencyEncoder", "DpdgcClassifier", "input_dropout"]

@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import GaussianEvent, Ledger, LedgerEntry, PrivacyEvent
@@ -389,12 +388,14 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     """δ(ε) of μ-GDP (Dong, Roth, Su 2019): Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
     if mu <= 0:
         return 0.0
-    return float(norm.cdf(-epsilon / mu + mu / 2.0)
-                 - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2.0))
+    return float(ndtr(-epsilon / mu + mu / 2.0)  # Φ: scipy.stats' norm.cdf is ndtr
+                 - math.exp(epsilon) * ndtr(-epsilon / mu - mu / 2.0))
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
     """The largest μ with δ_μ(ε) ≤ ``delta`` (bisection; δ_μ(ε) increases with μ)."""
+    from scipy.optimize import brentq
+
     hi = 1.0
     while gdp_delta(hi, epsilon) < delta:
         hi *= 2.0

@@ -3,6 +3,11 @@
 Standard mechanisms are delegated to dp-accounting's ``RdpAccountant`` (its public ``rdp``
 property). DP-GNN's hypergeometric amplification is not in any library, so it is written
 here, in log space.
+
+dp-accounting (which imports its PLD code and scipy.stats: about 1 s of CPU) is imported
+when a function here first needs it (:func:`library`), not with this module: a cached run,
+whose odometer reads RDP curves stored in the budget store, need not pay for it (issue 52
+§7).
 """
 
 from __future__ import annotations
@@ -15,10 +20,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from dp_accounting import dp_event
-from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
 from scipy.special import gammaln, logsumexp
-from scipy.stats import hypergeom
 
 from dpgnn_core.privacy.events import PrivacyError, neighbourhood_size
 
@@ -35,7 +37,31 @@ DEFAULT_ORDERS: FloatArray = np.array(sorted(set(
 )))
 
 
-_LIBRARY_LOG_A_INT = dpa_rdp._compute_log_a_int
+_LIBRARY: list[Any] = []  # [dp-accounting's RDP module, its own _compute_log_a_int]
+
+
+def library() -> Any:
+    """dp-accounting's ``rdp_privacy_accountant`` module, imported on first use, with
+    :func:`poisson_log_a_int` installed in place of its ``_compute_log_a_int``."""
+    if not _LIBRARY:
+        from dp_accounting.rdp import rdp_privacy_accountant as lib
+
+        own = getattr(lib, "_dpgnn_own_log_a_int", lib._compute_log_a_int)
+        lib._dpgnn_own_log_a_int = own  # kept across a reload of this module
+        lib._compute_log_a_int = poisson_log_a_int
+        _LIBRARY.extend([lib, own])
+    return _LIBRARY[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``_LIBRARY_LOG_A_INT``: the library's own ``_compute_log_a_int`` (before
+    :func:`poisson_log_a_int` replaced it); ``dpa_rdp``: the library's module."""
+    if name == "_LIBRARY_LOG_A_INT":
+        library()
+        return _LIBRARY[1]
+    if name == "dpa_rdp":
+        return library()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def poisson_log_a_int(q: float, sigma: float, alpha: int) -> Any:
@@ -46,22 +72,20 @@ def poisson_log_a_int(q: float, sigma: float, alpha: int) -> Any:
     calibration's time). Each term is the same ufunc on the same float, and the same
     operations in the same order; the terms are then added in log space one by one, as
     the library does (``tests/dpgnn_core/privacy/test_pld_library.py`` compares them).
-    Installed in place of the library's function at import."""
+    Installed in place of the library's function when :func:`library` first imports it."""
+    lib = library()
     if not isinstance(alpha, (int, np.integer)) or alpha < 0:
-        return _LIBRARY_LOG_A_INT(q, sigma, alpha)
+        return _LIBRARY[1](q, sigma, alpha)
     log1mq = math.log1p(-q)
     i = np.arange(alpha + 1, dtype=np.float64)
     log_comb = gammaln(alpha + 1) - gammaln(i + 1) - gammaln(alpha - i + 1)
     terms = (log_comb + i * math.log(q) + (alpha - i) * log1mq) + (i * i - i) / (
         2 * (sigma**2))
     log_a: Any = -np.inf
-    add = dpa_rdp._log_add
+    add = lib._log_add
     for term in terms.tolist():
         log_a = add(log_a, term)
     return log_a
-
-
-dpa_rdp._compute_log_a_int = poisson_log_a_int
 
 #: Smallest order at which the Poisson-subsampled Gaussian is evaluated (see below).
 POISSON_MIN_ORDER = 1.5
@@ -103,7 +127,9 @@ def _poisson_gaussian_step_rdp(sampling_rate: float, noise_multiplier: float,
                                orders: tuple[float, ...]) -> FloatArray:
     """One Poisson-subsampled Gaussian step's RDP by dp-accounting (read-only; cached: a
     calibration or an ε-by-step curve asks for the same step at many step counts)."""
-    acc = dpa_rdp.RdpAccountant(list(orders))
+    from dp_accounting import dp_event
+
+    acc = library().RdpAccountant(list(orders))
     # dp-accounting logs a warning for each fractional order whose series does not
     # converge and excludes it (+inf), as we would; the message would repeat at every
     # bisection step of a calibration, so it is held back for this call only.
@@ -183,10 +209,10 @@ def wor_gaussian_rdp(q: float, sigma: float, orders: tuple[int, ...]) -> FloatAr
     """
     top = max(orders, default=0)
     if not 0 < q < 1 or not sigma > 0 or top > 256 or min(orders, default=2) < 2:
-        return np.asarray(dpa_rdp._compute_rdp_sample_wor_gaussian(
+        return np.asarray(library()._compute_rdp_sample_wor_gaussian(
             q, sigma, [float(a) for a in orders]), dtype=np.float64)
 
-    deltas, _ = dpa_rdp._get_forward_diffs(functools.partial(_gaussian_cgf, sigma=sigma), top)
+    deltas, _ = library()._get_forward_diffs(functools.partial(_gaussian_cgf, sigma=sigma), top)
     return np.array([_wor_log_a(q, sigma, a, deltas) / (float(a) - 1) for a in orders])
 
 
@@ -205,19 +231,20 @@ def _wor_log_a(q: float, sigma: float, alpha: int, deltas: FloatArray) -> float:
     def func(x: float) -> float:
         return 1.0 * x / (2.0 * sigma**2)
 
+    lib = library()
     log_a: Any = 0
     log_f2m1 = func(2.0) + math.log1p(-np.exp(-func(2.0)))
     for i in range(2, alpha + 1):
         if i == 2:
-            s = (2 * np.log(q) + dpa_rdp._log_comb(alpha, 2)
+            s = (2 * np.log(q) + lib._log_comb(alpha, 2)
                  + np.minimum(np.log(4) + log_f2m1, func(2.0) + np.log(2)))
         else:
             delta_lo = deltas[int(2 * np.floor(i / 2.0)) - 1]
             delta_hi = deltas[int(2 * np.ceil(i / 2.0)) - 1]
             s = np.log(4) + 0.5 * (delta_lo + delta_hi)
             s = np.minimum(s, np.log(2) + cgf(i - 1))
-            s += i * np.log(q) + dpa_rdp._log_comb(alpha, i)
-        log_a = dpa_rdp._log_add(log_a, s)
+            s += i * np.log(q) + lib._log_comb(alpha, i)
+        log_a = lib._log_add(log_a, s)
     return float(log_a)
 
 
@@ -232,6 +259,8 @@ def hypergeometric_log_pmf(num_train: int, occurrences: int, batch_size: int
     marked = min(occurrences, num_train)
     k = np.arange(max(0, batch_size + marked - num_train), min(batch_size, marked) + 1,
                   dtype=np.int64)
+    from scipy.stats import hypergeom
+
     logp = np.asarray(hypergeom.logpmf(k, num_train, marked, batch_size), dtype=np.float64)
     return k, logp
 
@@ -297,11 +326,11 @@ def _log_mean_exp(logp: FloatArray, expo: FloatArray) -> FloatArray:
 def epsilon_from_rdp(orders: FloatArray, rdp: FloatArray, delta: float) -> tuple[float, float]:
     """(ε, optimal order) from an RDP curve, with the tight conversion of Canonne, Kamath
     and Steinke (2020) as dp-accounting implements it."""
-    eps, order = dpa_rdp.compute_epsilon(list(orders), list(rdp), delta)
+    eps, order = library().compute_epsilon(list(orders), list(rdp), delta)
     return float(eps), float(order)
 
 
 def delta_from_rdp(orders: FloatArray, rdp: FloatArray, epsilon: float) -> tuple[float, float]:
     """(δ, optimal order) from an RDP curve (dp-accounting's tight conversion)."""
-    delta, order = dpa_rdp.compute_delta(list(orders), list(rdp), epsilon)
+    delta, order = library().compute_delta(list(orders), list(rdp), epsilon)
     return float(delta), float(order)

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from dpgnn_core.training.optim import adam
+
 
 @contextlib.contextmanager
 def seeded(seed: int, device: torch.device) -> Iterator[None]:
@@ -45,7 +47,7 @@ def train_full_batch(
     multi-label, the fraction of correct label entries).
     """
     multi = y.dim() == 2
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = adam(model.parameters(), lr=lr, weight_decay=weight_decay)
 
     def loss_fn(out: Tensor, target: Tensor) -> Tensor:
         if multi:

@@ -232,7 +232,7 @@ def refuse_spent(spec: Any, manifest: dict[str, Any]) -> None:
 
     s, sha = store(), str(manifest.get("content_sha256", ""))
     bid = s.budget_id(sha)
-    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
+    if bid is None or s.has_reserved(bid):
         return
     probe = Ledger()
     for level, relation in levels:  # the pairs the run's own events state
@@ -299,13 +299,12 @@ def _early_charge_ledger(spec: Any, manifest: dict[str, Any], dataset: Path | No
 
     s, sha = store(), str(manifest.get("content_sha256", ""))
     bid = s.budget_id(sha)
-    if bid is None or any(r.status == "reserved" for r in s.summary(bid).records):
+    if bid is None or s.has_reserved(bid):
         return None
     if not refresh and s.released_plan(sha, plan_key({"content_sha256": sha}, spec)):
         return None
-    from dpgnn_core.methods.early_plan import planned_ledger
-
-    return planned_ledger(spec, n_train(spec, manifest), structure_of(dataset, manifest))
+    return remembered_plan(spec, n_train(spec, manifest), structure_of(dataset, manifest),
+                           sha)
 
 
 def structure_of(dataset: Path | None, manifest: dict[str, Any]) -> Any:
@@ -320,6 +319,36 @@ def structure_of(dataset: Path | None, manifest: dict[str, Any]) -> Any:
 
         return read_edges(dataset)[0], int(manifest["num_nodes"])
     return read
+
+
+def remembered_plan(spec: Any, records: int, structure: Any, dataset_sha: str) -> Any:
+    """:func:`~dpgnn_core.methods.early_plan.planned_ledger` of ``spec`` on ``records``
+    training records (``structure``: the dataset's edge list, for DP-GNN's structure
+    defaults), remembered under the project home (``cache/plans/``) per spec, N_train,
+    the dataset's content and code version: the calibration (and the accountants it
+    imports, about 1 s of CPU) is not redone before a rerun of the same spec (issue 52
+    §7). The plan is a function of these alone; it only refuses early, and the flow checks
+    its own plan again, so an unreadable file is computed afresh and a write that fails is skipped."""
+    import hashlib
+    import json
+
+    from dpgnn_core.home import project_dir
+    from dpgnn_core.io import write_json_atomic
+    from dpgnn_core.methods.early_plan import planned_ledger
+    from dpgnn_core.privacy import Ledger
+    from tasks.config import code_version
+
+    key = hashlib.sha256(json.dumps([spec.model_dump(mode="json"), int(records), dataset_sha,
+                                     code_version()], sort_keys=True).encode()).hexdigest()
+    path = project_dir() / "cache" / "plans" / f"{key}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return Ledger.from_dict(json.loads(path.read_text()))
+    ledger = planned_ledger(spec, records, structure)
+    if ledger is not None:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, ledger.to_dict())
+    return ledger
 
 
 def run_pipeline(pipeline: Any, name: str, spec: Any, dataset: Path, **kwargs: Any

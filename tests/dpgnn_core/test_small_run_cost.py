@@ -1,0 +1,103 @@
+"""What a small run need not pay for (issue 52 §7): the budget store keeps each post hoc
+composition (a summary whose releases have not changed reads ε per unit back instead of
+composing again, which imports dp-accounting and runs PLD; a new release composes
+afresh); the run path imports no accountant library and the pre-flight no
+pyarrow.dataset."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dpgnn_core.budget.compose_cache as cc
+from dpgnn_core.budget import BudgetStore, Charge
+from dpgnn_core.privacy import GaussianEvent, Ledger, PoissonGaussianEvent
+
+SHA = "c" * 64
+DELTA = 1e-5
+
+
+def _spend(s: BudgetStore, ledger: Ledger, run: str) -> None:
+    s.mark_spent(s.reserve(SHA, "toy", None, Charge(ledger), method="m", run_id=run,
+                           delta=DELTA, epsilon=None))
+
+
+def _dp_sgd(z: float) -> Ledger:
+    return Ledger().add(PoissonGaussianEvent(noise_multiplier=z, sampling_rate=0.05,
+                                             steps=50, level="node"),
+                        sampler_scheme="poisson")
+
+
+def test_a_summary_reads_its_composition_back_and_a_new_release_composes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = BudgetStore(tmp_path / "budget.sqlite")
+    s.set_budget(SHA, "toy", None, epsilon=50.0, delta=DELTA)
+    _spend(s, _dp_sgd(1.0), "a")
+    calls: list[int] = []
+    real = cc.compose
+
+    def counted(*a: object, **k: object) -> object:
+        calls.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cc, "compose", counted)
+    bid = s.resolve(SHA)
+    first = s.summary(bid).spent
+    assert len(calls) == 1 and first["node"].epsilon > 0
+    again = BudgetStore(tmp_path / "budget.sqlite").summary(bid).spent  # another process
+    assert len(calls) == 1 and again == first  # read back, the same figures
+    _spend(s, _dp_sgd(2.0), "b")
+    after = s.summary(bid).spent
+    assert len(calls) == 2 and after["node"].epsilon > first["node"].epsilon
+    assert after == real([r.charge for r in s.summary(bid).records], DELTA,
+                         list(after))  # what composing gives
+
+
+def test_a_composition_of_other_code_is_not_read_back(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    s = BudgetStore(tmp_path / "budget.sqlite")
+    led = Ledger().add(GaussianEvent(noise_multiplier=3.0, count=2, level="edge"))
+    _spend(s, led, "a")
+    bid = s.resolve(SHA)
+    key = cc.cache_key([Charge(led)], DELTA, ["edge"])
+    assert s.summary(bid).spent["edge"].epsilon > 0
+    monkeypatch.setattr(cc, "accounting_version", lambda: "other code")
+    assert cc.cache_key([Charge(led)], DELTA, ["edge"]) != key
+
+
+def test_the_run_path_imports_no_accountant_library() -> None:
+    """Importing what a cached `dpgnn run` imports (the CLI, the flow, the budget tasks)
+    leaves dp-accounting and scipy.stats out: they load only where a curve or a
+    composition is computed."""
+    code = ("import sys, flows.cli.execute, flows.pipeline, tasks.budget, "
+            "dpgnn_core.budget, dpgnn_core.privacy.odometer; "
+            "print([m for m in ('dp_accounting', 'scipy.stats') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+def test_the_pre_flight_reads_labels_without_pyarrow_dataset(tmp_path: Path) -> None:
+    """A run's pre-flight (check 0: the folder verified, its labels and splits read) does
+    not import pyarrow.dataset (about 0.4-1 s of CPU), and reads what read_table reads."""
+    make = ("import sys; from dpgnn_core.data.ingest import ingest; "
+            "from dpgnn_core.specs import IngestSpec; "
+            "ingest(IngestSpec(format='synthetic', options={'num_nodes': 60}), sys.argv[1])")
+    subprocess.run([sys.executable, "-c", make, str(tmp_path / "ds")], check=True,
+                   capture_output=True, timeout=300)
+    check = ("import sys, json; from dpgnn_core.data.store import verify_folder; "
+             "m = json.load(open(sys.argv[1] + '/manifest.json')); "
+             "labels, split = verify_folder(sys.argv[1], m); "
+             "print('pyarrow.dataset' in sys.modules, len(labels), int(split.sum())); "
+             "import pyarrow.parquet as pq; "
+             "t = pq.read_table(sys.argv[1] + '/nodes.parquet', columns=['label', 'split']); "
+             "print(t.column('label').to_pylist() == labels.tolist())")
+    out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "ds")],
+                         capture_output=True, text=True, check=True, timeout=300)
+    first, same = out.stdout.split("\n")[:2]
+    assert first.split()[:2] == ["False", "60"], out.stderr[-2000:]
+    assert same == "True"
