@@ -328,7 +328,8 @@ def remembered_plan(spec: Any, records: int, structure: Any, dataset_sha: str) -
     the dataset's content and code version: the calibration (and the accountants it
     imports, about 1 s of CPU) is not redone before a rerun of the same spec (issue 52
     §7). The plan is a function of these alone; it only refuses early, and the flow checks
-    its own plan again, so an unreadable file is computed afresh and a write that fails is skipped."""
+    its own plan again, so an unreadable file is computed afresh and a write that fails
+    is skipped."""
     import hashlib
     import json
 

@@ -18,9 +18,9 @@ def test_a_rerun_reads_the_plan_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls: list[tuple[str, int]] = []
     real = early_plan.planned_ledger
 
-    def counted(spec: object, records: int) -> object:
+    def counted(spec: object, records: int, structure: object = None) -> object:
         calls.append((str(getattr(spec, "epsilon", "")), records))
-        return real(spec, records)  # type: ignore[arg-type]
+        return real(spec, records, structure)  # type: ignore[arg-type]
 
     monkeypatch.setattr(early_plan, "planned_ledger", counted)
     spec = GapSpec(method="gap-edp", epsilon=1.0, seed=1, accountant="rdp")
@@ -33,10 +33,12 @@ def test_a_rerun_reads_the_plan_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert other.events[0].noise_multiplier < first.events[0].noise_multiplier
     remembered_plan(spec, 1000, None, "sha")
     assert len(calls) == 3  # another N_train: calibrated again
+    remembered_plan(spec, 1000, None, "another dataset")
+    assert len(calls) == 4  # another dataset's content: calibrated again
     stored = list((tmp_path / "home" / "cache" / "plans").glob("*.json"))
-    assert len(stored) == 3
+    assert len(stored) == 4
     for path in stored:
         path.write_text("{not json")  # unreadable files: computed afresh
     rerun = [remembered_plan(s, n, None, "sha") for s, n in ((spec, 2033), (spec, 1000))]
-    assert all(r is not None for r in rerun) and len(calls) == 5
+    assert all(r is not None for r in rerun) and len(calls) == 6
     assert rerun[0].to_dict() == first.to_dict()  # type: ignore[union-attr]
