@@ -30,11 +30,14 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         messages (str): ``adjacency`` (trained adjacency embeddings W) or ``labels``
             (one-hot labels of the training nodes only; sender-degree normalised at
             k-neighbour and ``node_feature`` level). (default: ``labels`` at node,
-            k-neighbour and node_feature level, ``adjacency`` at edge level and ∞)
+            k-neighbour and node_feature level and ∞, ``adjacency`` at edge level)
         hops (int): aggregation hops; hop t > 1 sums the normalised release of hop t - 1
             (one more release each, post-processing at ``node_feature`` level); the
-            classifier reads every hop. (default: 3 at k-neighbour and node_feature
-            level with label messages, else 1; ``level_defaults``)
+            classifier reads every hop (with label messages at ``node_feature`` level
+            and ∞, its training rows read hop 2 without the node's own label returning:
+            :func:`~dpgnn_core.methods.dpdgc_messages.own_label_return`). (default: 3 at
+            k-neighbour and node_feature level with label messages, 2 at ∞, else 1;
+            ``level_defaults``)
         max_degree (int, optional): degree bound D, required at node level: the graph's
             degrees must already be within D (undirected degree, or in + out degree on a
             graph flagged directed); a graph beyond it is refused, no edge is dropped.
@@ -86,7 +89,8 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0)},
         "k_neighbor": {"messages": "labels", "hops": 3, "budget_split": (1.0, 0.1, 1.0)},
         "node_feature": {"messages": "labels", "hops": 3,
-                         "budget_split": (1.0, 0.1, 1.0)}}
+                         "budget_split": (1.0, 0.1, 1.0)},
+        "none": {"messages": "labels", "hops": 2}}
     adjacency_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
     default_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({"messages": "adjacency"},)
     #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
