@@ -265,7 +265,7 @@ def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
 
 
 #: The options the `defaults` line of a run shows (the level's recipe).
-DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
+DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip", "dropout")
 
 
 def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
