@@ -432,7 +432,7 @@ def training_hops(spec: DpdgcSpec, adj_t: Tensor, w: Tensor, h: Tensor) -> Tenso
     training node's own label sent out and back (otherwise the classifier learns to read
     its training labels off its own input, most where degrees are small: issue 49);
     else the released hops as they are. Only the classifier's training rows read it;
-    the released (stored) hops and every prediction stay :math:`\tilde H`."""
+    the released (stored) hops and every prediction stay :math:`\\tilde H`."""
     if spec.messages != "labels" or spec.level not in OWN_RETURN_LEVELS:
         return h
     return without_own_return(adj_t, w, h)

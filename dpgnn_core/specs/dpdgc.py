@@ -86,7 +86,7 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     #: :attr:`adjacency_defaults` instead (the recipe of issue 28), so the label recipe
     #: never changes an adjacency run.
     #:
-    #: Issue 49 §4 (benchmarks/RESULTS.md, "DPDGC on sparse low-degree graphs"): DPDGC-∞
+    #: Issue 49 §4 (benchmarks/RESULTS.md, "DPDGC on sparse, low-degree graphs"): DPDGC-∞
     #: takes 2 hops of label messages (Cora validation, seeds 0-1: 0.877 against
     #: adjacency messages' 0.785; GCN 0.881), and ``node_feature`` level trains its
     #: DP-Adam classifier without dropout (Cora ε = 4 validation 0.761 against 0.678 with
