@@ -33,11 +33,8 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
             k-neighbour and node_feature level and ∞, ``adjacency`` at edge level)
         hops (int): aggregation hops; hop t > 1 sums the normalised release of hop t - 1
             (one more release each, post-processing at ``node_feature`` level); the
-            classifier reads every hop (with label messages at ``node_feature`` level
-            and ∞, its training rows read hop 2 without the node's own label returning:
-            :func:`~dpgnn_core.methods.dpdgc_messages.own_label_return`). (default: 3 at
-            k-neighbour and node_feature level with label messages, 2 at ∞, else 1;
-            ``level_defaults``)
+            classifier reads every hop. (default: 3 at k-neighbour and node_feature
+            level with label messages, 2 at ∞, else 1; ``level_defaults``)
         max_degree (int, optional): degree bound D, required at node level: the graph's
             degrees must already be within D (undirected degree, or in + out degree on a
             graph flagged directed); a graph beyond it is refused, no edge is dropped.
@@ -67,6 +64,10 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
             first is unused with label messages). (default: (1, 1, 1); (1, 0.1, 1)
             with label messages)
         epsilon (float, optional): target ε (needed unless ``level='none'``).
+
+    With label messages at ``node_feature`` level and ∞ the classifier's training rows
+    read hop 2 without the node's own label sent out and back
+    (:func:`~dpgnn_core.methods.dpdgc_messages.own_label_return`).
 
     The other fields are :class:`PrivateSpec`'s.
     """
