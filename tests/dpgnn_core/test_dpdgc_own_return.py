@@ -120,11 +120,11 @@ def test_training_rows_only_where_the_structure_may_be_read(given: dict,
             data.edge_index, w1.double().numpy()), atol=1e-5)
 
 
-def test_infinity_defaults_to_two_hops_of_labels() -> None:
+def test_infinity_defaults_to_three_hops_of_labels() -> None:
     """DPDGC-∞'s recipe (issue 49: adjacency messages left it below the MLP on citation
     graphs); a spec asking for adjacency messages keeps its one hop."""
     spec = DpdgcSpec(method="dpdgc-inf")
-    assert (spec.messages, spec.hops) == ("labels", 2)
+    assert (spec.messages, spec.hops) == ("labels", 3)
     assert DpdgcSpec(method="dpdgc-inf", messages="adjacency").hops == 1
 
 
