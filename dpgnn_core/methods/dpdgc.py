@@ -71,6 +71,7 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods._staged import MAX_NOISE
 from dpgnn_core.methods.dpdgc_messages import (
+    OWN_RETURN_LEVELS,
     _bound,
     aggregation_sensitivity,  # the tests and docs name it here; its check is registered
     classifier_inputs,
@@ -82,6 +83,7 @@ from dpgnn_core.methods.dpdgc_messages import (
     message_width,
     propagate,
     released_hops,
+    without_own_return,
 )
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
 from dpgnn_core.privacy import (
@@ -438,6 +440,18 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
     return clf.eval(), hist
 
 
+def training_hops(spec: DpdgcSpec, adj_t: Tensor, w: Tensor, h: Tensor) -> Tensor:
+    """The hops the classifier trains on: with label messages at
+    :data:`~dpgnn_core.methods.dpdgc_messages.OWN_RETURN_LEVELS`, hop 2 without each
+    training node's own label sent out and back (otherwise the classifier learns to read
+    its training labels off its own input, most where degrees are small: issue 49);
+    else the released hops as they are. Only the classifier's training rows read it;
+    the released (stored) hops and every prediction stay :math:`\\tilde H`."""
+    if spec.messages != "labels" or spec.level not in OWN_RETURN_LEVELS:
+        return h
+    return without_own_return(adj_t, w, h)
+
+
 def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
                 ) -> tuple[DpdgcClassifier, Tensor, Ledger, dict[str, Any],
                            list[dict[str, Any]]]:
@@ -468,7 +482,8 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         steps = spec.epochs if spec.level in ("edge", "none") else spec.steps
         on_step = with_epsilon(on_step, [float(report["epsilon"])] * steps)
     with suspended():
-        clf, h2 = fit_classifier(data, h, spec, z, device, on_step)
+        clf, h2 = fit_classifier(data, training_hops(spec, adj_t, w, h), spec, z, device,
+                                 on_step)
     if spec.messages == "adjacency":  # W is a release; the training labels are not
         enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim).to(device)
         enc.weight.copy_(w)

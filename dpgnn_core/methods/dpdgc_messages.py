@@ -46,6 +46,10 @@ from dpgnn_core.specs import DpdgcSpec
 MESSAGE_KINDS = ("adjacency", "labels")
 #: Levels whose label messages are divided by the square root of the sender's out-degree.
 NORMALISED_LEVELS = ("k_neighbor", "node_feature")
+#: Levels whose classifier trains on hop 2 without the node's own label sent out and back
+#: (:func:`own_label_return`): the structure may be read there (public at ``node_feature``,
+#: nothing private at ``none``).
+OWN_RETURN_LEVELS = ("node_feature", "none")
 
 
 def _bound(level: str, max_degree: int | None, k: int | None) -> int:
@@ -199,6 +203,58 @@ def propagate(adj_t: Tensor, w1: Tensor, sigmas: list[float], row_clip: float | 
     return torch.stack(out, 1)
 
 
+def _mutual_edges(adj_t: Tensor) -> tuple[Tensor, Tensor]:
+    """(u, v) of every edge u -> v whose reverse v -> u is an edge too (every edge of a
+    graph flagged undirected), from the CSR aggregation matrix (row v sums its senders)."""
+    n = adj_t.shape[0]
+    crow, src = adj_t.crow_indices(), adj_t.col_indices()
+    dst = torch.repeat_interleave(torch.arange(n, device=src.device), crow[1:] - crow[:-1])
+    keep = torch.isin(dst * n + src, src * n + dst)
+    return src[keep], dst[keep]
+
+
+def own_label_return(adj_t: Tensor, w1: Tensor, h: Tensor) -> Tensor:
+    """``[n, w]``: the part of each node's hop-2 row that is its **own** first message sent
+    out and back (v -> u -> v), to take out of a training node's classifier row.
+
+    Hop 2 is :math:`\\mathrm{clip}_c(A\\,\\mathrm{normalise}(\\tilde H_1))`, and
+    :math:`\\tilde H_{1,u}` sums the message :math:`w_{1,v}` of every sender v of u; so
+    row v of hop 2 holds :math:`s_v\\, w_{1,v} \\sum_{u \\leftrightarrow v}
+    1/\\|\\tilde H_{1,u}\\|` (u over v's mutual neighbours, :math:`s_v` hop 2's clipping
+    factor of row v). With label messages that is v's own training label: the classifier
+    would learn to read each training node's label back from its own input, which no
+    validation or test node has (their row of :math:`W_1` is 0, so their return is 0).
+    Exact where hop 1 is not clipped (the default); with ``row_clip`` hop 1's own factor
+    (a function of the other senders' exact labels) is left out, so the return is then
+    over-estimated by at most that factor.
+
+    Reads v's own message, the released hop 1 and the structure: used only at
+    :data:`OWN_RETURN_LEVELS` and only for the classifier's training rows (docs/privacy.md,
+    "DPDGC's label messages").
+    """
+    h1, h2 = h[:, 0], h[:, 1]
+    u, v = _mutual_edges(adj_t)
+    norm1 = h1.norm(dim=1)
+    inv = torch.where(norm1 > 0, 1.0 / norm1.clamp_min(1e-30), torch.zeros_like(norm1))
+    coef = torch.zeros(h1.shape[0], dtype=h1.dtype, device=h1.device).index_add_(
+        0, v, inv[u])
+    before_clip = torch.sparse.mm(adj_t, row_normalise(h1)).norm(dim=1)
+    scale = torch.where(before_clip > 0, h2.norm(dim=1) / before_clip.clamp_min(1e-30),
+                        torch.ones_like(before_clip))
+    out: Tensor = w1 * (coef * scale).unsqueeze(1)
+    return out
+
+
+def without_own_return(adj_t: Tensor, w1: Tensor, h: Tensor) -> Tensor:
+    """The hops ``h`` ``[n, K, w]`` with :func:`own_label_return` taken out of hop 2 (a
+    copy; ``h`` unchanged; one hop: ``h`` itself)."""
+    if h.shape[1] < 2:
+        return h
+    out = h.clone()
+    out[:, 1] -= own_label_return(adj_t, w1, h)
+    return out
+
+
 def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
     """``[x_v, normalise(H_v^1), ..., normalise(H_v^K)]``: each hop's released row scaled
     to unit norm (post-processing). ``h`` is ``[n, K, w]`` (or ``[n, w]``: one hop)."""
@@ -209,7 +265,7 @@ def classifier_inputs(x: Tensor, h: Tensor) -> Tensor:
 
 
 #: The options the `defaults` line of a run shows (the level's recipe).
-DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip")
+DEFAULTS_SHOWN = ("messages", "hops", "budget_split", "steps", "row_clip", "dropout")
 
 
 def level_defaults_used(spec: DpdgcSpec) -> dict[str, Any]:
@@ -237,6 +293,7 @@ def hop_deltas(spec: DpdgcSpec, directed: bool) -> list[float]:
 
 
 __all__ = ["DEFAULTS_SHOWN", "MESSAGE_KINDS", "NORMALISED_LEVELS",
-           "aggregation_sensitivity", "classifier_inputs", "first_messages", "hop_deltas",
-           "hop_sensitivities", "label_rows", "label_sensitivity", "level_defaults_used",
-           "message_width", "propagate", "released_hops"]
+           "OWN_RETURN_LEVELS", "aggregation_sensitivity", "classifier_inputs", "first_messages",
+           "hop_deltas", "hop_sensitivities", "label_rows", "label_sensitivity",
+           "level_defaults_used", "message_width", "own_label_return", "propagate",
+           "released_hops", "without_own_return"]

@@ -30,11 +30,11 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         messages (str): ``adjacency`` (trained adjacency embeddings W) or ``labels``
             (one-hot labels of the training nodes only; sender-degree normalised at
             k-neighbour and ``node_feature`` level). (default: ``labels`` at node,
-            k-neighbour and node_feature level, ``adjacency`` at edge level and ∞)
+            k-neighbour and node_feature level and ∞, ``adjacency`` at edge level)
         hops (int): aggregation hops; hop t > 1 sums the normalised release of hop t - 1
             (one more release each, post-processing at ``node_feature`` level); the
             classifier reads every hop. (default: 3 at k-neighbour and node_feature
-            level with label messages, else 1; ``level_defaults``)
+            level with label messages and at ∞, else 1; ``level_defaults``)
         max_degree (int, optional): degree bound D, required at node level: the graph's
             degrees must already be within D (undirected degree, or in + out degree on a
             graph flagged directed); a graph beyond it is refused, no edge is dropped.
@@ -48,7 +48,9 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         adj_epochs (int): its (exact) steps at level ``none``. (default: 100)
         adj_lr (float): its Adam learning rate. (default: 0.1)
         hidden (int): the classifier's hidden width. (default: 64)
-        dropout (float): the classifier's dropout. (default: 0.5)
+        dropout (float): the classifier's dropout. (default: 0.5; 0 with label messages
+            at node, k-neighbour and node_feature level, where it cost DP-Adam 2-10
+            points of validation accuracy)
         weight_decay (float): the classifier's Adam weight decay. (default: 5e-4)
         epochs (int): full-batch Adam epochs of the classifier at edge level and ∞.
             (default: 200)
@@ -62,6 +64,10 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
             first is unused with label messages). (default: (1, 1, 1); (1, 0.1, 1)
             with label messages)
         epsilon (float, optional): target ε (needed unless ``level='none'``).
+
+    With label messages at ``node_feature`` level and ∞ the classifier's training rows
+    read hop 2 without the node's own label sent out and back
+    (:func:`~dpgnn_core.methods.dpdgc_messages.own_label_return`).
 
     The other fields are :class:`PrivateSpec`'s.
     """
@@ -81,12 +87,23 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
     #: messages: three hops"). A spec that gives ``messages="adjacency"`` gets
     #: :attr:`adjacency_defaults` instead (the recipe of issue 28), so the label recipe
     #: never changes an adjacency run.
+    #:
+    #: Issue 49 §4 (benchmarks/RESULTS.md, "DPDGC on sparse, low-degree graphs"): DPDGC-∞
+    #: takes 3 hops of label messages (validation, seeds 0-1, Cora / Amherst41 /
+    #: citation-like: 0.890 / 0.954 / 0.874 against 2 hops' 0.877 / 0.951 / 0.880 and
+    #: adjacency messages' 0.785 / 0.941 / 0.720; GCN on Cora 0.881), and every DP-Adam
+    #: level trains its classifier without dropout (validation, seeds 0-1, against 0.5:
+    #: ``node_feature`` Cora ε = 4 0.761 / 0.678, Amherst41 ε = 4 / 16 0.866 / 0.843,
+    #: 0.933 / 0.923; k-neighbour Amherst41 0.820 / 0.719, 0.887 / 0.866; node 0.438 /
+    #: 0.415, 0.662 / 0.619).
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
         "edge": {"adj_dim": 4},
-        "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0)},
-        "k_neighbor": {"messages": "labels", "hops": 3, "budget_split": (1.0, 0.1, 1.0)},
+        "node": {"messages": "labels", "budget_split": (1.0, 0.1, 1.0), "dropout": 0.0},
+        "k_neighbor": {"messages": "labels", "hops": 3, "budget_split": (1.0, 0.1, 1.0),
+                       "dropout": 0.0},
         "node_feature": {"messages": "labels", "hops": 3,
-                         "budget_split": (1.0, 0.1, 1.0)}}
+                         "budget_split": (1.0, 0.1, 1.0), "dropout": 0.0},
+        "none": {"messages": "labels", "hops": 3}}
     adjacency_defaults: ClassVar[dict[str, dict[str, Any]]] = {"edge": {"adj_dim": 4}}
     default_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({"messages": "adjacency"},)
     #: The classifier's DP-Adam (steps, batch_size, clip) at node and k-neighbour level,
