@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.privacy.events import GaussianEvent, Ledger, LedgerEntry, PrivacyEvent
@@ -388,8 +388,11 @@ def gdp_delta(mu: float, epsilon: float) -> float:
     """δ(ε) of μ-GDP (Dong, Roth, Su 2019): Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
     if mu <= 0:
         return 0.0
-    return float(ndtr(-epsilon / mu + mu / 2.0)  # Φ: scipy.stats' norm.cdf is ndtr
-                 - math.exp(epsilon) * ndtr(-epsilon / mu - mu / 2.0))
+    # Φ: scipy.stats' norm.cdf is ndtr. e^ε Φ(x) as exp(ε + log Φ(x)): e^ε alone
+    # overflows past ε ≈ 709 (`budget set --epsilon 1000` raised OverflowError), the
+    # product does not (it is at most Φ(−ε/μ + μ/2) ≤ 1).
+    return float(ndtr(-epsilon / mu + mu / 2.0)
+                 - math.exp(epsilon + float(log_ndtr(-epsilon / mu - mu / 2.0))))
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
@@ -485,7 +488,9 @@ class Filter:
         share = delta * (1.0 - TV_SHARE) / (len(orders) + 1)
         bounds = [epsilon - _conversion_offset(o, share) for o in orders]
         return cls(float(epsilon), float(delta), tuple(orders), tuple(bounds),
-                   gdp_mu(epsilon, share), delta * TV_SHARE / (1.0 + math.exp(epsilon)),
+                   gdp_mu(epsilon, share),
+                   # δ·s/(1 + e^ε), written with e^-ε: e^ε overflows past ε ≈ 709
+                   delta * TV_SHARE * math.exp(-epsilon) / (1.0 + math.exp(-epsilon)),
                    tuple(sorted(set(units), key=UNITS.index)) if units else None)
 
     @property

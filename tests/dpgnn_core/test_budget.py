@@ -531,3 +531,25 @@ def test_a_release_that_bounds_nothing_about_the_protected_unit_says_so(tmp_path
     s.mark_spent(s.reserve(SHA, "toy", None, feature_level, method="dp-gcn", run_id="b",
                            delta=DELTA, epsilon=None))
     assert [r.method for r in s.summary(s.resolve(SHA)).records][-2:] == ["dp-mlp", "dp-gcn"]
+
+
+@pytest.mark.parametrize("epsilon", [8.0, 709.0, 1000.0, 1e5])
+def test_a_large_budget_epsilon_registers_without_overflow(epsilon: float) -> None:
+    """`budget set --epsilon 1000` raised OverflowError (e^ε in the filter's TV share and
+    in μ-GDP's δ); the terms are now written so that they cannot overflow, and they agree
+    with the direct formula where it is finite."""
+    import math
+
+    from scipy.special import ndtr
+
+    from dpgnn_core.privacy.odometer import Filter, gdp_delta
+
+    f = Filter.register(epsilon, 1e-3)
+    assert f.epsilon == epsilon and all(math.isfinite(b) for b in f.bounds)
+    for mu in (0.5, 3.0, 40.0):
+        direct = (float(ndtr(-epsilon / mu + mu / 2) - math.exp(epsilon) * ndtr(
+            -epsilon / mu - mu / 2)) if epsilon < 700 else None)
+        got = gdp_delta(mu, epsilon)
+        assert 0.0 <= got <= 1.0
+        if direct is not None:
+            assert got == pytest.approx(direct, rel=1e-9, abs=1e-15)
