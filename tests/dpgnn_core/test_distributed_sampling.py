@@ -4,7 +4,6 @@ bound holds on adversarial in-degrees; the draws are secret (two runs differ).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,9 @@ from dpgnn_core.graph.dpgnn_sampler import candidates, sample_edgelists
 from dpgnn_core.privacy.randomness import Randomness
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as c:
-        yield c
+@pytest.fixture
+def client(thread_client: Any) -> Any:
+    return thread_client
 
 
 class BlockDraws:

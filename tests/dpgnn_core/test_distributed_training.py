@@ -6,7 +6,6 @@ metrics; the draws are secret."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,9 @@ N, BLOCK = 800, 200
 SPEC = {"epsilon": 4.0, "steps": 12, "batch_size": 40, "hidden": 16, "device": "cpu"}
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as c:
-        yield c
+@pytest.fixture
+def client(thread_client: Any) -> Any:
+    return thread_client
 
 
 @pytest.fixture(scope="module")

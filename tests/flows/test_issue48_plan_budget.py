@@ -18,6 +18,21 @@ from flows.cli import app
 from tests.flows.budgeted import budgeted_with_a_release
 from tests.flows.clirunner import CliRunner
 
+
+class Started(Exception):
+    """The CLI went on to start (or look for) a Prefect server."""
+
+
+@pytest.fixture
+def no_prefect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI call that gets as far as Prefect raises :class:`Started` instead."""
+    import flows.cli.common
+
+    def started(*a: object, **kw: object) -> None:
+        raise Started
+
+    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+
 runner = CliRunner()
 
 
@@ -80,16 +95,7 @@ def test_the_early_plan_is_the_one_the_fit_hands_the_gate(options: dict[str, Any
 
 
 def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import flows.cli.common
-
-    class Started(Exception):
-        pass
-
-    def started(*a: object, **kw: object) -> None:
-        raise Started
-
-    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prefect: None) -> None:
     ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=8.0,
                                        epsilon=0.5)
     run = [*home, "run", "dp-mlp", "--delta", "1e-4", "--steps", "20", "--dataset", str(ds)]
@@ -114,19 +120,11 @@ def test_a_plan_beyond_the_budget_left_is_refused_before_prefect(
 
 @pytest.mark.parametrize("method", ["dp-gcn", "drw-sage", "progap-edp", "dpdgc-edp"])
 def test_the_graph_methods_plans_beyond_the_budget_are_refused_before_prefect(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, no_prefect: None) -> None:
     """DP-GNN (its K from the degrees), DRW, ProGAP and DPDGC were refused only inside the
     flow (the fault trial's ``budget-refusal-fast``: 7 progress lines, then the error)."""
-    import flows.cli.common
     from dpgnn_core.data.store import write_dataset
 
-    class Started(Exception):
-        pass
-
-    def started(*a: object, **kw: object) -> None:
-        raise Started
-
-    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
     ds = tmp_path / "ds"
     write_dataset(csbm(num_nodes=200, seed=4), ds)
     home = ["--home", str(tmp_path / "home")]
@@ -144,22 +142,14 @@ def test_the_graph_methods_plans_beyond_the_budget_are_refused_before_prefect(
 
 
 def test_a_released_plan_is_left_to_the_flow_unless_refreshed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_prefect: None) -> None:
     """A plan already released on the dataset is re-used by the flow at no cost (or
     refused there as a lost release): the early check must not refuse it as a new charge;
     with --refresh it is one."""
-    import flows.cli.common
     from dpgnn_core.methods.registry import get
     from dpgnn_core.privacy.odometer import Charge
     from tasks.budget import plan_key, store
 
-    class Started(Exception):
-        pass
-
-    def started(*a: object, **kw: object) -> None:
-        raise Started
-
-    monkeypatch.setattr(flows.cli.common, "use_server_if_running", started)
     ds, home = budgeted_with_a_release(tmp_path, monkeypatch, noise_multiplier=50.0,
                                        epsilon=0.01)
     spec = get("dp-mlp").spec(epsilon=0.6, delta=1e-4, steps=20)
