@@ -156,6 +156,13 @@ def retrain(
                          "private (give a private method and its epsilon)")
     log = get_run_logger()
     quiet = quiet_refusals()
+    if not str(dataset).strip():  # resolve() would make it the current folder
+        msg = ("no dataset folder: set DPGNN_RETRAIN_DATASET before `prefect deploy` or "
+               "`python deployments/serve.py`, or give the flow's dataset parameter; "
+               "nothing was trained")
+        quiet.seen.append(msg[:80])
+        log.error("refused: %s", msg, extra={"dpgnn_refusal": True})
+        return Failed(message=msg)
     folder = str(Path(dataset).expanduser().resolve())
     update: dict[str, Any] = {"action": "given", "reason": "no ingest spec: the folder as it is",
                               "previous_sha256": None}
