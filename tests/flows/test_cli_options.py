@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dpgnn_core.methods.catalog import CATALOG
+from dpgnn_core.distributed import PARTITIONED_FAMILIES
 from flows.cli import app
 from tests.flows.clirunner import CliRunner, click_command
 
@@ -67,6 +68,8 @@ def test_run_help_lists_exactly_the_methods_spec_options(name: str) -> None:
         general.add("--explain-graphs")
     if not e.private or spec.has_non_private_mode or spec.explains:
         general.add("--allow-non-private-release")
+    if e.family in PARTITIONED_FAMILIES:
+        general |= {"--workers", "--worker-memory", "--dask-address"}
     assert _command_options("run", name) == _spec_options(name) | general
     r = runner.invoke(app, ["run", name, "--help"], env={"COLUMNS": "400"})
     assert r.exit_code == 0, r.output

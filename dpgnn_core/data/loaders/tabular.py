@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,8 @@ def _read_table(path: Path) -> pa.Table:
             return table
     except UnicodeDecodeError as e:  # a header that is not UTF-8
         _refuse_non_utf8(path, e)
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowInvalid, OSError, EOFError, zlib.error) as e:  # EOFError, zlib.error:
+        # a truncated or corrupt .gz, met first by the sniff's gzip read
         raise DataError(f"cannot read table: {_one_line(str(e))}", path=path) from e
     raise DataError("unsupported table type (use .csv, .csv.gz, .tsv or .parquet)", path=path)
 
