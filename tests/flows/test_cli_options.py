@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dpgnn_core.methods.catalog import CATALOG
 from dpgnn_core.distributed import PARTITIONED_FAMILIES
+from dpgnn_core.methods.catalog import CATALOG
 from flows.cli import app
 from tests.flows.clirunner import CliRunner, click_command
 
