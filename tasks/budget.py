@@ -130,6 +130,30 @@ def admit_non_private(dataset: Mapping[str, Any], method: str, *, allowed: bool,
                                          f"in the odometer (record {rid})"}
 
 
+def lost_plan(method: str, dataset_name: str, hit: tuple[int, str],
+              where: str = "") -> LostReleaseError:
+    """The refusal to train again a plan already released on the dataset (odometer record
+    and release id ``hit``) whose cached result is gone: a new release with fresh noise,
+    charged again (issue 48 §4). ``where``: what of the cache is missing, when known."""
+    record, release = hit
+    why = where or ("the cache or the artifacts under the project home moved or deleted, "
+                    "or a cache of another code version")
+    return LostReleaseError(
+        f"{method}: this spec was already released on dataset {dataset_name} "
+        f"(odometer record {record}, release {release[:12]}) but its cached result is "
+        f"missing ({why}): training it again would be a new release with fresh noise, "
+        "charged again to the dataset's budget. Nothing was trained. Restore the cache, or "
+        "rerun with --refresh to spend it again")
+
+
+def released_plan(dataset: Mapping[str, Any], spec: Any) -> tuple[int, str] | None:
+    """(odometer record, release id) of ``spec``'s plan already released on ``dataset`` in
+    its current epoch, or None (also for a spec without a target ε: nothing to release)."""
+    if getattr(spec, "epsilon", None) is None:
+        return None
+    return store().released_plan(str(dataset["content_sha256"]), plan_key(dataset, spec))
+
+
 def _in_cached_task() -> bool:
     """Whether this code runs in a Prefect task that may hit its cache (not one run with
     ``refresh_cache``: ``--refresh``, a private selection's candidate, a retraining)."""
@@ -286,14 +310,7 @@ class TaskGate:
         hit = self.store.released_plan(self.ds["content_sha256"], self.key)
         if hit is None:
             return
-        record, release = hit
-        raise LostReleaseError(
-            f"{self.method}: this spec was already released on dataset {self.ds['name']} "
-            f"(odometer record {record}, release {release[:12]}) but its cached result is "
-            "missing (the cache or the artifacts under the project home moved or deleted, "
-            "or a cache of another code version): training it again would be a new release "
-            "with fresh noise, charged again to the dataset's budget. Nothing was trained. "
-            "Restore the cache, or rerun with --refresh to spend it again")
+        raise lost_plan(self.method, self.ds["name"], hit)
 
     def _reserve(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         charge, eps, note = self._charge(ledger, info)

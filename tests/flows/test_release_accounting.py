@@ -278,3 +278,35 @@ def test_a_sweep_point_page_says_what_a_single_run_page_says(
     note = tags["mlflow.note.content"]
     assert note.startswith("**(ε = ")
     assert f"**Dataset's cumulative ε after the sweep:** {spent} at δ = 0.001" in note
+
+
+def test_a_staged_release_of_another_code_version_is_refused_before_any_stage_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a code upgrade (another code version: every stage's cache key changes) a GAP
+    spec already released on a budgeted dataset is refused at once, naming the missing
+    stage, and no stage runs: the old code retrained GAP's encoder (non-private at edge
+    level, ~60 s on Cora) before its aggregation's gate refused to release again."""
+    from dpgnn_core.specs import GapSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import LostReleaseError, store
+
+    write_dataset(csbm(num_nodes=200, avg_degree=4, seed=63), tmp_path / "ds")
+    ds = str(tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "ds", ds, epsilon=20.0, delta=1e-4)
+    spec = GapSpec(level="edge", epsilon=4.0, hops=2, epochs=3, batch_size=64,
+                   encoder_dim=8, hidden=16, device="cpu")
+    pipeline(spec=spec, dataset=ds, explain_graphs=0)
+    records = s.summary(s.resolve(sha)).records
+    artifacts = Path(s.path).parent / "artifacts"
+
+    def made() -> set[Path]:
+        return {p for p in artifacts.glob("*/*") if p.is_dir()}
+
+    before = made()
+    monkeypatch.setattr("tasks._cache.code_version", lambda: "another code version")
+    with pytest.raises(LostReleaseError, match=r"no cached calibrate stage.*--refresh"):
+        pipeline(spec=spec, dataset=ds, explain_graphs=0)
+    assert made() == before  # no stage ran: no encoder trained again
+    assert s.summary(s.resolve(sha)).records == records  # nothing reserved or charged
