@@ -2,7 +2,7 @@
 name, e.g. ``dp-gcn``) or a spec to the code that trains, accounts, saves, loads and
 evaluates it.
 
-Every method, the non-private baselines included, registers a :class:`Method` under its CLI
+Every catalogue name, the non-private baselines included, has a :class:`Method` under its CLI
 name. Callers (tasks, flows, the CLI, sweeps) ask the registry instead of dispatching on
 names or spec types themselves::
 

@@ -149,6 +149,13 @@ class GraphGNN(nn.Module):
         heads (int, optional): GAT heads. (default: :obj:`4`)
     """
 
+    kind: GraphConv
+    lins: nn.ModuleList
+    roots: nn.ModuleList
+    att: nn.ModuleList
+    _sum: _WeightedSum
+    _dot: _DotAttention
+
     def __init__(self, conv: str, in_dim: int, num_classes: int, hidden: int = 64,
                  layers: int = 3, pool: str = "mean", norm: str = "none",
                  heads: int = 4) -> None:

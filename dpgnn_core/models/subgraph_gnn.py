@@ -175,6 +175,14 @@ class SubgraphGNN(nn.Module):
         heads (int, optional): GAT's attention heads. (default: :obj:`10`)
     """
 
+    kind: SubgraphConv
+    act: Callable[[Tensor], Tensor]
+    lins: nn.ModuleList
+    roots: nn.ModuleList
+    gin_out: nn.ModuleList
+    eps: nn.ModuleList
+    att: nn.ModuleList
+
     def __init__(self, conv: str, in_dim: int, out_dim: int, hidden: int = 256,
                  layers: int = 1, activation: str = "tanh", gin_eps: float = 0.0,
                  train_eps: bool = True, heads: int = 10) -> None:
