@@ -211,9 +211,21 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     (tmp_path / "flows" / "x.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from flows import y\n")
     (tmp_path / "flows" / "y.py").write_text("import flows.x\n")
+    (tmp_path / "dpgnn_core" / "__init__.py").write_text(
+        "import importlib\n_WHERE = {'f': 'low'}\n"
+        "def __getattr__(n):\n    return importlib.import_module(f'{__name__}.{_WHERE[n]}')\n")
+    (tmp_path / "dpgnn_core" / "low.py").write_text("")
+    (tmp_path / "dpgnn_core" / "reg.py").write_text(
+        "import importlib\nNAMES = ('dpgnn_core.impl',)\n"
+        "def load():\n    return [importlib.import_module(n) for n in NAMES]\n")
+    (tmp_path / "dpgnn_core" / "impl.py").write_text(
+        "def f():\n    from dpgnn_core.reg import load\n")
     graph = import_graph(tmp_path)
     assert graph["tasks.b"] == {"tasks.c"} and graph["flows.x"] == set()
-    assert import_cycles(graph) == [frozenset({"tasks.a", "tasks.b", "tasks.c"})]
+    assert graph["dpgnn_core"] == {"dpgnn_core.low"}  # by name, joined to __name__
+    assert graph["dpgnn_core.reg"] == {"dpgnn_core.impl"}  # by name, from a string
+    assert sorted(map(sorted, import_cycles(graph))) == [
+        ["dpgnn_core.impl", "dpgnn_core.reg"], ["tasks.a", "tasks.b", "tasks.c"]]
 
 
 def test_the_budget_is_one_package() -> None:

@@ -201,7 +201,8 @@ _PROTECTS = {
 # The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
 # steps at node, k-neighbour and node_feature level: the progress line counts those.
 _DPDGC = Entry(name="dpdgc-edp", family="dpdgc", spec_type=DpdgcSpec,
-               module="dpgnn_core.methods.dpdgc", task="node", private=True, protection="",
+               module="dpgnn_core.methods.dpdgc", task="node", private=True,
+               protection="",  # each level's: _PROTECTS
                run_tags=("adj_dim", "messages", "hops"), canary=("edge", "add/remove"),
                canary_by_level={"node": ("star", "add/remove"),
                                 "node_feature": ("node", "add/remove")},

@@ -284,7 +284,8 @@ _PROTECTS = {"edge": "edge; add/remove",
 # cached stages, and predict from their private aggregations; the node level checks the
 # degree bound before a run.
 _GAP = Entry(name="gap-edp", family="gap", spec_type=GapSpec, module="dpgnn_core.methods.gap",
-             task="node", private=True, protection="", staged=True, run_tags=("hops",),
+             task="node", private=True, protection="",  # each level's: _PROTECTS
+             staged=True, run_tags=("hops",),
              canary=("edge", "add/remove"), canary_by_level={"node": ("star", "add/remove")},
              checks=(degree_within_bound,), releases=(None, "add_remove"))
 #: The catalogue's "gap" family: gap-edp, gap-ndp, gap-inf.
