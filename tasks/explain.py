@@ -18,12 +18,12 @@ from tasks.train import artifact_dir, files_manifest, load_keyed_dataset
 
 
 def _model(manifest: dict[str, Any]) -> Any:
-    from dpgnn_core.methods import graph_cls
+    from dpgnn_core.methods.registry import load_blob
 
     verify_files(manifest["path"], manifest["files"])
     blob = torch.load(Path(manifest["path"]) / "model.pt", map_location="cpu",
                       weights_only=True)
-    return graph_cls.load_graph_classifier(blob)[0]
+    return load_blob(blob)[1]
 
 
 @task(name="explain", cache_key_fn=inputs_and_code("explain"), persist_result=True,

@@ -21,15 +21,15 @@ import torch
 from prefect import task
 
 from dpgnn_core.io import atomic_dir, write_json_atomic
-from dpgnn_core.methods._private import save_model
 from dpgnn_core.methods._staged import (
     Stage,
     StageContext,
     Staged,
     StageOutput,
-    declared,
     pick,
 )
+from dpgnn_core.methods.contract import write_model
+from dpgnn_core.methods.registry import declared
 from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.serialize import torch_save
 from dpgnn_core.training.checkpoint import Checkpointer, checkpointing
@@ -187,8 +187,7 @@ def _store_run(out: Path, stage: Stage, result: StageOutput, dataset: DatasetRef
     values = dict(result.values)
     model = values.pop("model.pt")
     with atomic_dir(out, overwrite=True) as tmp:
-        save_model(str(tmp / "model.pt"), family, model, spec, data.num_features,
-                   data.num_classes)
+        write_model(str(tmp / "model.pt"), model, spec, data.num_features, data.num_classes)
         ledger.save(tmp / "ledger.json")
         write_json_atomic(tmp / "report.json", report.to_dict())
         names = [_write(tmp, out, name, value) for name, value in values.items()]

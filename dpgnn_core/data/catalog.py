@@ -1,7 +1,9 @@
 """The loader catalogue: every ingest format, its typed options and its loader, in one place.
 
 Each loader module declares what it reads at its bottom, as a tuple ``LOADERS`` of
-:class:`Loader` (``Loader(name, options, load)``); this module collects them, in the order
+:class:`~dpgnn_core.data.loader.Loader` (``Loader(name, options, load)``, from
+:mod:`dpgnn_core.data.loader`, so that no loader module imports this one); this module
+imports them by name and collects them, in the order
 of :data:`MODULES`. The format names of :class:`~dpgnn_core.specs.IngestSpec` (its
 ``format`` literal) and of ``dpgnn ingest --format`` are generated from it, and so are the
 command's option flags (:func:`option_models`). Reading the catalogue imports no pyarrow
@@ -14,74 +16,21 @@ Adding a format is one loader module with its ``LOADERS`` (and its option model 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from dpgnn_core.data.loader import Loaded, Loader, LoadFn, from_source
 from dpgnn_core.errors import DataError
-
-if TYPE_CHECKING:
-    from dpgnn_core.data.graph import GraphData
-
-#: What a loader returns: the graph, and the file its edges were read from (named by the
-#: error about a graph without edges; None for a generator).
-Loaded = tuple["GraphData", Path | None]
-#: A loader: ``load(source, name, options)`` (``source`` None only where the loader needs
-#: none; ``options`` checked against its option model, ``disjoint`` and ``allow_no_edges``
-#: taken out).
-LoadFn = Callable[[Path | None, str | None, dict[str, Any]], Loaded]
 
 #: The modules whose ``LOADERS`` make the catalogue, in the order the formats are listed.
 MODULES = ("dpgnn_core.data.loaders.planetoid", "dpgnn_core.data.loaders.facebook100",
            "dpgnn_core.data.loaders.tu", "dpgnn_core.data.loaders.ogb",
            "dpgnn_core.data.loaders.dgl_bin", "dpgnn_core.data.loaders.tabular",
            "dpgnn_core.data.synthetic")
-
-
-@dataclass(frozen=True)
-class Loader:
-    """One ingest format.
-
-    Args:
-        name (str): the format, e.g. ``planetoid`` (``IngestSpec.format``,
-            ``dpgnn ingest --format``).
-        options (type): the typed option model (:mod:`dpgnn_core.data.options`); of the
-            default generator where ``kinds`` has several.
-        load (callable): ``load(source, name, options) -> (GraphData, edge file)``.
-        kinds (Mapping, optional): generators chosen by the option ``kind``, by name, with
-            their option models; the first is the default (its model is ``options``).
-            (default: ``{}``)
-        needs_source (bool, optional): the format reads raw files (a spec without
-            ``source`` is refused). (default: :obj:`True`)
-        edge_table (bool, optional): the source is an edge table (csv, parquet): the
-            dataset is named after its folder, not the table, and an empty one is "the edge
-            list". (default: :obj:`False`)
-    """
-
-    name: str
-    options: type[BaseModel]
-    load: LoadFn
-    kinds: Mapping[str, type[BaseModel]] = field(default_factory=dict)
-    needs_source: bool = True
-    edge_table: bool = False
-
-
-def from_source(fn: Callable[..., GraphData]) -> LoadFn:
-    """The :class:`Loader` ``load`` of a function ``fn(source, name, **options)`` reading
-    one source (its edge file: the source)."""
-
-    def load(source: Path | None, name: str | None, options: dict[str, Any]) -> Loaded:
-        if source is None:  # refused before (Loader.needs_source); kept for the type
-            raise DataError("this format needs a source", field="source")
-        return fn(source, name, **options), source
-
-    load.__doc__ = fn.__doc__
-    return load
 
 
 @cache
@@ -192,3 +141,7 @@ def validate_options(fmt: str, options: dict[str, Any]) -> dict[str, Any]:
                             value=options) from None
     out: dict[str, Any] = {k: getattr(checked, k) for k in options}
     return out
+
+
+__all__ = ["MODULES", "LoadFn", "Loaded", "Loader", "format_names", "from_source", "loader_of",
+           "loaders", "option_model", "option_models", "validate_options"]

@@ -15,7 +15,7 @@ docstring, named ``--<option>`` unless a :class:`Flag` says otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -297,16 +297,3 @@ def flag_of(model: type[BaseModel], option: str) -> str:
         if isinstance(meta, Flag):
             return meta.name
     return "--" + option.replace("_", "-")
-
-
-def __getattr__(name: str) -> Any:
-    """``LOADER_OPTIONS`` (the option model of each format with one) and
-    ``SYNTHETIC_OPTIONS`` (those of the generators chosen by ``kind``), read from the
-    catalogue (:mod:`dpgnn_core.data.catalog`) on first use."""
-    from dpgnn_core.data.catalog import loaders
-
-    if name == "LOADER_OPTIONS":
-        return {n: ld.options for n, ld in loaders().items() if not ld.kinds}
-    if name == "SYNTHETIC_OPTIONS":
-        return {k: m for ld in loaders().values() for k, m in ld.kinds.items()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpgnn_core.data.catalog import Loaded, Loader
 from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.loader import Loaded, Loader
 from dpgnn_core.data.options import CsbmOptions, ErGraphsOptions
 from dpgnn_core.data.splits import stratified_split
 from dpgnn_core.errors import DataError

@@ -1,6 +1,6 @@
 """The methods that train from a partitioned dataset, as the registry fits them
 (:meth:`dpgnn_core.methods.registry.Method.fit_with`): GAP (every level) and
-DP-MLP. A fit here returns the registry's :class:`~dpgnn_core.methods.registry.Fitted`,
+DP-MLP. A fit here returns the contract's :class:`~dpgnn_core.methods.contract.Fitted`,
 with the metrics per split computed block by block in ``extra["metrics"]`` (the
 partitioned path has no in-memory graph to evaluate on afterwards)."""
 
@@ -43,7 +43,7 @@ class Partitions:
 
 def _gap(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
     from dpgnn_core.distributed.gap import train_gap_partitioned
-    from dpgnn_core.methods.registry import Fitted
+    from dpgnn_core.methods.contract import Fitted
 
     r = train_gap_partitioned(data.client, data.path, spec, data.workdir, on_step,
                               overwrite=True, manifest=data.manifest)
@@ -57,7 +57,7 @@ def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
         evaluate_dp_mlp_partitioned,
         train_dp_mlp_partitioned,
     )
-    from dpgnn_core.methods.registry import Fitted
+    from dpgnn_core.methods.contract import Fitted
 
     r, rows = train_dp_mlp_partitioned(data.client, data.path, spec, on_step,
                                        manifest=data.manifest)

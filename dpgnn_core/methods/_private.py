@@ -17,7 +17,6 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import atomic_file
 from dpgnn_core.privacy import (
     Ledger,
     PoissonGaussianEvent,
@@ -28,7 +27,6 @@ from dpgnn_core.privacy import (
 )
 from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Level
-from dpgnn_core.serialize import torch_save
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -417,13 +415,3 @@ def guarantee_scope(ledger: Ledger) -> dict[str, Any]:
     return {"level": levels[0] if len(levels) == 1 else levels,
             "relation": relations[0] if len(relations) == 1 else relations,
             "scope": SCOPE, "public": [PUBLIC_COUNT]}
-
-
-def save_model(path: str, kind: str, model: torch.nn.Module, spec: Any, in_dim: int,
-               num_classes: int) -> None:
-    """Write the weights with what rebuilds the model (kind, spec, dims), atomically."""
-    with atomic_file(path) as tmp:
-        torch_save({"kind": kind, "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
-                    "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}},
-                   tmp, target=path)

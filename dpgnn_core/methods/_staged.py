@@ -279,32 +279,6 @@ class Calibration:
                    int(i["num_train"]))
 
 
-_DECLARED: dict[str, Staged] = {}
-
-
-def declare(staged: Staged) -> Staged:
-    """Register a family's stages (its module does, on import)."""
-    _DECLARED[staged.family] = staged
-    return staged
-
-
-def declared(family: str) -> Staged:
-    """The stages ``family`` declared, importing its module first when it has not been
-    (:func:`~dpgnn_core.methods.catalog.load_family`): the answer never depends on which
-    module happened to be imported before.
-
-    Raises:
-        KeyError: ``family`` is not in the catalogue, or declares no stages.
-    """
-    if family not in _DECLARED:
-        from dpgnn_core.methods.catalog import load_family
-
-        load_family(family)
-    if family not in _DECLARED:
-        raise KeyError(f"method family {family!r} declares no stages (not a staged method)")
-    return _DECLARED[family]
-
-
 def pick(outputs: Mapping[str, Any], source: str | tuple[str, ...] | None) -> Any:
     """What a stage reads from ``outputs`` (by stage name): one, a list, or None."""
     if source is None:

@@ -17,7 +17,6 @@ from dpgnn_core.methods._private import (
     OnStep,
     PrivateResult,
     calibrated_plan,
-    save_model,
 )
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN, sparse_logits
 from dpgnn_core.privacy import Ledger
@@ -180,14 +179,3 @@ def evaluate_subgraph_model(model: SubgraphGNN, data: GraphData, device: str = "
                                torch.tensor(data.edge_index, device=dev), backend
                                ).cpu().numpy()
     return metrics_by_split(data, logits)
-
-
-def save_subgraph_model(path: str, kind: str, model: SubgraphGNN, spec: SubgraphSpec,
-                        in_dim: int, num_classes: int) -> None:
-    save_model(path, kind, model, spec, in_dim, num_classes)
-
-
-def load_subgraph_model(blob: dict[str, Any], spec: SubgraphSpec) -> SubgraphGNN:
-    model = build_subgraph_model(spec, blob["in_dim"], blob["num_classes"])
-    model.load_state_dict(blob["state_dict"])
-    return model.eval()

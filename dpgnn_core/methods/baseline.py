@@ -17,9 +17,9 @@ from torch import nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
-from dpgnn_core.io import atomic_file
+from dpgnn_core.methods.contract import Fitted, Implementation, read_model, write_model
 from dpgnn_core.models.gnn import build_model
-from dpgnn_core.serialize import torch_save
+from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.specs import TrainSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded, train_full_batch
@@ -87,47 +87,32 @@ def evaluate(data: GraphData, logits: npt.NDArray[np.floating]) -> dict[str, dic
     return metrics_by_split(data, logits)
 
 
+def build(spec: TrainSpec, in_dim: int, num_classes: int) -> nn.Module:
+    """The (untrained) model ``spec`` describes."""
+    return build_model(spec.method, in_dim, spec.hidden, num_classes, spec.layers,
+                       spec.dropout)
+
+
 def save_model(path: str | Path, model: nn.Module, spec: TrainSpec, in_dim: int,
                num_classes: int) -> None:
-    """Write the weights and what is needed to rebuild the model, atomically."""
-    with atomic_file(path) as tmp:
-        torch_save({"kind": "baseline", "spec": spec.model_dump(mode="json"), "in_dim": in_dim,
-                    "num_classes": num_classes,
-                    "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}},
-                   tmp, target=path)
+    """Write the weights and what is needed to rebuild the model, atomically (the
+    registry's :func:`~dpgnn_core.methods.contract.write_model`)."""
+    write_model(str(path), model, spec, in_dim, num_classes)
 
 
 def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
     """Rebuild a model written by :func:`save_model`."""
-    blob = torch.load(path, map_location="cpu", weights_only=True)
-    spec = TrainSpec(**blob["spec"])
-    model = build_model(spec.method, blob["in_dim"], spec.hidden, blob["num_classes"],
-                        spec.layers, spec.dropout)
-    model.load_state_dict(blob["state_dict"])
+    model, spec = read_model(torch.load(path, map_location="cpu", weights_only=True),
+                             TrainSpec, build)
     return model, spec
 
 
-# --- registration (the catalogue's "baseline" family: mlp, gcn, sage) --------------------
-def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Any:
-    from dpgnn_core.methods.registry import Fitted
-    from dpgnn_core.privacy import Ledger, PrivacyReport
-
+# --- the implementation (the catalogue's "baseline" family: mlp, gcn, sage) ---------------
+def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Fitted:
     r = fit(data, spec, on_epoch=on_step)
     return Fitted(r.model, Ledger(), PrivacyReport.from_dict(
         {"method": spec.method, "private": False, "epsilon": None, "protects": "nothing"}),
         r.history)
-
-
-def _save(path: str, fitted: Any, spec: TrainSpec, data: GraphData) -> None:
-    save_model(path, fitted.model, spec, data.num_features, data.num_classes)
-
-
-def _load(blob: dict[str, Any]) -> tuple[nn.Module, TrainSpec]:
-    spec = TrainSpec(**blob["spec"])
-    model = build_model(spec.method, blob["in_dim"], spec.hidden, blob["num_classes"],
-                        spec.layers, spec.dropout)
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
 
 
 def _evaluate(model: nn.Module, data: GraphData, spec: TrainSpec,
@@ -135,13 +120,9 @@ def _evaluate(model: nn.Module, data: GraphData, spec: TrainSpec,
     return evaluate(data, predict(model, data, spec))
 
 
-def _no_ledger(spec: TrainSpec, n: int) -> Any:
-    from dpgnn_core.privacy import Ledger
-
+def _no_ledger(spec: TrainSpec, n: int) -> Callable[[float], Ledger]:
     return lambda z: Ledger()
 
 
-from dpgnn_core.methods.registry import register_implementation  # noqa: E402
-
-register_implementation("baseline", fit=_fit, ledger_for=_no_ledger, save=_save, load=_load,
-                        evaluate=_evaluate)
+IMPLEMENTATION = Implementation(fit=_fit, ledger_for=_no_ledger, build=build,
+                                evaluate=_evaluate)

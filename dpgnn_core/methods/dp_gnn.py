@@ -22,7 +22,6 @@ and the ledger is empty with ``epsilon = inf`` in the report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -39,13 +38,12 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
+    build_subgraph_model,
     evaluate_subgraph_model,
-    load_subgraph_model,
-    save_subgraph_model,
     train_on_subgraphs,
 )
+from dpgnn_core.methods.contract import Implementation, node_private
 from dpgnn_core.methods.structure_defaults import StructureDefaults, resolve, structure_stats
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN
 from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpgnnSpec
@@ -171,22 +169,10 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
     return result
 
 
-def save_dpgnn(path: str, model: SubgraphGNN, spec: DpgnnSpec, in_dim: int,
-               num_classes: int) -> None:
-    """Write weights and what rebuilds the model, atomically."""
-    save_subgraph_model(path, "dpgnn", model, spec, in_dim, num_classes)
-
-
-def load_dpgnn(blob: dict[str, Any]) -> tuple[SubgraphGNN, DpgnnSpec]:
-    spec = DpgnnSpec(**blob["spec"])
-    return load_subgraph_model(blob, spec), spec
-
-
-# --- registration (the catalogue's "dp-gnn" family: dp-gcn, dp-sage, dp-gin, dp-gat) -----
+# --- the implementation (the catalogue's "dp-gnn" family: dp-gcn, dp-sage, dp-gin, dp-gat) -
 from dpgnn_core.methods.brute_force.subgraphs import dpgnn_check  # noqa: E402
-from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
-register_node_private("dp-gnn", train=train_dpgnn, ledger_for=ledger_for, save=save_dpgnn,
-                      load=load_dpgnn, evaluate=evaluate_dpgnn,
-                      eval_options=lambda spec: {"backend": spec.backend},
-                      sensitivity=(dpgnn_check(marked),))
+IMPLEMENTATION: Implementation = node_private(
+    train=train_dpgnn, ledger_for=ledger_for, build=build_subgraph_model,
+    evaluate=evaluate_dpgnn, eval_options=lambda spec: {"backend": spec.backend},
+    sensitivity=(dpgnn_check(marked),))

@@ -18,8 +18,8 @@ from dpgnn_core.methods._private import (
     check_node_task,
     poisson_plan,
     resolve_row_plan,
-    save_model,
 )
+from dpgnn_core.methods.contract import Implementation, node_private
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
@@ -114,23 +114,15 @@ def evaluate_dp_mlp(model: MLP, data: GraphData, device: str = "auto"
     return metrics_by_split(data, logits)
 
 
-def save_dp_mlp(path: str, model: MLP, spec: DpMlpSpec, in_dim: int, num_classes: int) -> None:
-    """Write weights and what rebuilds the model, atomically."""
-    save_model(path, "dp_mlp", model, spec, in_dim, num_classes)
+def build(spec: DpMlpSpec, in_dim: int, num_classes: int) -> MLP:
+    """The (untrained) model ``spec`` describes."""
+    return MLP(in_dim, spec.hidden, num_classes, spec.layers, dropout=0.0)
 
 
-def load_dp_mlp(blob: dict[str, Any]) -> tuple[MLP, DpMlpSpec]:
-    spec = DpMlpSpec(**blob["spec"])
-    model = MLP(blob["in_dim"], spec.hidden, blob["num_classes"], spec.layers, dropout=0.0)
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
-
-
-# --- registration (the catalogue's "dp-mlp" family) --------------------------------------
+# --- the implementation (the catalogue's "dp-mlp" family) ----------------------------------
 from dpgnn_core.methods.brute_force import rows  # noqa: E402
-from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
-register_node_private("dp-mlp", train=train_dp_mlp, ledger_for=ledger_for, save=save_dp_mlp,
-                      load=load_dp_mlp, evaluate=evaluate_dp_mlp,
-                      sensitivity=(rows.check("DP-MLP's clipped gradient sum over node rows "
-                                              "(add/remove one node's row)"),))
+IMPLEMENTATION: Implementation = node_private(
+    train=train_dp_mlp, ledger_for=ledger_for, build=build, evaluate=evaluate_dp_mlp,
+    sensitivity=(rows.check("DP-MLP's clipped gradient sum over node rows "
+                            "(add/remove one node's row)"),))

@@ -66,10 +66,10 @@ from dpgnn_core.methods._private import (
     check_weak_budget,
     guarantee_scope,
     record_epsilon,
-    save_model,
     with_epsilon,
 )
 from dpgnn_core.methods._staged import MAX_NOISE
+from dpgnn_core.methods.contract import Fitted, aggregating
 from dpgnn_core.methods.dpdgc_messages import (
     OWN_RETURN_LEVELS,
     _bound,
@@ -529,26 +529,16 @@ def evaluate_dpdgc(classifier: DpdgcClassifier, aggregations: Tensor, data: Grap
     return metrics_by_split(data, logits)
 
 
-def save_dpdgc(path: str, classifier: DpdgcClassifier, spec: DpdgcSpec, in_dim: int,
-               num_classes: int) -> None:
-    save_model(path, "dpdgc", classifier, spec, in_dim, num_classes)
+def build_dpdgc(spec: DpdgcSpec, in_dim: int, num_classes: int) -> DpdgcClassifier:
+    """The (untrained) classifier ``spec`` describes; loading a state dict that holds
+    released embeddings W attaches them (:meth:`~dpgnn_core.models.dpdgc.DpdgcClassifier.
+    load_state_dict`)."""
+    return DpdgcClassifier(in_dim, agg_width(spec, num_classes), spec.hidden, num_classes,
+                           spec.dropout)
 
 
-def load_dpdgc(blob: dict[str, Any]) -> tuple[DpdgcClassifier, DpdgcSpec]:
-    spec = DpdgcSpec(**blob["spec"])
-    model = DpdgcClassifier(blob["in_dim"], agg_width(spec, blob["num_classes"]),
-                            spec.hidden, blob["num_classes"], spec.dropout)
-    w = blob["state_dict"].get("encoder.weight")
-    if w is not None:
-        model.attach_encoder(AdjacencyEncoder(int(w.shape[0]), spec.adj_dim))
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
-
-
-# --- registration (the catalogue's "dpdgc" family) -------------------------------------
-def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Any:
-    from dpgnn_core.methods.registry import Fitted
-
+# --- the implementation (the catalogue's "dpdgc" family) ----------------------------------
+def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Fitted:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         clf, h, ledger, report, history = train_dpdgc(data, spec, on_step)
@@ -557,10 +547,9 @@ def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Any:
 
 from dpgnn_core.methods.brute_force import dpdgc_labels  # noqa: E402
 from dpgnn_core.methods.brute_force.dpdgc import checks  # noqa: E402
-from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
-register_aggregating("dpdgc", "DPDGC", fit=_fit, ledger_for=ledger_for, save=save_dpdgc,
-                     load=load_dpdgc, evaluate=evaluate_dpdgc,
-                     sensitivity=(dpdgc_labels.check(label_sensitivity), *checks(
-                         aggregation_sensitivity, encoder_sensitivity, clipped_gradient_sum,
-                         random_head(3, 3, 1).double())))
+IMPLEMENTATION = aggregating(
+    "DPDGC", fit=_fit, ledger_for=ledger_for, build=build_dpdgc, evaluate=evaluate_dpdgc,
+    sensitivity=(dpdgc_labels.check(label_sensitivity), *checks(
+        aggregation_sensitivity, encoder_sensitivity, clipped_gradient_sum,
+        random_head(3, 3, 1).double())))

@@ -31,12 +31,11 @@ from dpgnn_core.methods._private import (
 )
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
+    build_subgraph_model,
     evaluate_subgraph_model,
-    load_subgraph_model,
-    save_subgraph_model,
     train_on_subgraphs,
 )
-from dpgnn_core.models.subgraph_gnn import SubgraphGNN
+from dpgnn_core.methods.contract import Implementation, node_private
 from dpgnn_core.privacy import Ledger, UniformGaussianEvent, drw_sampling_rate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DrwSpec
@@ -120,21 +119,10 @@ def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
     return result
 
 
-def save_drw(path: str, model: SubgraphGNN, spec: DrwSpec, in_dim: int,
-             num_classes: int) -> None:
-    save_subgraph_model(path, "drw", model, spec, in_dim, num_classes)
-
-
-def load_drw(blob: dict[str, Any]) -> tuple[SubgraphGNN, DrwSpec]:
-    spec = DrwSpec(**blob["spec"])
-    return load_subgraph_model(blob, spec), spec
-
-
-# --- registration (the catalogue's "drw" family: drw-*, drw-r-*, drw-d-*) ---------------
+# --- the implementation (the catalogue's "drw" family: drw-*, drw-r-*, drw-d-*) ------------
 from dpgnn_core.methods.brute_force.subgraphs import drw_check  # noqa: E402
-from dpgnn_core.methods.registry import register_node_private  # noqa: E402
 
-register_node_private("drw", train=train_drw, ledger_for=ledger_for, save=save_drw,
-                      load=load_drw, evaluate=evaluate_drw,
-                      eval_options=lambda spec: {"backend": spec.backend},
-                      sensitivity=(drw_check(UNIT_SENSITIVITY),))
+IMPLEMENTATION: Implementation = node_private(
+    train=train_drw, ledger_for=ledger_for, build=build_subgraph_model, evaluate=evaluate_drw,
+    eval_options=lambda spec: {"backend": spec.backend},
+    sensitivity=(drw_check(UNIT_SENSITIVITY),))

@@ -68,7 +68,6 @@ from dpgnn_core.methods._private import (
     check_weak_budget,
     guarantee_scope,
     record_epsilon,
-    save_model,
     with_epsilon,
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_source, val_rows
@@ -79,7 +78,6 @@ from dpgnn_core.methods._staged import (
     Staged,
     StageOutput,
     admit_plan,
-    declare,
     gate_plan,
     graph_stage,
     is_directed,
@@ -89,6 +87,7 @@ from dpgnn_core.methods._staged import (
     solve_composition,
 )
 from dpgnn_core.methods._staged import prepare_graph as prepare_graph
+from dpgnn_core.methods.contract import Fitted, aggregating
 from dpgnn_core.models.gap import GapClassifier as GapClassifier
 from dpgnn_core.models.gap import GapEncoder as GapEncoder
 from dpgnn_core.models.gap import new_classifier as new_classifier
@@ -474,20 +473,11 @@ def evaluate_gap(classifier: GapClassifier, aggregations: Tensor, data: GraphDat
     return metrics_by_split(data, logits)
 
 
-def save_gap(path: str, classifier: GapClassifier, spec: GapSpec, in_dim: int,
-             num_classes: int) -> None:
-    """The classifier's weights with its attached encoder's (what predicts from a node's
-    features and the private aggregations) and its spec."""
-    save_model(path, "gap", classifier, spec, in_dim, num_classes)
-
-
-def load_gap(blob: dict[str, Any]) -> tuple[GapClassifier, GapSpec]:
-    spec = GapSpec(**blob["spec"])
-    model = new_classifier(spec, blob["num_classes"])
-    if any(k.startswith("encoder.") for k in blob["state_dict"]):
-        model.attach_encoder(new_encoder(spec, blob["in_dim"], blob["num_classes"]))
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
+def build_gap(spec: GapSpec, in_dim: int, num_classes: int) -> GapClassifier:
+    """The (untrained) classifier ``spec`` describes, with its encoder attached (what
+    predicts from a node's features and the private aggregations)."""
+    return new_classifier(spec, num_classes).attach_encoder(
+        new_encoder(spec, in_dim, num_classes))
 
 
 def epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
@@ -573,19 +563,15 @@ def _epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
     return tuple(out)
 
 
-# --- registration (the catalogue's "gap" family: gap-edp, gap-ndp, gap-inf) --------------
-def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Any:
-    from dpgnn_core.methods.registry import Fitted
-
+# --- the implementation (the catalogue's "gap" family: gap-edp, gap-ndp, gap-inf) ----------
+def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Fitted:
     r = train_gap(data, spec, on_step)  # its report has the ε-by-step curve
     return Fitted(r.classifier, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"aggregations": r.aggregations})
 
 
 from dpgnn_core.methods.brute_force.pma import gap_checks  # noqa: E402
-from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
-STAGED = declare(Staged("gap", calibrate_gap, gap_stages))
-register_aggregating("gap", "GAP", fit=_fit, ledger_for=ledger_for, save=save_gap,
-                     load=load_gap, evaluate=evaluate_gap,
-                     sensitivity=gap_checks())
+STAGED = Staged("gap", calibrate_gap, gap_stages)
+IMPLEMENTATION = aggregating("GAP", fit=_fit, ledger_for=ledger_for, build=build_gap,
+                             evaluate=evaluate_gap, sensitivity=gap_checks(), staged=STAGED)

@@ -26,8 +26,8 @@ from dpgnn_core.methods._private import (
     calibrated_plan,
     poisson_plan,
     resolve_row_plan,
-    save_model,
 )
+from dpgnn_core.methods.contract import Fitted, Implementation
 from dpgnn_core.models.graph_gnn import GraphGNN
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
@@ -196,29 +196,12 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     return GraphClsResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 
-def save_graph_classifier(path: str, model: GraphGNN, spec: GraphClsSpec, in_dim: int,
-                          num_classes: int) -> None:
-    save_model(path, "graph_cls", model, spec, in_dim, num_classes)
-
-
-def load_graph_classifier(blob: dict[str, Any]) -> tuple[GraphGNN, GraphClsSpec]:
-    spec = GraphClsSpec(**blob["spec"])
-    model = build_model(spec, blob["in_dim"], blob["num_classes"])
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
-
-
-# --- registration (the catalogue's "graph-cls" family: dp-graph-*, graph-*) --------------
-def _fit(data: GraphData, spec: GraphClsSpec, on_step: Any) -> Any:
-    from dpgnn_core.methods.registry import Fitted
+# --- the implementation (the catalogue's "graph-cls" family: dp-graph-*, graph-*) ---------
+def _fit(data: GraphData, spec: GraphClsSpec, on_step: Any) -> Fitted:
     from dpgnn_core.privacy.report import PrivacyReport
 
     r = train_graph_classifier(data, spec, on_step)
     return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
-
-
-def _save(path: str, fitted: Any, spec: GraphClsSpec, data: GraphData) -> None:
-    save_graph_classifier(path, fitted.model, spec, data.num_features, data.num_classes)
 
 
 def _evaluate(model: torch.nn.Module, data: GraphData, spec: GraphClsSpec,
@@ -227,10 +210,8 @@ def _evaluate(model: torch.nn.Module, data: GraphData, spec: GraphClsSpec,
 
 
 from dpgnn_core.methods.brute_force import rows  # noqa: E402
-from dpgnn_core.methods.registry import register_implementation  # noqa: E402
 
-register_implementation("graph-cls", fit=_fit, ledger_for=ledger_for, save=_save,
-                        load=load_graph_classifier, evaluate=_evaluate,
-                        sensitivity=(rows.check("graph classification's clipped gradient sum "
-                                                "over graphs (add/remove one graph: one "
-                                                "record)"),))
+IMPLEMENTATION = Implementation(
+    fit=_fit, ledger_for=ledger_for, build=build_model, evaluate=_evaluate,
+    sensitivity=(rows.check("graph classification's clipped gradient sum over graphs "
+                            "(add/remove one graph: one record)"),))

@@ -61,7 +61,6 @@ from dpgnn_core.methods._private import (
     check_weak_budget,
     guarantee_scope,
     record_epsilon,
-    save_model,
     with_epsilon,
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
@@ -72,7 +71,6 @@ from dpgnn_core.methods._staged import (
     Staged,
     StageOutput,
     admit_plan,
-    declare,
     gate_plan,
     graph_stage,
     is_directed,
@@ -81,6 +79,7 @@ from dpgnn_core.methods._staged import (
     run_in_memory,
     solve_composition,
 )
+from dpgnn_core.methods.contract import Fitted, aggregating
 from dpgnn_core.models.gap import selu_block
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -567,33 +566,22 @@ def evaluate_progap(model: ProgapModel, aggregations: Tensor, data: GraphData,
     return metrics_by_split(data, logits)
 
 
-def save_progap(path: str, model: ProgapModel, spec: ProgapSpec, in_dim: int,
-                num_classes: int) -> None:
-    """Every stage's weights and the spec."""
-    save_model(path, "progap", model, spec, in_dim, num_classes)
+def build_progap(spec: ProgapSpec, in_dim: int, num_classes: int) -> ProgapModel:
+    """The (untrained) model of every stage ``spec`` describes."""
+    return ProgapModel(in_dim, spec.hidden, spec.base_layers, spec.stages, num_classes,
+                       spec.dropout, spec.norm)
 
 
-def load_progap(blob: dict[str, Any]) -> tuple[ProgapModel, ProgapSpec]:
-    spec = ProgapSpec(**blob["spec"])
-    model = ProgapModel(blob["in_dim"], spec.hidden, spec.base_layers, spec.stages,
-                        blob["num_classes"], spec.dropout, spec.norm)
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), spec
-
-
-# --- registration (the catalogue's "progap" family: progap-edp, progap-ndp, progap-inf) --
-def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Any:
-    from dpgnn_core.methods.registry import Fitted
-
+# --- the implementation (the catalogue's "progap" family: progap-edp, -ndp, -inf) --------
+def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Fitted:
     r = train_progap(data, spec, on_step)  # its report has the ε-by-step curve
     return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"aggregations": r.aggregations})
 
 
 from dpgnn_core.methods.brute_force.pma import progap_checks  # noqa: E402
-from dpgnn_core.methods.registry import register_aggregating  # noqa: E402
 
-STAGED = declare(Staged("progap", calibrate_progap, progap_stages))
-register_aggregating("progap", "ProGAP", fit=_fit, ledger_for=ledger_for,
-                     save=save_progap, load=load_progap, evaluate=evaluate_progap,
-                     sensitivity=progap_checks(stage_sum, ProgapModel))
+STAGED = Staged("progap", calibrate_progap, progap_stages)
+IMPLEMENTATION = aggregating("ProGAP", fit=_fit, ledger_for=ledger_for, build=build_progap,
+                             evaluate=evaluate_progap,
+                             sensitivity=progap_checks(stage_sum, ProgapModel), staged=STAGED)

@@ -2,7 +2,7 @@
 name, e.g. ``dp-gcn``) or a spec to the code that trains, accounts, saves, loads and
 evaluates it.
 
-Every method, the non-private baselines included, registers a :class:`Method` under its CLI
+Every catalogue name, the non-private baselines included, has a :class:`Method` under its CLI
 name. Callers (tasks, flows, the CLI, sweeps) ask the registry instead of dispatching on
 names or spec types themselves::
 
@@ -17,71 +17,54 @@ names or spec types themselves::
     assert method_for(spec) is m
 
 What a method *is* (its name, family, spec, task, privacy, audit canaries, how it runs
-and is shown) is its entry in :mod:`dpgnn_core.methods.catalog` (light: no torch); how it
-trains is registered by its own module, at its bottom, by reference
-(:func:`register_implementation`, as Opacus's ``register_grad_sampler`` does). A family's
-module is imported when one of its names is first asked for (:func:`get`,
-:func:`method_for`), so a ``dpgnn run dp-mlp`` process never imports PyTorch Geometric
-(about 5 s of CPU: the GNN families' layers); :data:`METHODS` imports them all. A new
-method is one module plus its spec and catalogue entry (see docs/adding-a-method.md).
+and is shown) is its typed catalogue entry (:mod:`dpgnn_core.methods.catalog`, light: no
+torch), written beside its spec; how it trains is the ``IMPLEMENTATION`` of the module the
+entry names (a :class:`~dpgnn_core.methods.contract.Implementation`: fit, plan, ``build``,
+evaluate, sensitivity checks, stages), which this module imports by that name when one of the
+family's names is first asked for (:func:`get`, :func:`method_for`). So a ``dpgnn run
+dp-mlp`` process never imports PyTorch Geometric (about 5 s of CPU: the GNN families'
+layers); :data:`METHODS` imports them all. Nothing registers itself on import, and no method
+module imports this one. Saving and loading are this module's: every method's ``model.pt``
+is its weights, its spec and dims, and is rebuilt by its ``build(spec, in_dim,
+num_classes)``. A new method is one module plus its spec and catalogue entry (see
+docs/adding-a-method.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import torch
 
 from dpgnn_core.data.graph import GraphData
-from dpgnn_core.errors import DpgnnError
 from dpgnn_core.methods import preflight
 from dpgnn_core.methods._private import EpsilonCurve, follow_epsilon, record_epsilon
+from dpgnn_core.methods._staged import Staged
 from dpgnn_core.methods.catalog import CATALOG, Entry
-from dpgnn_core.methods.catalog import modules as catalog_modules
+from dpgnn_core.methods.contract import (
+    Build,
+    Fitted,
+    Implementation,
+    Metrics,
+    OnStep,
+    UnknownMethodError,
+    read_model,
+    write_model,
+)
 from dpgnn_core.privacy import Ledger, PrivacyError
 from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
 from dpgnn_core.privacy.sensitivity import Case, SensitivityCheck, verify
 from dpgnn_core.specs import Spec
 
-OnStep = Callable[[int, dict[str, float]], None] | None
-Metrics = dict[str, dict[str, float]]
-
-
-class UnknownMethodError(DpgnnError, ValueError):
-    """A method name (or spec) no registered method answers to."""
-
-
-@dataclass
-class Fitted:
-    """What :meth:`Method.fit` returns, the same for every method.
-
-    Attributes:
-        model (torch.nn.Module): the trained model (for GAP, the classifier with its
-            encoder attached).
-        ledger (Ledger): the privacy events of the run (empty for non-private runs).
-        report (PrivacyReport): the privacy report, a frozen
-            :class:`~dpgnn_core.privacy.report.PrivacyReport` (a method's fit builds it
-            from its report dict with ``PrivacyReport.from_dict``; :meth:`Method.fit`
-            finishes it).
-        history (list of dict): one record per step or epoch.
-        extra (dict): what evaluation needs beside the model (GAP: the private
-            aggregations ``aggregations``).
-    """
-
-    model: torch.nn.Module
-    ledger: Ledger
-    report: PrivacyReport
-    history: list[dict[str, Any]]
-    extra: dict[str, Any] = field(default_factory=dict)
-
 
 @dataclass(frozen=True)
 class Method:
-    """One registered method: its catalogue entry and the implementation its module
-    registered (:func:`register_implementation`).
+    """One method: its catalogue entry and the implementation of its family (the
+    ``IMPLEMENTATION`` of the module the entry names).
 
     Attributes:
         entry (Entry): the method's :class:`~dpgnn_core.methods.catalog.Entry`; its fields
@@ -93,16 +76,24 @@ class Method:
         sensitivity (tuple): the family's :class:`~dpgnn_core.privacy.sensitivity.
             SensitivityCheck` of each noisy quantity it releases (empty: none declared,
             which :func:`check_sensitivity` refuses for a private method).
+        stages (Staged, optional): the stages a ``staged`` entry runs as.
     """
 
     entry: Entry
     spec_type: type[Spec]
     _fit: Callable[[GraphData, Any, OnStep], Fitted]
     _ledger_for: Callable[[Any, int], Callable[[float], Ledger]]
-    _save: Callable[[str, Fitted, Any, GraphData], None]
-    _load: Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
+    _build: Build
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
     sensitivity: tuple[SensitivityCheck, ...] = ()
+    stages: Staged | None = None
+
+    @classmethod
+    def of(cls, entry: Entry, impl: Implementation) -> Method:
+        """The method of catalogue ``entry`` trained by ``impl``."""
+        return cls(entry=entry, spec_type=entry.spec_type, _fit=impl.fit,
+                   _ledger_for=impl.ledger_for, _build=impl.build, _evaluate=impl.evaluate,
+                   sensitivity=impl.sensitivity, stages=impl.staged)
 
     @property
     def name(self) -> str:
@@ -272,11 +263,16 @@ class Method:
     def save(self, path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
         """Write ``model.pt`` (weights, spec, dims), atomically."""
         self._check_spec(spec)
-        self._save(path, fitted, spec, data)
+        write_model(path, fitted.model, spec, data.num_features, data.num_classes)
+
+    def build(self, spec: Any, in_dim: int, num_classes: int) -> torch.nn.Module:
+        """The untrained model ``spec`` describes (what :meth:`load` fills with weights)."""
+        self._check_spec(spec)
+        return self._build(spec, in_dim, num_classes)
 
     def load(self, blob: dict[str, Any]) -> tuple[torch.nn.Module, Any]:
         """Rebuild (model, spec) from a loaded ``model.pt``."""
-        return self._load(blob)
+        return read_model(blob, self.spec_type, self._build)
 
     def evaluate(self, model: torch.nn.Module, data: GraphData, spec: Any,
                  extra: Mapping[str, Any] | None = None) -> Metrics:
@@ -291,12 +287,36 @@ class Method:
 _REGISTRY: dict[str, Method] = {}
 
 
+def implementation(entry: Entry) -> Implementation:
+    """The ``IMPLEMENTATION`` of the module ``entry`` names, imported by that name.
+
+    Raises:
+        UnknownMethodError: the module has no :class:`Implementation`.
+    """
+    impl = getattr(importlib.import_module(entry.module), "IMPLEMENTATION", None)
+    if not isinstance(impl, Implementation):
+        raise UnknownMethodError(f"method {entry.name!r}: {entry.module} defines no "
+                                 "IMPLEMENTATION (a dpgnn_core.methods.contract."
+                                 "Implementation)")
+    return impl
+
+
+def _registered(name: str) -> Method | None:
+    """The method of ``name`` (made from its catalogue entry and its family's
+    implementation on first use); None for a name the catalogue does not have."""
+    if name not in _REGISTRY and name in CATALOG:
+        e = CATALOG[name]
+        _REGISTRY[name] = Method.of(e, implementation(e))
+    return _REGISTRY.get(name)
+
+
 class _AllMethods(Mapping[str, Method]):
-    """Read-only view of the registry, CLI name -> method, of every catalogue entry: the
-    first look imports every implementing module (:func:`_import_implementations`)."""
+    """Read-only view of every catalogue entry's method, CLI name -> method: the first look
+    imports every implementing module."""
 
     def _all(self) -> Mapping[str, Method]:
-        _import_implementations()
+        for name in CATALOG:
+            _registered(name)
         return MappingProxyType(_REGISTRY)
 
     def __getitem__(self, name: str) -> Method:
@@ -312,91 +332,6 @@ class _AllMethods(Mapping[str, Method]):
 #: Every catalogue entry's method (importing every implementing module on first use).
 METHODS: Mapping[str, Method] = _AllMethods()
 
-Fit = Callable[[GraphData, Any, OnStep], Fitted]
-LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
-Save = Callable[[str, Fitted, Any, GraphData], None]
-Load = Callable[[dict[str, Any]], tuple[torch.nn.Module, Any]]
-Evaluate = Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
-Sensitivity = Sequence[SensitivityCheck]
-
-
-def register_implementation(family: str, *, fit: Fit, ledger_for: LedgerFor, save: Save,
-                            load: Load, evaluate: Evaluate,
-                            sensitivity: Sensitivity = ()) -> list[Method]:
-    """Register the implementation of every catalogue name of ``family`` (called by the
-    family's module, at its bottom, with references to its functions).
-
-    ``sensitivity``: a private family's :class:`~dpgnn_core.privacy.sensitivity.
-    SensitivityCheck` of each noisy quantity it releases (the declared L2 sensitivity and
-    its brute force over neighbouring datasets); the contract test runs them
-    (:func:`check_sensitivity`) and fails a private family that declares none.
-
-    Raises:
-        UnknownMethodError: the catalogue has no such family, or a name is registered
-            already.
-    """
-    entries = [e for e in CATALOG.values() if e.family == family]
-    if not entries:
-        raise UnknownMethodError(f"the method catalogue has no family {family!r}")
-    out = []
-    for e in entries:
-        if e.name in _REGISTRY:
-            raise UnknownMethodError(f"method {e.name!r} is registered already")
-        m = Method(entry=e, spec_type=e.spec_type, _fit=fit, _ledger_for=ledger_for,
-                   _save=save, _load=load, _evaluate=evaluate,
-                   sensitivity=tuple(sensitivity))
-        _REGISTRY[e.name] = m
-        out.append(m)
-    return out
-
-
-def register_node_private(family: str, *, train: Callable[..., Any], ledger_for: LedgerFor,
-                          save: Callable[..., None], load: Load, evaluate: Callable[..., Metrics],
-                          eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {},
-                          sensitivity: Sensitivity = ()) -> list[Method]:
-    """:func:`register_implementation` for a node-level family trained by one function
-    (``train(data, spec, on_step=...)`` with ``model``, ``ledger``, ``report`` and
-    ``history``), saved by ``save(path, model, spec, in_dim, num_classes)`` and evaluated
-    by ``evaluate(model, data, device, **eval_options(spec))``; ``sensitivity`` as for
-    :func:`register_implementation`."""
-
-    def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = train(data, spec, on_step=on_step)
-        return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
-
-    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        save(path, fitted.model, spec, data.num_features, data.num_classes)
-
-    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
-                  extra: Mapping[str, Any]) -> Metrics:
-        out: Metrics = evaluate(model, data, spec.device, **eval_options(spec))
-        return out
-
-    return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
-                                   load=load, evaluate=evaluate_, sensitivity=sensitivity)
-
-
-def register_aggregating(family: str, title: str, *, fit: Fit, ledger_for: LedgerFor,
-                         save: Callable[..., None], load: Load,
-                         evaluate: Callable[..., Metrics],
-                         sensitivity: Sensitivity = ()) -> list[Method]:
-    """:func:`register_implementation` for GAP's or ProGAP's names: each predicts from its
-    cached private aggregations (``extra["aggregations"]``)."""
-
-    def save_(path: str, fitted: Fitted, spec: Any, data: GraphData) -> None:
-        save(path, fitted.model, spec, data.num_features, data.num_classes)
-
-    def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,
-                  extra: Mapping[str, Any]) -> Metrics:
-        if "aggregations" not in extra:
-            raise UnknownMethodError(f"{title} evaluates from its private aggregations: pass "
-                                     "extra={'aggregations': ...}")
-        out: Metrics = evaluate(model, extra["aggregations"], data, spec.device)
-        return out
-
-    return register_implementation(family, fit=fit, ledger_for=ledger_for, save=save_,
-                                   load=load, evaluate=evaluate_, sensitivity=sensitivity)
-
 
 def check_sensitivity(method: Method) -> dict[str, list[tuple[Case, float]]]:
     """Run the brute force of every sensitivity ``method``'s family declares
@@ -410,22 +345,10 @@ def check_sensitivity(method: Method) -> dict[str, list[tuple[Case, float]]]:
     """
     if method.private and not method.sensitivity:
         raise PrivacyError(f"private method {method.name!r} (family {method.family!r}) "
-                           "declares no sensitivity check: register one SensitivityCheck "
-                           "per noisy quantity it releases (docs/adding-a-method.md)")
+                           "declares no sensitivity check: give its Implementation one "
+                           "SensitivityCheck per noisy quantity it releases "
+                           "(docs/adding-a-method.md)")
     return {c.released: verify(c) for c in method.sensitivity}
-
-
-def _registered(name: str) -> Method | None:
-    """The method of ``name``, importing its family's module first if the catalogue names
-    it and it has not registered yet; None for a name the catalogue does not have."""
-    if name not in _REGISTRY and name in CATALOG:
-        import importlib
-
-        importlib.import_module(CATALOG[name].module)
-        if name not in _REGISTRY:
-            raise UnknownMethodError(f"catalogue name {name!r} has no implementation in "
-                                     f"{CATALOG[name].module}")
-    return _REGISTRY.get(name)
 
 
 def get(name: str) -> Method:
@@ -435,6 +358,23 @@ def get(name: str) -> Method:
         raise UnknownMethodError(f"unknown method {name!r}; choose one of "
                                  f"{', '.join(sorted(CATALOG))}")
     return m
+
+
+def declared(family: str) -> Staged:
+    """The stages ``family`` runs as (its implementation's ``staged``), importing its
+    module by name: the answer never depends on what was imported before.
+
+    Raises:
+        KeyError: ``family`` is not in the catalogue, or declares no stages.
+    """
+    entries = [e for e in CATALOG.values() if e.family == family]
+    if not entries:
+        raise KeyError(f"unknown method family {family!r}; choose one of "
+                       f"{', '.join(sorted({e.family for e in CATALOG.values()}))}")
+    staged = get(entries[0].name).stages
+    if staged is None:
+        raise KeyError(f"method family {family!r} declares no stages (not a staged method)")
+    return staged
 
 
 def name_of(spec: Any) -> str:
@@ -465,26 +405,5 @@ def load_blob(blob: dict[str, Any]) -> tuple[Method, torch.nn.Module, Any]:
     return method, model, spec
 
 
-def _import_implementations() -> None:
-    """Import every module the catalogue names: each registers its family at its bottom.
-    A catalogue name that no module registered is an error (the method contract test
-    reads :data:`METHODS`, so a missing implementation fails there, not at first use)."""
-    import importlib
-
-    if len(_REGISTRY) == len(CATALOG):
-        return
-    loading = set()
-    for module in catalog_modules():
-        mod = importlib.import_module(module)
-        # a module whose import started this one registers when its import finishes
-        if getattr(getattr(mod, "__spec__", None), "_initializing", False):
-            loading.add(module)
-    missing = sorted(n for n, e in CATALOG.items()
-                     if n not in _REGISTRY and e.module not in loading)
-    if missing:
-        raise UnknownMethodError(f"catalogue names without an implementation: {missing}")
-
-
-__all__ = ["METHODS", "Fitted", "Method", "UnknownMethodError", "check_sensitivity", "get",
-           "load_blob", "method_for", "name_of", "register_aggregating", "register_implementation",
-           "register_node_private"]
+__all__ = ["METHODS", "Fitted", "Method", "UnknownMethodError", "check_sensitivity",
+           "declared", "get", "implementation", "load_blob", "method_for", "name_of"]

@@ -4,6 +4,9 @@ trains them privately is :mod:`dpgnn_core.methods.dpdgc`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -88,6 +91,16 @@ class DpdgcClassifier(nn.Module):
         """Keep the released embeddings W with the classifier (saved in its state dict)."""
         self.encoder = encoder
         return self
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> Any:
+        """:meth:`torch.nn.Module.load_state_dict`, attaching an encoder of the stored
+        embeddings' shape first where the state holds them (``encoder.weight``: a run with
+        ``messages="adjacency"``), so that the model a spec describes loads either form."""
+        w = state_dict.get("encoder.weight")
+        if w is not None and self.encoder is None:
+            self.attach_encoder(AdjacencyEncoder(int(w.shape[0]), int(w.shape[1])))
+        return super().load_state_dict(state_dict, strict, assign)
 
     def forward(self, xh: Tensor) -> Tensor:
         x, h = xh[:, :self.in_dim], xh[:, self.in_dim:]

@@ -6,6 +6,8 @@ are shared with ProGAP's stages. How they are trained, by level, is
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -126,6 +128,14 @@ class GapClassifier(nn.Module):
         """Keep ``encoder`` with the classifier (saved in its state dict)."""
         self.encoder = encoder
         return self
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> Any:
+        """:meth:`torch.nn.Module.load_state_dict`; a state without encoder weights (a
+        classifier saved before its encoder was attached) detaches the encoder first."""
+        if self.encoder is not None and not any(k.startswith("encoder.") for k in state_dict):
+            self.encoder = None
+        return super().load_state_dict(state_dict, strict, assign)
 
     def inputs(self, x: Tensor, aggregations: Tensor) -> Tensor:
         """``[n, K + 1, d]`` from features ``x`` ``[n, f]`` and the private release

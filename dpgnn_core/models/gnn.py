@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn import GCNConv, MessagePassing, SAGEConv
 
 from dpgnn_core.models.mlp import MLP
+
+#: The baselines' convolutions (the method name): ``(in, out) ->`` the PyG layer.
+CONVS: dict[str, Callable[[int, int], MessagePassing]] = {
+    "gcn": lambda a, b: GCNConv(a, b, cached=False),
+    "sage": lambda a, b: SAGEConv(a, b, aggr="mean")}
 
 
 class GNN(nn.Module):
@@ -35,10 +41,9 @@ class GNN(nn.Module):
     def __init__(self, conv: str, in_dim: int, hidden: int, out_dim: int, layers: int = 2,
                  dropout: float = 0.5) -> None:
         super().__init__()
-        make = {"gcn": lambda a, b: GCNConv(a, b, cached=False),
-                "sage": lambda a, b: SAGEConv(a, b, aggr="mean")}.get(conv)
-        if make is None:
-            raise ValueError(f"unknown conv {conv!r}; choose gcn or sage")
+        if conv not in CONVS:
+            raise ValueError(f"unknown conv {conv!r}; choose {' or '.join(CONVS)}")
+        make = CONVS[conv]
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.convs = nn.ModuleList(make(a, b) for a, b in itertools.pairwise(dims))
         self.dropout = dropout

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -26,8 +28,6 @@ from torch_geometric.nn import MessagePassing, global_max_pool, global_mean_pool
 from torch_geometric.utils import add_self_loops, degree, scatter, softmax
 
 from dpgnn_core.models.subgraph_gnn import _Attention
-
-CONVS = ("gcn", "sage", "gat")
 
 
 class _WeightedSum(MessagePassing):  # type: ignore[misc]
@@ -70,6 +70,70 @@ def _instance_norm(h: Tensor, m: Tensor) -> Tensor:
     return (h - mu) / torch.sqrt(var + 1e-5) * m
 
 
+@dataclass(frozen=True)
+class GraphConv:
+    """One convolution of :class:`GraphGNN` (an entry of :data:`CONVS`).
+
+    Args:
+        parts (tuple): the per-layer weight lists it uses besides ``lins`` (``roots``,
+            ``att``).
+        prepare (callable): ``prepare(adj, mask)``: the padded dense adjacency (no
+            padding) as its dense layers read it.
+        dense (callable): ``dense(model, i, h, prepared)``: layer i on dense batches.
+        edges (callable): ``edges(edge_index, n)``: the sparse path's edges and their
+            weights (None for attention).
+        sparse (callable): ``sparse(model, i, h, edges, weights)``: layer i on PyG's
+            sparse form, through ``MessagePassing`` (so explainers can mask edges).
+    """
+
+    parts: tuple[str, ...]
+    prepare: Callable[[Tensor, Tensor], Tensor]
+    dense: Callable[[GraphGNN, int, Tensor, Tensor], Tensor]
+    edges: Callable[[Tensor, int], tuple[Tensor, Tensor | None]]
+    sparse: Callable[[GraphGNN, int, Tensor, Tensor, Tensor | None], Tensor]
+
+
+def _sym_norm(a: Tensor, mask: Tensor) -> Tensor:
+    a = a + torch.diag_embed(mask.to(a.dtype))
+    d = a.sum(-1).clamp_min(1.0).rsqrt()
+    return d.unsqueeze(-1) * a * d.unsqueeze(-2)
+
+
+def _gcn_edges(edge_index: Tensor, n: int) -> tuple[Tensor, Tensor | None]:
+    ei, _ = add_self_loops(edge_index, num_nodes=n)
+    d = degree(ei[1], n).clamp_min(1.0).rsqrt()
+    return ei, d[ei[0]] * d[ei[1]]
+
+
+def _sage_edges(edge_index: Tensor, n: int) -> tuple[Tensor, Tensor | None]:
+    dst = edge_index[1]
+    return edge_index, 1.0 / degree(dst, n).clamp_min(1.0)[dst]
+
+
+def _gat_sparse(m: GraphGNN, i: int, h: Tensor, ei: Tensor, w: Tensor | None) -> Tensor:
+    att, n = m._att(i), h.shape[0]
+    z = m.lins[i](h)
+    q, k, v = (f(z).view(n, att.heads, att.dim) for f in (att.q, att.k, att.v))
+    out: Tensor = att.out(m._dot(q, k, v, ei).reshape(n, -1))
+    return out
+
+
+#: The convolutions of :class:`GraphGNN` (the spec's ``conv``).
+CONVS: dict[str, GraphConv] = {
+    "gcn": GraphConv((), _sym_norm, lambda m, i, h, a: torch.bmm(a, m.lins[i](h)), _gcn_edges,
+                     lambda m, i, h, ei, w: m._sum(m.lins[i](h), ei, w)),
+    "sage": GraphConv(
+        ("roots",), lambda a, mask: a / a.sum(-1, keepdim=True).clamp_min(1.0),
+        lambda m, i, h, a: m.roots[i](h) + m.lins[i](torch.bmm(a, h)), _sage_edges,
+        lambda m, i, h, ei, w: m.roots[i](h) + m.lins[i](m._sum(h, ei, w))),
+    "gat": GraphConv(
+        ("att",),
+        lambda a, mask: (a > 0) | torch.eye(a.shape[-1], dtype=torch.bool, device=a.device),
+        lambda m, i, h, allowed: m._att(i).dense(m.lins[i](h), allowed, h.shape[1]),
+        lambda ei, n: (add_self_loops(ei, num_nodes=n)[0], None), _gat_sparse),
+}
+
+
 class GraphGNN(nn.Module):
     """``layers`` message-passing layers, pooling, a two-layer head.
 
@@ -85,6 +149,13 @@ class GraphGNN(nn.Module):
         heads (int, optional): GAT heads. (default: :obj:`4`)
     """
 
+    kind: GraphConv
+    lins: nn.ModuleList
+    roots: nn.ModuleList
+    att: nn.ModuleList
+    _sum: _WeightedSum
+    _dot: _DotAttention
+
     def __init__(self, conv: str, in_dim: int, num_classes: int, hidden: int = 64,
                  layers: int = 3, pool: str = "mean", norm: str = "none",
                  heads: int = 4) -> None:
@@ -96,14 +167,14 @@ class GraphGNN(nn.Module):
         if pool not in ("mean", "max") or norm not in ("none", "instance", "batch"):
             raise ValueError(f"pool must be mean or max and norm none, instance or batch; "
                              f"got {pool!r}, {norm!r}")
-        self.conv, self.pool, self.norm = conv, pool, norm
+        self.conv, self.kind, self.pool, self.norm = conv, CONVS[conv], pool, norm
         dims = [in_dim] + [hidden] * layers
         self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.roots = nn.ModuleList(nn.Linear(a, b, bias=False)
                                    for a, b in itertools.pairwise(dims)
-                                   if conv == "sage")
+                                   if "roots" in self.kind.parts)
         self.att = nn.ModuleList(_Attention(hidden, heads) for _ in range(layers)
-                                 if conv == "gat")
+                                 if "att" in self.kind.parts)
         self.bns = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(layers)
                                  if norm == "batch")
         self.head1 = nn.Linear(hidden, hidden)
@@ -120,23 +191,10 @@ class GraphGNN(nn.Module):
         """Logits ``[B, C]`` of padded dense graphs (``adj[b, i, j]`` = 1 for j -> i)."""
         dt = x.dtype
         m = mask.unsqueeze(-1).to(dt)
-        a = adj * m * mask.unsqueeze(-2).to(dt)
-        if self.conv == "gcn":
-            a = a + torch.diag_embed(mask.to(dt))
-            d = a.sum(-1).clamp_min(1.0).rsqrt()
-            a = d.unsqueeze(-1) * a * d.unsqueeze(-2)
-        elif self.conv == "sage":
-            a = a / a.sum(-1, keepdim=True).clamp_min(1.0)
-        else:
-            allowed = (a > 0) | torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+        a = self.kind.prepare(adj * m * mask.unsqueeze(-2).to(dt), mask)
         h = x * m
-        for i, lin in enumerate(self.lins):
-            if self.conv == "gcn":
-                h = torch.bmm(a, lin(h))
-            elif self.conv == "sage":
-                h = self.roots[i](h) + lin(torch.bmm(a, h))
-            else:
-                h = self._att(i).dense(lin(h), allowed, h.shape[1])
+        for i in range(len(self.lins)):
+            h = self.kind.dense(self, i, h, a)
             if self.norm == "instance":
                 h = _instance_norm(h, m)
             elif self.norm == "batch":
@@ -159,27 +217,10 @@ class GraphGNN(nn.Module):
         runs through PyG ``MessagePassing`` layers, so PyG's explainers can mask edges."""
         n = x.shape[0]
         batch = torch.zeros(n, dtype=torch.long, device=x.device) if batch is None else batch
-        dst = edge_index[1]
-        if self.conv == "gcn":
-            ei, _ = add_self_loops(edge_index, num_nodes=n)
-            d = degree(ei[1], n).clamp_min(1.0).rsqrt()
-            weight = d[ei[0]] * d[ei[1]]
-        elif self.conv == "sage":
-            ei = edge_index
-            weight = 1.0 / degree(dst, n).clamp_min(1.0)[dst]
-        else:
-            ei, _ = add_self_loops(edge_index, num_nodes=n)
+        ei, weight = self.kind.edges(edge_index, n)
         h = x
-        for i, lin in enumerate(self.lins):
-            if self.conv == "gcn":
-                h = self._sum(lin(h), ei, weight)
-            elif self.conv == "sage":
-                h = self.roots[i](h) + lin(self._sum(h, ei, weight))
-            else:
-                att = self._att(i)
-                z = lin(h)
-                q, k, v = (f(z).view(n, att.heads, att.dim) for f in (att.q, att.k, att.v))
-                h = att.out(self._dot(q, k, v, ei).reshape(n, -1))
+        for i in range(len(self.lins)):
+            h = self.kind.sparse(self, i, h, ei, weight)
             if self.norm == "instance":
                 cnt = degree(batch, dtype=h.dtype).clamp_min(1.0)[:, None]
                 mu = scatter(h, batch, 0, reduce="sum") / cnt

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -46,7 +47,6 @@ from dpgnn_core.training.per_sample import Scale
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu}
-CONVS = ("gcn", "sage", "gin", "gat")
 
 
 class _Attention(nn.Module):
@@ -85,6 +85,80 @@ class _Attention(nn.Module):
         return out
 
 
+@dataclass(frozen=True)
+class SubgraphConv:
+    """One convolution of :class:`SubgraphGNN` (an entry of :data:`CONVS`): the weights
+    each of its layers has and how a layer passes messages, on both paths.
+
+    Args:
+        parts (tuple): the model's per-layer weight lists it uses (``lins``, ``roots``,
+            ``gin_out``, ``eps``, ``att``); the others stay empty.
+        prepare (callable): ``prepare(adj, mask)``: the dense adjacency (0/1, no padding)
+            as the dense layers read it (normalised; for attention, who may attend whom).
+        dense (callable): ``dense(model, i, h, prepared, rows)``: layer i's output for the
+            first ``rows`` positions of dense batches ``h`` ``[B, S, H]``.
+        sparse (callable): ``sparse(model, i, h, edge_index)``: layer i on a whole graph.
+    """
+
+    parts: tuple[str, ...]
+    prepare: Callable[[Tensor, Tensor], Tensor]
+    dense: Callable[[SubgraphGNN, int, Tensor, Tensor, int], Tensor]
+    sparse: Callable[[SubgraphGNN, int, Tensor, Tensor], Tensor]
+
+
+Update = Callable[["SubgraphGNN", int, Tensor, Tensor], Tensor]
+
+
+def _passing(parts: tuple[str, ...], prepare: Callable[[Tensor, Tensor], Tensor],
+             update: Update, aggregate: SimpleConv) -> SubgraphConv:
+    """A convolution that aggregates with a fixed matrix (``prepare``'s on the dense path,
+    PyG's parameter-free ``aggregate`` on the sparse one), then applies ``update(model, i,
+    h, aggregated)``."""
+    return SubgraphConv(
+        parts, prepare,
+        dense=lambda m, i, h, a, rows: update(m, i, h[:, :rows], torch.bmm(a[:, :rows], h)),
+        sparse=lambda m, i, h, ei: update(m, i, h, aggregate(h, ei)))
+
+
+def _row_mean(a: Tensor, mask: Tensor) -> Tensor:
+    return a / a.sum(dim=-1, keepdim=True).clamp_min(1.0)
+
+
+def _row_mean_with_self(a: Tensor, mask: Tensor) -> Tensor:
+    return _row_mean(a + torch.diag_embed(mask.to(a.dtype)), mask)
+
+
+def _attends(a: Tensor, mask: Tensor) -> Tensor:
+    eye = torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+    return (a > 0) | eye  # padding attends itself only (masked out by the model)
+
+
+def _gcn(m: SubgraphGNN, i: int, h: Tensor, agg: Tensor) -> Tensor:
+    return m.act(m.lins[i](agg))
+
+
+def _sage(m: SubgraphGNN, i: int, h: Tensor, agg: Tensor) -> Tensor:
+    return m.act(m.roots[i](h) + m.lins[i](agg))
+
+
+def _gin(m: SubgraphGNN, i: int, h: Tensor, agg: Tensor) -> Tensor:
+    return m.act(m.gin_out[i](m.act(m.lins[i](m.eps[i](h) + agg))))
+
+
+#: The convolutions of :class:`SubgraphGNN` (the spec's ``conv``).
+CONVS: dict[str, SubgraphConv] = {
+    "gcn": _passing(("lins",), _row_mean_with_self, _gcn,
+                    SimpleConv(aggr="mean", combine_root="self_loop")),
+    "sage": _passing(("lins", "roots"), _row_mean, _sage, SimpleConv(aggr="mean")),
+    "gin": _passing(("lins", "gin_out", "eps"), lambda a, mask: a, _gin,
+                    SimpleConv(aggr="sum")),
+    "gat": SubgraphConv(
+        ("att",), _attends,
+        dense=lambda m, i, h, allowed, rows: m.act(m._att(i).dense(h, allowed[:, :rows], rows)),
+        sparse=lambda m, i, h, ei: m.act(m._att(i).sparse(h, ei))),
+}
+
+
 class SubgraphGNN(nn.Module):
     """Encoder, ``layers`` message-passing layers, decoder.
 
@@ -101,6 +175,14 @@ class SubgraphGNN(nn.Module):
         heads (int, optional): GAT's attention heads. (default: :obj:`10`)
     """
 
+    kind: SubgraphConv
+    act: Callable[[Tensor], Tensor]
+    lins: nn.ModuleList
+    roots: nn.ModuleList
+    gin_out: nn.ModuleList
+    eps: nn.ModuleList
+    att: nn.ModuleList
+
     def __init__(self, conv: str, in_dim: int, out_dim: int, hidden: int = 256,
                  layers: int = 1, activation: str = "tanh", gin_eps: float = 0.0,
                  train_eps: bool = True, heads: int = 10) -> None:
@@ -109,25 +191,22 @@ class SubgraphGNN(nn.Module):
             raise ValueError(f"unknown conv {conv!r}; choose one of {', '.join(CONVS)}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose {sorted(ACTIVATIONS)}")
-        self.conv, self.act = conv, ACTIVATIONS[activation]
+        self.conv, self.kind, self.act = conv, CONVS[conv], ACTIVATIONS[activation]
         self.encoder = nn.Linear(in_dim, hidden)
-        n = layers
-        self.lins = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(n if conv != "gat"
-                                                                           else 0))
-        self.roots = nn.ModuleList(nn.Linear(hidden, hidden, bias=False)
-                                   for _ in range(n if conv == "sage" else 0))
-        self.gin_out = nn.ModuleList(nn.Linear(hidden, hidden)
-                                     for _ in range(n if conv == "gin" else 0))
-        self.eps = nn.ModuleList(Scale(gin_eps) for _ in range(n if conv == "gin" else 0))
+
+        def per_layer(part: str, make: Callable[[], nn.Module]) -> nn.ModuleList:
+            return nn.ModuleList(make() for _ in range(layers if part in self.kind.parts
+                                                       else 0))
+
+        self.lins = per_layer("lins", lambda: nn.Linear(hidden, hidden))
+        self.roots = per_layer("roots", lambda: nn.Linear(hidden, hidden, bias=False))
+        self.gin_out = per_layer("gin_out", lambda: nn.Linear(hidden, hidden))
+        self.eps = per_layer("eps", lambda: Scale(gin_eps))
         for s in self.eps:
             s.eps.requires_grad_(train_eps)
-        self.att = nn.ModuleList(_Attention(hidden, heads) for _ in range(n if conv == "gat"
-                                                                          else 0))
-        self.num_layers = n
+        self.att = per_layer("att", lambda: _Attention(hidden, heads))
+        self.num_layers = layers
         self.decoder = nn.Linear(hidden, out_dim)
-        self._sparse = {"gcn": SimpleConv(aggr="mean", combine_root="self_loop"),
-                        "sage": SimpleConv(aggr="mean"), "gin": SimpleConv(aggr="sum"),
-                        "gat": None}[conv]
 
     def groups(self) -> list[list[nn.Module]]:
         """Layer-wise clipping groups: encoder, aggregation layers, decoder."""
@@ -140,38 +219,18 @@ class SubgraphGNN(nn.Module):
         assert isinstance(att, _Attention)
         return att
 
-    def _layer(self, i: int, h: Tensor, agg: Tensor) -> Tensor:
-        """Layer i on the rows of ``agg`` (``h`` holds the same rows)."""
-        if self.conv == "gcn":
-            return self.act(self.lins[i](agg))
-        if self.conv == "sage":
-            return self.act(self.roots[i](h) + self.lins[i](agg))
-        z = self.act(self.lins[i](self.eps[i](h) + agg))
-        return self.act(self.gin_out[i](z))
-
     def forward(self, x: Tensor, adj: Tensor, mask: Tensor, all_nodes: bool = False
                 ) -> Tensor:
         """Logits of dense batches (``adj`` 0/1, ``adj[b, i, j]`` = j -> i): of the roots
         ``[B, C]``, or of every position ``[B, S, C]`` with ``all_nodes``."""
         dt = x.dtype
         m = mask.unsqueeze(-1).to(dt)
-        a = adj * m * mask.unsqueeze(-2).to(dt)  # no message to or from padding
-        if self.conv == "gcn":
-            a = a + torch.diag_embed(mask.to(dt))
-            a = a / a.sum(dim=-1, keepdim=True).clamp_min(1.0)
-        elif self.conv == "sage":
-            a = a / a.sum(dim=-1, keepdim=True).clamp_min(1.0)
-        elif self.conv == "gat":
-            eye = torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
-            allowed = (a > 0) | eye  # padding attends itself only (masked out below)
+        # no message to or from padding
+        a = self.kind.prepare(adj * m * mask.unsqueeze(-2).to(dt), mask)
         h = self.act(self.encoder(x)) * m
         for i in range(self.num_layers):
             rows = h.shape[1] if all_nodes or i < self.num_layers - 1 else 1
-            if self.conv == "gat":
-                h_new = self.act(self._att(i).dense(h, allowed[:, :rows], rows))
-            else:
-                h_new = self._layer(i, h[:, :rows], torch.bmm(a[:, :rows], h))
-            h = h_new * m[:, :rows]
+            h = self.kind.dense(self, i, h, a, rows) * m[:, :rows]
         if not all_nodes:
             h = h[:, 0]
         out: Tensor = self.decoder(h)
@@ -181,11 +240,7 @@ class SubgraphGNN(nn.Module):
         """Logits ``[n, C]`` of every node of a graph (``edge_index`` src -> dst)."""
         h = self.act(self.encoder(x))
         for i in range(self.num_layers):
-            if self.conv == "gat":
-                h = self.act(self._att(i).sparse(h, edge_index))
-            else:
-                assert self._sparse is not None
-                h = self._layer(i, h, self._sparse(h, edge_index))
+            h = self.kind.sparse(self, i, h, edge_index)
         out: Tensor = self.decoder(h)
         return out
 

@@ -4,7 +4,7 @@ Every noisy quantity a private method releases has an L2 sensitivity under the f
 neighbouring relation and protection level (DP-SGD's clipped gradient sum over rows: C;
 PMA's hop: :func:`~dpgnn_core.privacy.pma.sensitivity`; ...). The noise is calibrated to
 that number, so a bound below the truth is a silent privacy failure that no ledger check
-sees. A private family therefore registers, beside its implementation, one
+sees. A private family therefore declares, in its implementation, one
 :class:`SensitivityCheck` per released quantity: the declared sensitivity function and a
 brute force that computes the quantity itself, before noise, on small adversarial datasets
 (stars, maximum-degree nodes, rows at the clipping bound, directed and undirected) and on

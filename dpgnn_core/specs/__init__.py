@@ -19,27 +19,28 @@ One module per method family, beside what they share (import every spec from her
 * :mod:`~dpgnn_core.specs.graph_cls`: :class:`GraphClsSpec`;
 * :mod:`~dpgnn_core.specs.dpdgc`: :class:`DpdgcSpec`;
 
-and here, every method's spec as one union (:data:`AnySpec`, :func:`parse_spec`).
-
-Every module of this package is imported here, so a new family's spec module (a spec class
-with its ``method`` names and its :class:`~dpgnn_core.specs.base.Family`) joins the union
-and the method catalogue without an edit to this file; a spec class defined outside it
-joins :func:`parse_spec` and the catalogue once its module is imported
-(docs/adding-a-method.md).
+and here, every method's spec as one union (:data:`AnySpec`, :func:`parse_spec`), and the
+catalogue: :data:`CATALOGUE`, every shipped method's
+:class:`~dpgnn_core.specs.entry.Entry` (each spec module's ``ENTRIES``, written beside its
+spec), the explicit list the method catalogue and registry read. A new family's spec module
+adds its class to :data:`AnySpec` (mypy's union below) and its entries to
+:data:`CATALOGUE`; a spec class defined outside this package joins :func:`parse_spec` once
+its module is imported, and the catalogue by
+:func:`dpgnn_core.methods.catalog.add` (docs/adding-a-method.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter
 
-from dpgnn_core.specs.base import Family, LargeBatchDefaults, PrivateSpec, Spec, spec_classes
+from dpgnn_core.specs import baseline, dp_mlp, dpdgc, gap, graph_cls, subgraph
+from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, Spec, spec_classes
 from dpgnn_core.specs.baseline import Method, TrainSpec
 from dpgnn_core.specs.dp_mlp import DpMlpSpec
 from dpgnn_core.specs.dpdgc import DpdgcSpec
+from dpgnn_core.specs.entry import Entry
 from dpgnn_core.specs.gap import (
     EDGE_BATCH,
     EDGE_BATCHES_PER_EPOCH,
@@ -51,23 +52,48 @@ from dpgnn_core.specs.graph_cls import GraphClsSpec
 from dpgnn_core.specs.ingest import DEMO_INGEST, DEMO_METHODS, IngestFormat, IngestSpec
 from dpgnn_core.specs.subgraph import DpgnnSpec, DrwSpec, SubgraphSpec
 
-__all__ = ["DEMO_INGEST", "DEMO_METHODS", "EDGE_BATCH", "EDGE_BATCHES_PER_EPOCH", "AnySpec",
-           "DpMlpSpec", "DpdgcSpec", "DpgnnSpec", "DrwSpec", "Family", "GapSpec",
-           "GraphClsSpec", "IngestFormat", "IngestSpec", "LargeBatchDefaults", "Method",
-           "PrivateSpec", "ProgapSpec", "Spec", "SubgraphSpec", "TrainSpec", "edge_batch_for",
-           "parse_spec", "spec_classes"]
+__all__ = [
+    "CATALOGUE",
+    "DEMO_INGEST",
+    "DEMO_METHODS",
+    "EDGE_BATCH",
+    "EDGE_BATCHES_PER_EPOCH",
+    "AnySpec",
+    "DpMlpSpec",
+    "DpdgcSpec",
+    "DpgnnSpec",
+    "DrwSpec",
+    "Entry",
+    "GapSpec",
+    "GraphClsSpec",
+    "IngestFormat",
+    "IngestSpec",
+    "LargeBatchDefaults",
+    "Method",
+    "PrivateSpec",
+    "ProgapSpec",
+    "Spec",
+    "SubgraphSpec",
+    "TrainSpec",
+    "edge_batch_for",
+    "parse_spec",
+    "spec_classes",
+]
 
-for _m in pkgutil.iter_modules(__path__):  # a new family's spec module, without an edit here
-    importlib.import_module(f"{__name__}.{_m.name}")
+#: Every shipped method's catalogue entry, family by family, in the order the CLI lists them:
+#: the explicit list :mod:`dpgnn_core.methods.catalog` reads (a new family adds its own).
+CATALOGUE: tuple[Entry, ...] = (*baseline.ENTRIES, *subgraph.DPGNN_ENTRIES,
+                                *subgraph.DRW_ENTRIES, *dp_mlp.ENTRIES, *gap.GAP_ENTRIES,
+                                *gap.PROGAP_ENTRIES, *graph_cls.ENTRIES, *dpdgc.ENTRIES)
 
 #: Every method's spec, told apart by ``method`` (its registered name): one spec object,
 #: from Python, a TOML/YAML/JSON file or CLI options, selects the method. Made of every spec
-#: class of this package (:func:`~dpgnn_core.specs.base.spec_classes`).
+#: class of the catalogue.
 if TYPE_CHECKING:  # what mypy sees: the classes written here (the union is made at import)
     AnySpec = Annotated[TrainSpec | DpgnnSpec | DrwSpec | DpMlpSpec | GapSpec | ProgapSpec
                         | GraphClsSpec | DpdgcSpec, Field(discriminator="method")]
 else:
-    AnySpec = Annotated[Union[tuple(spec_classes())],  # noqa: UP007 (a union made at run time)
+    AnySpec = Annotated[Union[tuple(dict.fromkeys(e.spec_type for e in CATALOGUE))],  # noqa: UP007
                         Field(discriminator="method")]
 _ADAPTERS: dict[tuple[type[Spec], ...], TypeAdapter[Any]] = {}
 

@@ -2,13 +2,13 @@
 fields of every private training method; :class:`LargeBatchDefaults`, the recipe of the
 methods whose defaults were swept; :func:`link`, which keeps a spec's ``method`` and the
 fields its name implies in step (each family's name validator calls it); and the record of
-every spec class and the names it takes (:func:`spec_classes`, :class:`Family`), which the
-method catalogue reads: specs import nothing of ``dpgnn_core.methods``."""
+every spec class and the names it takes (:func:`spec_classes`, which
+:func:`~dpgnn_core.specs.parse_spec` reads). Specs import nothing of ``dpgnn_core.methods``;
+each family's catalogue entries are written beside its spec (:mod:`dpgnn_core.specs.entry`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
@@ -28,35 +28,10 @@ from dpgnn_core.io import sha256_json
 #: of torch's ``ValueError: Overflow when unpacking long long`` inside the flow.
 Seed = Annotated[int, Field(ge=0, lt=2**32)]
 
-# --- the record of spec classes, read by the method catalogue ------------------------------
-
-
-@dataclass(frozen=True)
-class Family:
-    """A method family's catalogue entries, declared beside its spec (the spec class's
-    ``catalogue``), so that a new method is its spec module and its method module:
-    :mod:`dpgnn_core.methods.catalog` makes one ``Entry`` per name from it, with
-    ``spec`` the declaring class (docs/adding-a-method.md).
-
-    Args:
-        family (str): the family's name (what its module registers).
-        module (str): the module that implements and registers the family.
-        names (Mapping): each name -> the entry fields of its own (``fixed``,
-            ``private``, ``protection``, ...).
-        common (Mapping, optional): the entry fields every name shares (``task``,
-            ``private``, ``protection``, ``checks``, ``releases``, ...). (default: ``{}``)
-    """
-
-    family: str
-    module: str
-    names: Mapping[str, Mapping[str, Any]]
-    common: Mapping[str, Any] = field(default_factory=dict)
-
+# --- the record of spec classes, read by parse_spec ----------------------------------------
 
 #: Spec classes by the names they take (``method``), in the order they were defined.
 _BY_NAME: dict[str, type[Spec]] = {}
-#: Who is told of each spec class recorded (the catalogue), now and later.
-_LISTENERS: list[Callable[[type[Spec]], None]] = []
 
 
 def method_names(cls: type) -> tuple[str, ...]:
@@ -75,21 +50,11 @@ def _declare(cls: type[Spec]) -> None:
                          f"{_BY_NAME[taken[0]].__name__} already")
     for name in method_names(cls):
         _BY_NAME[name] = cls
-    for listener in list(_LISTENERS):
-        listener(cls)
 
 
 def spec_classes() -> list[type[Spec]]:
     """Every spec class that takes ``method`` names, each once, in definition order."""
     return list(dict.fromkeys(_BY_NAME.values()))
-
-
-def on_spec_class(listener: Callable[[type[Spec]], None]) -> None:
-    """Call ``listener`` with every spec class recorded so far and every one recorded
-    later (how the catalogue reads the specs without the specs importing it)."""
-    _LISTENERS.append(listener)
-    for cls in spec_classes():
-        listener(cls)
 
 
 class Spec(BaseModel):
@@ -112,9 +77,6 @@ class Spec(BaseModel):
     #: A levelled family's names (GAP, ProGAP, DPDGC): ``level`` -> the name that implies
     #: it (``{"edge": "gap-edp", ...}``); the spec's name validator and the catalogue read it.
     level_names: ClassVar[Mapping[str, str]] = {}
-    #: The family's catalogue declaration, for a family whose catalogue entries are written
-    #: beside its spec (:class:`Family`); None: the catalogue's own table lists it.
-    catalogue: ClassVar[Family | None] = None
     #: Inputs besides the name that change the defaults a levelled family's name fills in
     #: (DPDGC's ``messages="adjacency"``): :meth:`default_note` states them too.
     default_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ()

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from dpgnn_core.specs.base import Seed, Spec
+from dpgnn_core.specs.entry import Entry
 
 Method = Literal["mlp", "gcn", "sage"]
 
@@ -41,3 +42,11 @@ class TrainSpec(Spec):
     feature_norm: Literal["row", "none"] = "row"
     seed: Seed = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+
+#: The catalogue's "baseline" family (mlp, gcn, sage): non-private, full-batch, multi-label.
+_BASELINE = Entry(name="mlp", family="baseline", spec_type=TrainSpec,
+                  module="dpgnn_core.methods.baseline", task="node", private=False,
+                  protection="nothing (non-private)", progress_unit="epoch",
+                  private_path=False, multi_label=True)
+ENTRIES = tuple(_BASELINE.named(n) for n in ("mlp", "gcn", "sage"))

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec
+from dpgnn_core.specs.entry import Entry
 
 
 class DpMlpSpec(LargeBatchDefaults, PrivateSpec):
@@ -36,3 +37,12 @@ class DpMlpSpec(LargeBatchDefaults, PrivateSpec):
     layers: int = Field(2, ge=1, le=8)
     steps: int = Field(60, ge=1)
     lr: float = Field(2e-2, gt=0)
+
+
+#: The catalogue's "dp-mlp" family. DP-MLP predicts a node from its own row only: one row
+#: changes the count of correct validation predictions by <= 1 (``score_sensitivity``).
+ENTRIES = (Entry(name="dp-mlp", family="dp-mlp", spec_type=DpMlpSpec,
+                 module="dpgnn_core.methods.dp_mlp", task="node", private=True,
+                 protection="node (a row: features and label); add/remove",
+                 private_selection=True, score_sensitivity=1.0, canary=("node", "add/remove"),
+                 releases=("node", "add_remove")),)

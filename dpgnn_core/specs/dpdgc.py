@@ -8,7 +8,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link_level
+from dpgnn_core.specs.base import (
+    LargeBatchDefaults,
+    PrivateSpec,
+    degree_within_bound,
+    link_level,
+)
+from dpgnn_core.specs.entry import Entry, levelled
 
 #: Levels whose classifier trains by DP-Adam, and the private levels.
 _DP_ADAM = ("node", "k_neighbor", "node_feature")
@@ -176,3 +182,30 @@ class DpdgcSpec(LargeBatchDefaults, PrivateSpec):
         if any(w <= 0 for w in self.budget_split):
             raise ValueError(f"budget_split weights must be > 0, got {self.budget_split}")
         return self
+
+
+_PROTECTS = {
+    "edge": "edge; add/remove",
+    "node": "node with its features, label and edges, every degree <= D; add/remove",
+    "k_neighbor": "k-neighbour: a node's features and label with up to k of its edges; "
+                  "add/remove",
+    "node_feature": "node_feature (a node's features and label, structure public); "
+                    "add/remove",
+    "none": "nothing (non-private)"}
+# DPDGC: one private aggregation of learned node embeddings W; predictions from it. Edge
+# canaries score the released aggregation against the released W; a node-level change is a
+# star (the hub with its edges); a k-neighbour change with k = 1 is one edge plus the
+# node's record: edge canaries realise its edge part (docs/privacy.md, "DPDGC").
+# At node_feature level the edges are public (edge canaries would test nothing claimed):
+# node canaries, isolated training nodes scored by the classifier on zero aggregations.
+# The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
+# steps at node, k-neighbour and node_feature level: the progress line counts those.
+_DPDGC = Entry(name="dpdgc-edp", family="dpdgc", spec_type=DpdgcSpec,
+               module="dpgnn_core.methods.dpdgc", task="node", private=True,
+               protection="",  # each level's: _PROTECTS
+               run_tags=("adj_dim", "messages", "hops"), canary=("edge", "add/remove"),
+               canary_by_level={"node": ("star", "add/remove"),
+                                "node_feature": ("node", "add/remove")},
+               checks=(degree_within_bound,), releases=(None, "add_remove"))
+#: The catalogue's "dpdgc" family: dpdgc-edp, -ndp, -kndp, -fdp, -inf.
+ENTRIES = levelled(_DPDGC, _PROTECTS, {"edge": "epoch", "none": "epoch"})

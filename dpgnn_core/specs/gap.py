@@ -7,11 +7,18 @@ defaults that depend on the level, the unset mini-batch of their non-private mod
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link_level
+from dpgnn_core.specs.base import (
+    LargeBatchDefaults,
+    PrivateSpec,
+    degree_within_bound,
+    link_level,
+)
+from dpgnn_core.specs.entry import Entry, levelled
 
 
 class GapSpec(LargeBatchDefaults, PrivateSpec):
@@ -268,3 +275,22 @@ def check_node_training(spec: Any, name: str) -> None:
     if spec.selection != "last":
         raise ValueError(f"node-level {name} cannot use selection={spec.selection!r}: it "
                          "reads validation labels without noise; use selection='last'")
+
+
+_PROTECTS = {"edge": "edge; add/remove",
+             "node": "node with its edges, every degree <= D; add/remove",
+             "none": "nothing (non-private)"}
+# GAP and ProGAP calibrate their own composition (no noise multiplier to tune), run as
+# cached stages, and predict from their private aggregations; the node level checks the
+# degree bound before a run.
+_GAP = Entry(name="gap-edp", family="gap", spec_type=GapSpec, module="dpgnn_core.methods.gap",
+             task="node", private=True, protection="",  # each level's: _PROTECTS
+             staged=True, run_tags=("hops",),
+             canary=("edge", "add/remove"), canary_by_level={"node": ("star", "add/remove")},
+             checks=(degree_within_bound,), releases=(None, "add_remove"))
+#: The catalogue's "gap" family: gap-edp, gap-ndp, gap-inf.
+GAP_ENTRIES = levelled(_GAP, _PROTECTS)
+#: The catalogue's "progap" family: progap-edp, progap-ndp, progap-inf.
+PROGAP_ENTRIES = levelled(replace(_GAP, name="progap-edp", family="progap",
+                                  spec_type=ProgapSpec, module="dpgnn_core.methods.progap",
+                                  run_tags=("stages",)), _PROTECTS)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from dpgnn_core.specs.base import PrivateSpec, link
+from dpgnn_core.specs.entry import Entry
 
 
 class GraphClsSpec(PrivateSpec):
@@ -78,3 +80,17 @@ class GraphClsSpec(PrivateSpec):
                              f"--norm instance or none (batch only for graph-{self.conv}, "
                              "without DP)")
         return self
+
+
+_GRAPH = Entry(name="graph-gcn", family="graph-cls", spec_type=GraphClsSpec,
+               module="dpgnn_core.methods.graph_cls", task="graph", private=False,
+               protection="nothing (non-private)",
+               extra_metrics=("sensitivity", "specificity"), canary=("graph", "add/remove"),
+               releases=("graph", "add_remove"))
+#: The catalogue's "graph-cls" family: dp-graph-* and graph-* of gcn, sage and gat. A
+#: graph's prediction reads that graph only: one graph changes the count by <= 1.
+ENTRIES = tuple(e for c in ("gcn", "sage", "gat") for e in (
+    replace(_GRAPH.named(f"dp-graph-{c}", {"conv": c}), private=True,
+            protection="graph; add/remove", explains=True, score_sensitivity=1.0,
+            private_selection=True),
+    _GRAPH.named(f"graph-{c}", {"conv": c})))

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.specs.base import LargeBatchDefaults, PrivateSpec, link
+from dpgnn_core.specs.entry import Entry
 
 
 class SubgraphSpec(PrivateSpec):
@@ -224,3 +225,24 @@ def dpgnn_level(spec: DpgnnSpec, manifest: Mapping[str, Any]) -> None:
             f"{manifest.get('name', 'this dataset')!r} is undirected (manifest.json: "
             "directed = false): one node's edges change the sampled subgraphs of its "
             "neighbours. Use level 'node_feature' (features and labels, structure public)")
+
+
+# DP-GNN and DRW predict on the full private graph: one node's features reach the
+# predictions of every node within r hops, so no score sensitivity is claimed (None).
+_DPGNN = Entry(name="dp-gcn", family="dp-gnn", spec_type=DpgnnSpec,
+               module="dpgnn_core.methods.dp_gnn", task="node", private=True,
+               protection="node_feature (default) or node on directed datasets; replace-one",
+               private_selection=True, canary=("node", "replace-one"), checks=(dpgnn_level,),
+               releases=(None, "replace"),
+               # DP-GNN's row model on directed graphs: a node's features, label, out-edge row
+               canary_by_level={"node": ("node-edges", "replace-one")})
+#: The catalogue's "dp-gnn" family: dp-gcn, dp-sage, dp-gin, dp-gat.
+DPGNN_ENTRIES = tuple(_DPGNN.named(f"dp-{c}", {"conv": c}) for c in ("gcn", "sage", "gin", "gat"))
+_DRW = Entry(name="drw-gcn", family="drw", spec_type=DrwSpec, module="dpgnn_core.methods.drw",
+             task="node", private=True,
+             protection="node_feature (features and labels, structure public); replace-one",
+             private_selection=True, canary=("node", "replace-one"),
+             releases=("node_feature", "replace"))
+#: The catalogue's "drw" family: drw-*, drw-r-*, drw-d-* of gcn and sage.
+DRW_ENTRIES = tuple(_DRW.named(f"{v}-{c}", {"variant": v, "conv": c})
+                    for v in ("drw", "drw-r", "drw-d") for c in ("gcn", "sage"))

@@ -1,6 +1,8 @@
 """Adding a method is two source files (docs/adding-a-method.md), and the catalogue reads the
-specs: the walk-through's two listings, written as they are into a package of their own,
-give a method that is in the catalogue and the registry, registers its sensitivity check,
+specs' typed entries: the walk-through's two listings, written as they are into a package of
+their own and added to the catalogue (``catalog.add``, what listing them in
+``dpgnn_core.specs.CATALOGUE`` does in the tree), give a method that is in the catalogue and
+the registry, declares its sensitivity check,
 validates from a mapping, passes the pre-flight and trains through ``Method.fit``; the
 pre-flight of a node-level method imports no torch."""
 
@@ -22,7 +24,7 @@ from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods import catalog, preflight, registry
 from dpgnn_core.privacy import PrivacyError
-from dpgnn_core.specs import DpdgcSpec, GapSpec, ProgapSpec, base, parse_spec
+from dpgnn_core.specs import CATALOGUE, DpdgcSpec, GapSpec, ProgapSpec, base, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "adding-a-method.md"
@@ -38,8 +40,9 @@ def listings() -> dict[str, str]:
 @pytest.fixture
 def two_files(tmp_path: Path) -> Iterator[ModuleType]:
     """The walk-through's spec and method modules under a package of their own (``ext``
-    for ``dpgnn_core``), imported; what they added is taken out of the catalogue, the
-    registry and the record of spec classes afterwards."""
+    for ``dpgnn_core``), the spec module's entries added to the catalogue (the method
+    module is imported by the registry, by the name its entry gives); what they added is
+    taken out of the catalogue, the registry and the record of spec classes afterwards."""
     pkg = f"ext_{tmp_path.name.replace('-', '_')}"
     files = listings()
     assert sorted(files) == ["dpgnn_core/methods/dp_logreg.py", "dpgnn_core/specs/dp_logreg.py"]
@@ -51,6 +54,8 @@ def two_files(tmp_path: Path) -> Iterator[ModuleType]:
     assert len([p for p in tmp_path.rglob("*") if p.is_file()]) == 2  # two source files
     sys.path.insert(0, str(tmp_path))
     try:
+        catalog.add(*__import__(f"{pkg}.specs.dp_logreg", fromlist=["ENTRIES"]).ENTRIES)
+        assert f"{pkg}.methods.dp_logreg" not in sys.modules  # nothing imported it yet
         yield __import__(f"{pkg}.methods.dp_logreg", fromlist=["train"])
     finally:
         sys.path.remove(str(tmp_path))
@@ -63,12 +68,13 @@ def two_files(tmp_path: Path) -> Iterator[ModuleType]:
 
 def test_two_files_make_a_method(two_files: ModuleType, tmp_path: Path) -> None:
     spec_type = two_files.DpLogregSpec
-    e = catalog.entry(NAME)  # the catalogue read the spec's declaration
+    e = catalog.entry(NAME)  # the entry written beside the spec
     assert (e.family, e.task, e.private, e.module) == (
         "dp-logreg", "node", True, two_files.__name__)
     assert e.spec_type is spec_type and dict(e.fixed) == {"method": NAME}
-    m = registry.get(NAME)  # the method module registered itself
+    m = registry.get(NAME)  # the registry read the method module's IMPLEMENTATION
     assert m.entry is e and m.spec_type is spec_type
+    assert m._build is two_files.build
     # with its sensitivity check, which the sensitivity contract runs; without one, a
     # private family is refused
     checked = registry.check_sensitivity(m)
@@ -110,10 +116,24 @@ def test_the_catalogue_reads_the_specs_names_and_levels() -> None:
             assert spec_type(method=name, **({"epsilon": 1.0} if level != "none" else {}),
                              **({"max_degree": 3} if level == "node" else {})).level == level
     with pytest.raises(ValueError, match="takes"):  # a name its spec class does not take
-        catalog._family({"gap-xdp": {}}, family="gap", spec="GapSpec",
-                        module="dpgnn_core.methods.gap", task="node", private=True,
-                        protection="")
+        dataclasses.replace(catalog.entry("gap-edp"), name="gap-xdp")
     assert "gap-xdp" not in catalog.CATALOG
+
+
+def test_an_entry_is_typed() -> None:
+    """Issue 50 §6: a misspelt field of a catalogue entry fails where it is written (the
+    untyped ``Family.common`` dict once let ``release`` through to a traceback at ``dpgnn
+    run dp-mlp --help``); the shipped entries are the explicit list of the specs."""
+    e = catalog.entry("dp-mlp")
+    with pytest.raises(TypeError, match="release"):
+        dataclasses.replace(e, release=("node", "add_remove"))  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="release"):
+        catalog.Entry(name="dp-mlp", family="dp-mlp", spec_type=e.spec_type,  # type: ignore[call-arg]
+                      module=e.module, task="node", private=True, protection="",
+                      release=("node", "add_remove"))
+    assert tuple(catalog.CATALOG.values())[:len(CATALOGUE)] == CATALOGUE
+    with pytest.raises(ValueError, match="in the catalogue already"):
+        catalog.add(e)
 
 
 def test_the_node_level_preflight_imports_no_torch(tmp_path: Path) -> None:

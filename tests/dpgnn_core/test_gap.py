@@ -18,6 +18,7 @@ from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods.brute_force.graphs import removed as _removed
 from dpgnn_core.methods.brute_force.graphs import star as _star
+from dpgnn_core.methods.contract import write_model
 from dpgnn_core.methods.gap import (
     DEGREE_CHECK_NOTE,
     GapClassifier,
@@ -26,13 +27,12 @@ from dpgnn_core.methods.gap import (
     clip_rows,
     epsilon_by_step,
     evaluate_gap,
-    load_gap,
     pma,
     row_normalise,
-    save_gap,
     sensitivity,
     train_gap,
 )
+from dpgnn_core.methods.registry import get
 from dpgnn_core.privacy import (
     Ledger,
     PldAccountant,
@@ -267,8 +267,8 @@ def test_release_holds_x1_to_xk_and_predictions_recompute_x0(tmp_path: object) -
     assert not any(torch.allclose(r.aggregations[:, k], x0) for k in range(2))
     m = evaluate_gap(r.classifier, r.aggregations, DATA, "cpu")
     path = str(tmp_path) + "/model.pt"  # type: ignore[operator]
-    save_gap(path, r.classifier, spec, DATA.num_features, DATA.num_classes)
-    clf, _ = load_gap(torch.load(path, weights_only=True))
+    write_model(path, r.classifier, spec, DATA.num_features, DATA.num_classes)
+    clf, _ = get(spec.method).load(torch.load(path, weights_only=True))
     assert clf.encoder is not None
     assert evaluate_gap(clf, r.aggregations, DATA, "cpu") == m
     text = r.report["protects"]

@@ -80,16 +80,13 @@ def test_a_halved_bound_is_refused(family: str) -> None:
 
 @pytest.fixture
 def throwaway() -> Iterator[str]:
-    """A private family ``dp-throwaway`` in the catalogue and the registry (DP-MLP's spec
-    and functions), registered without a sensitivity check; taken out afterwards."""
-    name = "dp-mlp"  # the spec takes this name only: the family is registered under a copy
-    e = dataclasses.replace(catalog.CATALOG[name], name="dp-throwaway", family="throwaway")
+    """A private family ``throwaway`` in the catalogue and the registry (DP-MLP's entry,
+    spec and implementation) without a sensitivity check; taken out afterwards."""
+    e = dataclasses.replace(catalog.CATALOG["dp-mlp"], family="throwaway")
     catalog._CATALOG["dp-throwaway"] = e
     try:
-        registry.register_implementation(
-            "throwaway", fit=registry.get(name)._fit, ledger_for=dp_mlp.ledger_for,
-            save=registry.get(name)._save, load=registry.get(name)._load,
-            evaluate=registry.get(name)._evaluate)
+        impl = dataclasses.replace(dp_mlp.IMPLEMENTATION, sensitivity=())
+        registry._REGISTRY["dp-throwaway"] = Method.of(e, impl)
         yield "dp-throwaway"
     finally:
         catalog._CATALOG.pop("dp-throwaway", None)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dpgnn_core.data.options import LOADER_OPTIONS, SYNTHETIC_OPTIONS
+from dpgnn_core.data.catalog import option_models
 from flows.cli import app
 from tests.flows.clirunner import CliRunner, click_command
 
@@ -38,8 +38,7 @@ def _flags() -> set[str]:
 
 
 def test_ingest_options_are_the_union_of_the_loader_option_specs() -> None:
-    fields = {f for m in (*LOADER_OPTIONS.values(), *SYNTHETIC_OPTIONS.values())
-              for f in m.model_fields}
+    fields = {f for m in option_models().values() for f in m.model_fields}
     expected = {"--dedupe-edges" if f == "dedupe" else f"--{f.replace('_', '-')}"
                 for f in fields}
     given = {p.opts[0] for p in _ingest_params()} - GENERAL

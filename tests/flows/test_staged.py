@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpgnn_core.methods._staged import declared
 from dpgnn_core.methods.catalog import CATALOG
-from dpgnn_core.methods.registry import get
+from dpgnn_core.methods.registry import declared, get
 from dpgnn_core.specs import GapSpec, ProgapSpec
 
 
@@ -26,7 +25,7 @@ def test_declared_loads_its_family_in_a_fresh_interpreter() -> None:
     import sys
 
     code = ("import sys\n"
-            "from dpgnn_core.methods._staged import declared\n"
+            "from dpgnn_core.methods.registry import declared\n"
             "assert 'dpgnn_core.methods.progap' not in sys.modules\n"
             "print(declared('progap').family, declared('gap').family)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.loader import Loader, from_source
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import DglOptions
 from dpgnn_core.errors import DataError

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import isolated_nodes, subgraph
 from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.loader import Loader, from_source
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import Facebook100Options
 from dpgnn_core.data.splits import stratified_split

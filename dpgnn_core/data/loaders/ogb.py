@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
+from dpgnn_core.data.loader import Loader, from_source
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import OgbOptions
 from dpgnn_core.errors import DataError

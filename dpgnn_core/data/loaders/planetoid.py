@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import to_undirected
 from dpgnn_core.data.graph import TEST, TRAIN, UNUSED, VAL, GraphData
+from dpgnn_core.data.loader import Loader, from_source
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.loaders._pickle import load_planetoid_pickle
 from dpgnn_core.data.options import PlanetoidOptions

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpgnn_core.data.catalog import Loaded, Loader, LoadFn
 from dpgnn_core.data.clean import clean_edges, symmetric_but_directed, to_undirected
 from dpgnn_core.data.graph import SPLIT_NAMES, UNUSED, GraphData
+from dpgnn_core.data.loader import Loaded, Loader, LoadFn
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import TabularOptions
 from dpgnn_core.data.splits import stratified_split

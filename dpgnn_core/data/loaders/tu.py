@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dpgnn_core.data.catalog import Loader, from_source
 from dpgnn_core.data.clean import clean_edges
 from dpgnn_core.data.graph import GraphData
+from dpgnn_core.data.loader import Loader, from_source
 from dpgnn_core.data.loaders._common import provenance, require_file
 from dpgnn_core.data.options import TuOptions
 from dpgnn_core.data.splits import stratified_split
