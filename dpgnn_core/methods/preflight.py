@@ -34,7 +34,10 @@ The checks, in order:
 
 9. the model's widths (``hidden``, ``encoder_dim``) fit the machine's memory
    (:func:`check_model_size`: a lower bound, the output layer of width × classes with its
-   gradients; ``--hidden 1e9`` failed after 28 s with a raw allocation error).
+   gradients; ``--hidden 1e9`` failed after 28 s with a raw allocation error);
+10. a dataset in one file (not partitioned) fits the machine's memory
+   (:func:`check_dataset_size`: a lower bound, its float32 features and int64 edge list
+   as loaded), else the run would load for minutes and be killed by the OOM killer.
 
 BatchNorm, which mixes the examples of a batch, is refused when the model is built
 (:func:`~dpgnn_core.training.dp_sgd.check_dp_compatible`): no spec option adds it.
@@ -325,6 +328,35 @@ def check_model_size(spec: Any, manifest: Mapping[str, Any], memory: int | None 
                 f"(default {default})")
 
 
+def check_dataset_size(manifest: Mapping[str, Any], memory: int | None = None) -> None:
+    """Check 10: refuse a dataset in one file whose features and edges alone clearly
+    cannot fit ``memory`` (default: this machine's,
+    :func:`dpgnn_core.environment.physical_memory`): 4 bytes per feature value and 16 per
+    edge (its two int64 ends), a lower bound on what loading it takes. A partitioned
+    dataset is trained on a cluster's workers (issue 51) and not checked here.
+
+    Raises:
+        DataError: naming the manifest, the dataset's size and the cluster options.
+    """
+    from dpgnn_core.environment import physical_memory
+
+    if manifest.get("layout") == "partitioned":
+        return
+    memory = physical_memory() if memory is None else memory
+    nodes, edges = int(manifest.get("num_nodes") or 0), int(manifest.get("num_edges") or 0)
+    need = 4 * nodes * int(manifest.get("feature_dim") or 0) + 16 * edges
+    if memory and need > memory:
+        where = Path(str(manifest["path"])) / "manifest.json" if manifest.get("path") else None
+        raise DataError(
+            f"{nodes:,} nodes × {manifest.get('feature_dim')} features and {edges:,} edges "
+            f"alone need {need / 2**30:,.1f} GiB to load, more than this machine's "
+            f"{memory / 2**30:,.1f} GiB of memory: a graph this size trains only from "
+            "partitions on a Dask cluster (--workers N --worker-memory SIZE, or "
+            "--dask-address), for the families that train from partitions; so far only "
+            "the synthetic generator writes a partitioned dataset (--partition-nodes)",
+            path=where, field="num_nodes", value=nodes)
+
+
 def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
     """Every check of the module docstring, in order. A ``path`` key in ``manifest`` (the
     dataset folder) is named in the errors and lets the checks read the folder (its
@@ -341,6 +373,7 @@ def check(spec: Any, manifest: Mapping[str, Any]) -> list[str]:
         _folder_records(manifest)
     check_data(spec, manifest)
     check_model_size(spec, manifest)
+    check_dataset_size(manifest)
     check_records(spec, manifest)
     warnings = check_privacy(spec, manifest)
     check_device(spec)

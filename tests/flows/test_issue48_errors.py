@@ -211,3 +211,28 @@ def test_the_model_size_bound_refuses_only_what_cannot_fit() -> None:
     with pytest.raises(DataError, match=r"^--encoder-dim 1000000000: .*default 64"):
         check_model_size(get("gap-edp").spec(epsilon=1.0, encoder_dim=10**9), manifest,
                          memory=16 * gib)
+
+
+def test_a_dataset_larger_than_the_machine_is_refused_before_loading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset in one file whose features and edges alone exceed the memory is refused
+    before anything loads, in one line naming the manifest and the cluster options (issue
+    51 §4: not killed by the OOM killer after minutes); a partitioned one is left to its
+    cluster; one that fits passes."""
+    from dpgnn_core.methods.preflight import check_dataset_size
+    from tests.flows.clirunner import one_error_line
+
+    big = {"num_nodes": 10**8, "feature_dim": 100, "num_edges": 2 * 10**9, "path": "/d"}
+    with pytest.raises(DataError, match=r"67\.1 GiB to load, more than this machine's "
+                                        r"24\.0 GiB.*--workers N.*file /d/manifest\.json"):
+        check_dataset_size(big, memory=24 * 2**30)
+    check_dataset_size({**big, "layout": "partitioned"}, memory=24 * 2**30)
+    check_dataset_size({**big, "num_nodes": 10**6, "num_edges": 10**7}, memory=24 * 2**30)
+
+    write_dataset(csbm(num_nodes=200, seed=3), tmp_path / "ds")
+    monkeypatch.setattr("dpgnn_core.environment.physical_memory", lambda: 20_000)
+    r = runner.invoke(app, ["run", "dp-mlp", "--dataset", str(tmp_path / "ds"),
+                                 "--epsilon", "1", "--hidden", "8"])
+    assert r.exit_code != 0
+    line = one_error_line(r.output)
+    assert "manifest.json" in line and "more than this machine's" in line, line
