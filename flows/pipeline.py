@@ -15,8 +15,9 @@ from prefect import flow, get_run_logger
 from dpgnn_core.specs import AnySpec, IngestSpec
 from dpgnn_core.methods.preflight import release_levels
 from flows.explain_twin import explain_with_twin, plan_twin
-from tasks.budget import account_after, admit_non_private, admit_units
+from tasks.budget import account_after, admit_non_private, admit_units, released_plan
 from tasks.unaccounted import admit_unaccounted
+from tasks.cached import refuse_uncached_release
 from tasks.cached import run_cached as _run
 from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ingest
@@ -118,6 +119,9 @@ def pipeline(
 
         model, report = run_stages(the_method, ds, spec, refresh, states)
     else:
+        refuse_uncached_release(train, None if refresh else released_plan(ds, spec),
+                                the_method.name, ds["name"], "training", dataset=ds,
+                                spec=spec)
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = report_of(model)  # the core's typed report (JSON on the wire)
     method = report.method or the_method.name

@@ -53,6 +53,29 @@ def lost_release(result: dict[str, Any]) -> LostReleaseError:
         + ". Nothing was trained. Rerun with --refresh to spend it again")
 
 
+def refuse_uncached_release(task_fn: Any, released: tuple[int, str] | None, method: str,
+                            dataset_name: str, what: str, **kwargs: Any) -> None:
+    """Refuse (:func:`tasks.budget.lost_plan`) to run ``task_fn`` on ``kwargs`` when its plan
+    was already ``released`` on the dataset (odometer record and release id; None: not
+    released, or ``--refresh``) and Prefect's result store (the flow's) holds no record under
+    the key the task would be cached on: it would run, and at its gate refuse to release
+    again, after its work (a code upgrade, or the cache moved away). ``what`` names the
+    step in the message. The key is computed as Prefect computes it: the task's
+    ``cache_key_fn`` on its call parameters, defaults included."""
+    if released is None:
+        return
+    from prefect.results import get_result_store
+    from prefect.utilities.callables import get_call_parameters
+
+    from tasks.budget import lost_plan
+
+    key = task_fn.cache_key_fn(None, get_call_parameters(task_fn.fn, (), kwargs))
+    if not get_result_store().update_for_task(task_fn).exists(key):
+        raise lost_plan(method, dataset_name, released,
+                        f"this code version has no cached {what}: the cache moved or was "
+                        "deleted, or another code version made the release")
+
+
 def run_cached(task_fn: Any, refresh: bool, **kwargs: Any) -> tuple[Any, str]:
     """Run a cached task; if its cached artifact was deleted or changed, run it again,
     unless it is a private release (:class:`~tasks.budget.LostReleaseError`: remaking it

@@ -34,8 +34,8 @@ from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.serialize import torch_save
 from dpgnn_core.training.checkpoint import Checkpointer, checkpointing
 from tasks._cache import inputs_and_code
-from tasks.budget import TaskGate, gate_for, lost_plan, new_owner, released_plan
-from tasks.cached import run_cached
+from tasks.budget import TaskGate, gate_for, new_owner, released_plan
+from tasks.cached import refuse_uncached_release, run_cached
 from tasks.config import code_version
 from tasks.evaluate import verify_files
 from tasks.progress import Progress
@@ -73,16 +73,13 @@ def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
         inputs = {**stage.params,
                   **{arg: pick(refs, src) for arg, src in stage.reads.items()}}
         task_ = stage_task.with_options(name=stage.kind, cache_key_fn=_key(stage.kind))
-        if released is not None and not _has_cache_record(task_, stage.kind, ds, spec,
-                                                          inputs):
-            # Already released, and this stage would run again: each later stage's
-            # inputs would differ from the released run's, and the first gated one would
-            # refuse to release again, after this one's work (a code upgrade retrained
-            # GAP's encoder, ~60 s on Cora, before that refusal). Refused before any of it.
-            raise lost_plan(spec.method, ds["name"], released,
-                            f"this code version has no cached {stage.name} stage: the cache "
-                            "moved or was deleted, or another code version made the "
-                            "release")
+        # Already released, and this stage would run again: each later stage's inputs
+        # would differ from the released run's, and the first gated one would refuse to
+        # release again, after this one's work (a code upgrade retrained GAP's encoder,
+        # ~60 s on Cora, before that refusal). Refused before any of it.
+        refuse_uncached_release(task_, released, spec.method, ds["name"],
+                                f"{stage.name} stage", dataset=ds, spec=spec, stage=stage,
+                                inputs=inputs)
         refs[stage.name], states[stage.name] = run_cached(
             task_, refresh, dataset=ds, spec=spec, stage=stage, inputs=inputs,
             owner=owner if stage.gated else None, family=staged.family)
@@ -93,16 +90,6 @@ def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
         step(stage)
     model = refs[stages[-1].name]
     return model, report_of(model)
-
-
-def _has_cache_record(task_: Any, kind: str, ds: DatasetRef, spec: Any,
-                      inputs: dict[str, Any]) -> bool:
-    """Whether Prefect's result store (the flow's) holds a record under the key this
-    stage's task would be cached on."""
-    from prefect.results import get_result_store
-
-    key = _key(kind)(None, {"dataset": ds, "spec": spec, "inputs": inputs})
-    return bool(get_result_store().update_for_task(task_).exists(key))
 
 
 def _key(kind: str) -> Any:

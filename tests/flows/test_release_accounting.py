@@ -280,23 +280,28 @@ def test_a_sweep_point_page_says_what_a_single_run_page_says(
     assert f"**Dataset's cumulative ε after the sweep:** {spent} at δ = 0.001" in note
 
 
-def test_a_staged_release_of_another_code_version_is_refused_before_any_stage_runs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """After a code upgrade (another code version: every stage's cache key changes) a GAP
-    spec already released on a budgeted dataset is refused at once, naming the missing
-    stage, and no stage runs: the old code retrained GAP's encoder (non-private at edge
-    level, ~60 s on Cora) before its aggregation's gate refused to release again."""
-    from dpgnn_core.specs import GapSpec
+@pytest.mark.parametrize("method", ["gap-edp", "dp-gcn"])
+def test_a_release_of_another_code_version_is_refused_before_any_task_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """After a code upgrade (another code version: every task's cache key changes) a spec
+    already released on a budgeted dataset is refused at once, naming the missing cached
+    step, and nothing runs: the old code retrained GAP's encoder (non-private at edge
+    level, ~60 s on Cora) before its aggregation's gate refused to release again, and
+    built DP-GCN's subgraphs before its training's gate did."""
+    from dpgnn_core.methods.registry import get
     from flows.pipeline import pipeline
     from tasks.budget import LostReleaseError, store
 
-    write_dataset(csbm(num_nodes=200, avg_degree=4, seed=63), tmp_path / "ds")
+    write_dataset(csbm(num_nodes=200, avg_degree=4, seed=63 if method == "gap-edp" else 64),
+                  tmp_path / "ds")  # two graphs: a budget protects its first release's unit
     ds = str(tmp_path / "ds")
     sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
     s = store()
     s.set_budget(sha, "ds", ds, epsilon=20.0, delta=1e-4)
-    spec = GapSpec(level="edge", epsilon=4.0, hops=2, epochs=3, batch_size=64,
-                   encoder_dim=8, hidden=16, device="cpu")
+    spec = (get(method).spec(epsilon=4.0, hops=2, epochs=3, batch_size=64, encoder_dim=8,
+                             hidden=16, device="cpu") if method == "gap-edp" else
+            get(method).spec(epsilon=4.0, steps=3, batch_size=32, hidden=8, device="cpu"))
+    missing = "calibrate stage" if method == "gap-edp" else "training"
     pipeline(spec=spec, dataset=ds, explain_graphs=0)
     records = s.summary(s.resolve(sha)).records
     artifacts = Path(s.path).parent / "artifacts"
@@ -306,7 +311,7 @@ def test_a_staged_release_of_another_code_version_is_refused_before_any_stage_ru
 
     before = made()
     monkeypatch.setattr("tasks._cache.code_version", lambda: "another code version")
-    with pytest.raises(LostReleaseError, match=r"no cached calibrate stage.*--refresh"):
+    with pytest.raises(LostReleaseError, match=rf"no cached {missing}.*--refresh"):
         pipeline(spec=spec, dataset=ds, explain_graphs=0)
-    assert made() == before  # no stage ran: no encoder trained again
+    assert made() == before  # nothing ran: no encoder trained again, no subgraphs built
     assert s.summary(s.resolve(sha)).records == records  # nothing reserved or charged
