@@ -64,13 +64,16 @@ def refuse_uncached_release(task_fn: Any, released: tuple[int, str] | None, meth
     ``cache_key_fn`` on its call parameters, defaults included."""
     if released is None:
         return
-    from prefect.results import get_result_store
+    from prefect.results import ResultStore, get_result_store
     from prefect.utilities.callables import get_call_parameters
 
     from tasks.budget import lost_plan
 
     key = task_fn.cache_key_fn(None, get_call_parameters(task_fn.fn, (), kwargs))
-    if not get_result_store().update_for_task(task_fn).exists(key):
+    # its sync form even inside an async context (typed as possibly a coroutine)
+    results = get_result_store().update_for_task(task_fn, _sync=True)  # type: ignore[call-arg]
+    assert isinstance(results, ResultStore)
+    if not results.exists(key):
         raise lost_plan(method, dataset_name, released,
                         f"this code version has no cached {what}: the cache moved or was "
                         "deleted, or another code version made the release")
