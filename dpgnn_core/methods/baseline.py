@@ -108,11 +108,11 @@ def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
 
 
 # --- registration (the catalogue's "baseline" family: mlp, gcn, sage) --------------------
-def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Any:
+def _fit(data: GraphData, spec: TrainSpec, run: Any) -> Any:
     from dpgnn_core.methods.registry import Fitted
     from dpgnn_core.privacy import Ledger, PrivacyReport
 
-    r = fit(data, spec, on_epoch=on_step)
+    r = fit(data, spec, on_epoch=run.on_step)  # run: the fit's engine (PrivateRun)
     return Fitted(r.model, Ledger(), PrivacyReport.from_dict(
         {"method": spec.method, "private": False, "epsilon": None, "protects": "nothing"}),
         r.history)
