@@ -266,15 +266,6 @@ def test_the_engine_reserves_before_the_first_step_and_each_step_releases() -> N
     assert quiet.calls == []
 
 
-def test_no_context_variable_carries_the_privacy_path() -> None:
-    """Issue 50 §3: the privacy path is one explicit engine, never a context variable."""
-    root = Path(__file__).resolve().parents[2] / "dpgnn_core"
-    found = [str(p.relative_to(root)) for p in sorted((root / "methods").rglob("*.py"))
-             if "ContextVar" in p.read_text() or "contextvars" in p.read_text()]
-    gate = (root / "privacy" / "gate.py").read_text()
-    assert found == [] and "ContextVar" not in gate
-
-
 @pytest.mark.slow
 def test_a_family_module_is_imported_when_first_asked_for() -> None:
     """``get("dp-mlp")`` imports DP-MLP's module only: a fresh process running it never
