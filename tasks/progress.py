@@ -412,8 +412,8 @@ class Progress:
     def on_step(self) -> StepCallback:
         """The ``on_step(step, record)`` callback for a fit (reads ``train_loss``,
         ``epsilon`` and ``total_steps``; a private step's record has no ``train_loss``
-        unless the run set ``log_raw_loss``, so the line shows no loss then); its
-        ``progress`` attribute is :meth:`stage`."""
+        unless the run set ``log_raw_loss``, so the line shows no loss then); pass
+        :meth:`stage` as the fit's ``progress``."""
         return StepCallback(self)
 
     def update(self, done: int, *, total: int | None = None, loss: float | None = None,
