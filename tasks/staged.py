@@ -100,10 +100,13 @@ def _has_cache_record(task_: Any, kind: str, ds: DatasetRef, spec: Any,
                       inputs: dict[str, Any]) -> bool:
     """Whether Prefect's result store (the flow's) holds a record under the key this
     stage's task would be cached on."""
-    from prefect.results import get_result_store
+    from prefect.results import ResultStore, get_result_store
 
     key = _key(kind)(None, {"dataset": ds, "spec": spec, "inputs": inputs})
-    return bool(get_result_store().update_for_task(task_).exists(key))
+    # its sync form even inside an async context (typed as possibly a coroutine)
+    store = get_result_store().update_for_task(task_, _sync=True)  # type: ignore[call-arg]
+    assert isinstance(store, ResultStore)
+    return bool(store.exists(key))
 
 
 def _key(kind: str) -> Any:
