@@ -271,7 +271,7 @@ def plan_selection(method_name: str, target_epsilon: float,
         raise PrivacyError(f"{method_name}: {e}; with {_k_words(distribution)} the tuning "
                            f"epsilon is at least {floor:.4g} at any noise") from e
     # The noise each candidate will train with: its spec carries epsilon = its own RDP ε
-    # at z_c = u r_c, and the method calibrates to it exactly as here (calibrated_plan:
+    # at z_c = u r_c, and the method calibrates to it exactly as here (PrivateRun.calibrate:
     # calibrate_noise, RDP, default tolerance), giving z'_c >= z_c (the feasible side).
     trained: dict[str, tuple[float, float]] = {}
     for (_c, cid, _s), make, rc in zip(configurations, makes, r, strict=True):

@@ -1,15 +1,17 @@
 """The per-dataset privacy budget in the pipeline: the release gate every training task
-installs, and what the flows record after a run (re-use of a cached release).
+hands its fit, and what the flows record after a run (re-use of a cached release).
 
 The store is ``$DPGNN_HOME/budget.sqlite`` (:class:`dpgnn_core.budget.BudgetStore`). A task
 that computes something private (``train``, a staged method's gated stages such as GAP's
 ``gap_encoder``, ``gap_aggregate`` and ``gap_classifier``) runs its core call inside
-:func:`gate_for`: the core calls the gate with its calibrated plan before its first
-release, and the gate reserves that plan against the dataset's budget in one transaction,
-refusing (:class:`~dpgnn_core.budget.BudgetExceeded`) before anything private is
-computed. The first trained step (or the PMA release) makes the reservation spent for good;
-a task that fails before that gives it back. A cached task never runs, so a cache hit costs
-nothing: the flow records it as a re-use (:func:`account_after`).
+:func:`gate_for` and hands the gate to the fit (``Method.fit(..., gate=gate)``; a stage's
+engine, :class:`~dpgnn_core.methods.private_run.PrivateRun`): the fit's engine calls the
+gate with its calibrated plan before its first release, and the gate reserves that plan
+against the dataset's budget in one transaction, refusing
+(:class:`~dpgnn_core.budget.BudgetExceeded`) before anything private is computed. The
+first trained step (or the PMA release) makes the reservation spent for good; a task that
+fails before that gives it back. A cached task never runs, so a cache hit costs nothing:
+the flow records it as a re-use (:func:`account_after`).
 
 One release, one reservation: a task adopts another's reservation only when its flow hands
 it the same explicit owner token (:func:`new_owner`): GAP's and ProGAP's stages are
@@ -38,7 +40,6 @@ from typing import Any
 from dpgnn_core.budget import BudgetStore, Charge, default_store_path
 from dpgnn_core.errors import PrivacyError
 from dpgnn_core.io import sha256_json
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.privacy.units import UNIT_WORDS, group_size
@@ -280,7 +281,8 @@ class TaskGate:
 
     def admit(self, ledger: Ledger, info: Mapping[str, Any]) -> None:
         """Check the plan against the budget without reserving it (a stage that releases
-        nothing private is about to train: :func:`dpgnn_core.privacy.gate.admit`)."""
+        nothing private is about to train: :meth:`dpgnn_core.methods.private_run.
+        PrivateRun.admit`)."""
         if self.record_id is not None or self.store.find_reservation(
                 self.ds["content_sha256"], self.run_key, self.key, self.owner) is not None:
             return  # already reserved for this release
@@ -404,19 +406,6 @@ class TaskGate:
             if not self.adopted:
                 self.store.mark_spent(self.record_id)
 
-    def on_step(self, inner: Any) -> Any:
-        """``inner`` (a progress callback) that first marks the reservation spent: a
-        trained step is a release (it changes the model)."""
-        def call(step: int, rec: dict[str, float]) -> None:
-            self.released()
-            if inner is not None:
-                inner(step, rec)
-
-        progress = getattr(inner, "progress", None)
-        if callable(progress):
-            call.progress = progress  # type: ignore[attr-defined]
-        return call
-
     def finish(self, report: PrivacyReport | None, ledger: Ledger | None) -> None:
         """The task wrote its artifact: the release is spent, with its id and actual
         ledger (the composed ledger of the run for GAP's classifier)."""
@@ -465,20 +454,21 @@ def give_back_live(why: str) -> None:
 @contextmanager
 def gate_for(dataset: DatasetRef, method: str, spec: Any, owner: str | None = None, *,
              trains_on_it: bool = True) -> Iterator[TaskGate]:
-    """Install a :class:`TaskGate` around a task's core call; a failure before the first
-    release gives the reservation back. ``owner``, ``trains_on_it`` (False: the training
-    data is not ``dataset`` itself): see :class:`TaskGate`."""
+    """A :class:`TaskGate` for a task's core call, which hands it to the fit (its engine
+    reserves through it, and tells it of every release: a trained step makes the
+    reservation spent); a failure before the first release gives the reservation back.
+    ``owner``, ``trains_on_it`` (False: the training data is not ``dataset`` itself): see
+    :class:`TaskGate`."""
     gate = TaskGate(dataset, method, spec, owner, trains_on_it=trains_on_it)
     _LIVE.add(gate)
-    with release_gate.gated(gate):
-        try:
-            yield gate
-        except BaseException as e:
-            gate.failed(e)
-            raise
-        finally:
-            _LIVE.discard(gate)
-            gate.close()
+    try:
+        yield gate
+    except BaseException as e:
+        gate.failed(e)
+        raise
+    finally:
+        _LIVE.discard(gate)
+        gate.close()
 
 
 def account_after(dataset: Mapping[str, Any], report: PrivacyReport, method: str,

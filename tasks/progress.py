@@ -18,8 +18,8 @@ default, picks by whether stderr is a terminal).
 The core reports through callbacks only: :meth:`Progress.on_step` is the ``on_step(step,
 record)`` a fit takes (a private fit's records carry ``epsilon``, an upper bound on ε spent
 so far), and :meth:`Progress.stage` the generic ``progress(stage, done, total)`` of long
-stages (also reachable as ``on_step().progress``, for calls through the registry that pass
-``on_step`` only). ε is shown rounded *up*, so the display never under-reports it.
+stages (``Method.fit(..., progress=...)``). ε is shown rounded *up*, so the display never
+under-reports it.
 
 Rich shows one live display at a time, so every reporter and the CLI's :func:`status`
 spinner are rows of one shared display, started by the first and stopped by the last.
@@ -412,8 +412,8 @@ class Progress:
     def on_step(self) -> StepCallback:
         """The ``on_step(step, record)`` callback for a fit (reads ``train_loss``,
         ``epsilon`` and ``total_steps``; a private step's record has no ``train_loss``
-        unless the run set ``log_raw_loss``, so the line shows no loss then); its
-        ``progress`` attribute is :meth:`stage`."""
+        unless the run set ``log_raw_loss``, so the line shows no loss then); pass
+        :meth:`stage` as the fit's ``progress``."""
         return StepCallback(self)
 
     def update(self, done: int, *, total: int | None = None, loss: float | None = None,
@@ -550,12 +550,10 @@ def _eta(mark: tuple[float, int] | None, now: float, done: int, total: int
 
 
 class StepCallback:
-    """``on_step(step, record)`` for a fit, feeding a :class:`Progress`; ``progress`` is
-    the reporter's :meth:`Progress.stage` (the core's generic stage callback)."""
+    """``on_step(step, record)`` for a fit, feeding a :class:`Progress`."""
 
     def __init__(self, reporter: Progress) -> None:
         self.reporter = reporter
-        self.progress = reporter.stage
 
     def __call__(self, step: int, rec: dict[str, float]) -> None:
         total = rec.get("total_steps")

@@ -29,6 +29,7 @@ from dpgnn_core.methods._staged import (
     pick,
 )
 from dpgnn_core.methods.contract import write_model
+from dpgnn_core.methods.private_run import PrivateRun, typed_report
 from dpgnn_core.methods.registry import declared
 from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.serialize import torch_save
@@ -118,25 +119,23 @@ def stage_task(dataset: DatasetRef, spec: Any, stage: Stage, inputs: dict[str, A
     gate: TaskGate | None = None
     ckpt: Checkpointer | None = None
     with ExitStack() as stack:
-        ctx = StageContext(data, spec)
         if stage.gated:
             gate = stack.enter_context(gate_for(dataset, spec.method, spec, owner))
+        run = PrivateRun(gate=gate)  # the stage's engine: its gate, its steps or hops
         if stage.steps is not None:
             assert gate is not None
             shown = stack.enter_context(progress(
                 "step", stage.steps(int(data.mask("train").sum())),
                 f"{spec.method} {stage.label or stage.name}",
                 spec.epsilon if spec.level != "none" else None))
-            on_step = (gate.on_step(shown.on_step()) if stage.step_releases
-                       else shown.on_step())
+            run = PrivateRun(shown.on_step(), gate=gate, step_releases=stage.step_releases)
             ckpt = stack.enter_context(checkpointing(
                 checkpoint_dir(stage.kind, dataset["content_sha256"], *parts),
                 checkpoint_seconds()))
-            ctx = StageContext(data, spec, on_step=on_step)
         elif stage.aggregates:
-            ctx = StageContext(data, spec, progress=stack.enter_context(
-                Progress(spec.method)).stage)
-        result = stage.run(ctx, reads)
+            run = PrivateRun(progress=stack.enter_context(Progress(spec.method)).stage,
+                             gate=gate)
+        result = stage.run(StageContext(data, spec, run), reads)
     if result.report is not None:
         ref = _store_run(out, stage, result, dataset, spec, family, data, refs, ckpt, gate)
     elif not result.values:  # nothing to store (the calibration): its info is its result
@@ -167,11 +166,14 @@ def _store_run(out: Path, stage: Stage, result: StageOutput, dataset: DatasetRef
     report with its release and the history (and the stacked aggregations, where the
     stage made them); the release named on the run's reservation."""
     assert result.report is not None
-    ledger = result.report["ledger"]  # the composed ledger with the run's unaccounted uses
-    report = PrivacyReport.from_dict(result.report)  # the core's report, typed
+    values = dict(result.values)
+    # the core's report, assembled by the method's last stage, typed by the helper every
+    # method's report passes (its ledger: the composed one with the run's unaccounted uses)
+    report, ledger, _ = typed_report(result.report, result.report["ledger"],
+                                     values.get("history.json", ()), spec,
+                                     who=spec.method)
     if report.private:
         report = report.with_release({**new_release(out), **resume_note(ckpt)})
-    values = dict(result.values)
     model = values.pop("model.pt")
     with atomic_dir(out, overwrite=True) as tmp:
         write_model(str(tmp / "model.pt"), model, spec, data.num_features, data.num_classes)

@@ -216,14 +216,15 @@ def _fit_and_store(data: Any, dataset: DatasetRef, spec: Any,
     total = getattr(spec, f"{unit}s")
     parts = (dataset["content_sha256"], spec, *_candidate_part(candidate))
     folder = checkpoint_dir("train", *parts)
-    # The budget gate: the core reserves its calibrated plan against the dataset's budget
-    # before any private computation (or refuses); the first step makes it spent.
+    # The budget gate, handed to the fit's engine: it reserves the calibrated plan against
+    # the dataset's budget before any private computation (or refuses); the first step
+    # makes it spent.
     shown = Progress(method.name, total, unit=unit, mode="off") if candidate else \
         progress(unit, total, method.name, getattr(spec, "epsilon", None))
     with gate_for(budget_dataset or dataset, method.name, spec, owner,
                   trains_on_it=budget_dataset is None) as gate, shown, \
             checkpointing(folder, checkpoint_seconds()) as ckpt:
-        fitted = fit(data, spec, on_step=gate.on_step(shown.on_step()))
+        fitted = fit(data, spec, shown.on_step(), progress=shown.stage, gate=gate)
         if candidate:
             fitted.history = candidate_history(fitted.history)
         ref = _artifacts(method, dataset, spec, data, fitted, ckpt=ckpt, candidate=candidate)

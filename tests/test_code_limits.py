@@ -40,3 +40,15 @@ def test_no_source_file_above_600_lines():
     assert len(sizes) > 50  # the walk found the source
     over = {f: n for f, n in sizes.items() if n > MAX_LINES and f not in OVER_THE_LIMIT}
     assert not over, over
+
+
+def test_no_context_variable_carries_a_fits_privacy_path():
+    """Issue 50 §3: a fit's calibration, budget reservation, releases and ε reach it through
+    one explicit engine (``methods/private_run.PrivateRun``), never a context variable: none
+    in ``dpgnn_core/methods`` nor in the release gate."""
+    files = [*(ROOT / "dpgnn_core" / "methods").rglob("*.py"),
+             ROOT / "dpgnn_core" / "privacy" / "gate.py"]
+    assert len(files) > 10  # the walk found the source
+    found = [str(p.relative_to(ROOT)) for p in files
+             if "ContextVar" in p.read_text() or "contextvars" in p.read_text()]
+    assert not found, found

@@ -13,7 +13,7 @@ from typing import Any
 
 from dpgnn_core.distributed import PARTITIONED_FAMILIES
 from dpgnn_core.errors import DataError
-from dpgnn_core.methods._private import OnStep
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.privacy.report import PrivacyReport
 
 
@@ -41,37 +41,37 @@ class Partitions:
         return int(self.manifest["num_classes"])
 
 
-def _gap(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
+def _gap(data: Partitions, spec: Any, run: PrivateRun) -> Any:
     from dpgnn_core.distributed.gap import train_gap_partitioned
     from dpgnn_core.methods.contract import Fitted
 
-    r = train_gap_partitioned(data.client, data.path, spec, data.workdir, on_step,
+    r = train_gap_partitioned(data.client, data.path, spec, data.workdir, run,
                               overwrite=True, manifest=data.manifest)
     return Fitted(r.classifier, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"metrics": r.metrics, "release": {"path": str(r.release.folder),
                                                      "files": dict(r.release.files)}})
 
 
-def _dp_mlp(data: Partitions, spec: Any, on_step: OnStep | None) -> Any:
+def _dp_mlp(data: Partitions, spec: Any, run: PrivateRun) -> Any:
     from dpgnn_core.distributed.training import (
         evaluate_dp_mlp_partitioned,
         train_dp_mlp_partitioned,
     )
     from dpgnn_core.methods.contract import Fitted
 
-    r, rows = train_dp_mlp_partitioned(data.client, data.path, spec, on_step,
+    r, rows = train_dp_mlp_partitioned(data.client, data.path, spec, run,
                                        manifest=data.manifest)
     return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"metrics": evaluate_dp_mlp_partitioned(r.model, rows, data.num_classes)})
 
 
 #: The families with a partitioned path, by the registry's family name.
-FITS: dict[str, Callable[[Partitions, Any, OnStep | None], Any]] = {"gap": _gap, "dp-mlp": _dp_mlp}
+FITS: dict[str, Callable[[Partitions, Any, PrivateRun], Any]] = {"gap": _gap, "dp-mlp": _dp_mlp}
 assert tuple(FITS) == PARTITIONED_FAMILIES
 
 
 def fit_for(family: str, method: str, data: Partitions
-            ) -> Callable[[Partitions, Any, OnStep | None], Any]:
+            ) -> Callable[[Partitions, Any, PrivateRun], Any]:
     """The partitioned fit of ``family``; a method without one is refused in one line."""
     if family not in FITS:
         raise DataError(f"{method} does not train from a partitioned dataset yet (the "

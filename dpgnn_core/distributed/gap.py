@@ -22,7 +22,6 @@ from dpgnn_core.distributed.rows import AsTensor, FeatureRows, PartitionedRows, 
 from dpgnn_core.distributed.training import check_partitioned_task
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import check_degree_bound
-from dpgnn_core.methods._private import OnStep
 from dpgnn_core.methods.gap import (
     _gate,
     calibrate_gap_for,
@@ -32,8 +31,8 @@ from dpgnn_core.methods.gap import (
     pma_events,
     pma_noise_std,
 )
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.gap import GapClassifier, GapEncoder, with_own_encoding
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.events import Ledger
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs.gap import GapSpec
@@ -82,12 +81,14 @@ def check_degree_partitioned(client: Any, dataset: str | Path, manifest: dict[st
 
 def aggregate_partitioned(client: Any, spec: GapSpec, z: float, dataset: str | Path,
                           x0: str | Path, out: str | Path, *, overwrite: bool = False,
-                          manifest: dict[str, Any] | None = None
-                          ) -> tuple[PartitionedRelease, Ledger]:
+                          manifest: dict[str, Any] | None = None,
+                          run: PrivateRun | None = None) -> tuple[PartitionedRelease, Ledger]:
     """Stage 2 of GAP on partitions: the folder checked (every partition hashed by the
     workers; skipped when ``manifest`` is that check's result in this run), the degree
     check at node level, then PMA's K releases to ``out`` and their privacy event,
-    exactly :func:`dpgnn_core.methods.gap.aggregate`'s."""
+    exactly :func:`dpgnn_core.methods.gap.aggregate`'s (the plan reserved and the release
+    told through the fit's engine ``run``)."""
+    run = run or PrivateRun()
     manifest = manifest or verify_partitioned(dataset, client)
     n_train = int(manifest["split_counts"]["train"])
     if spec.level == "node":
@@ -95,12 +96,12 @@ def aggregate_partitioned(client: Any, spec: GapSpec, z: float, dataset: str | P
         check_degree_partitioned(client, dataset, manifest, int(spec.max_degree))
     sigma = pma_noise_std(spec, z, bool(manifest["directed"]))
     if spec.level != "none":
-        _gate(spec, n_train, z)
+        _gate(run, spec, n_train, z)
     release = pma_partitioned(client, dataset, x0, out, spec.hops, sigma, spec.row_clip,
                               Randomness.for_spec(spec), overwrite=overwrite,
                               manifest=manifest)
     if spec.level != "none":
-        release_gate.released()
+        run.released()
     return release, pma_events(spec, n_train, z)
 
 
@@ -136,7 +137,7 @@ class PartitionedGapResult:
 
 
 def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
-                          workdir: str | Path, on_step: OnStep | None = None, *,
+                          workdir: str | Path, run: PrivateRun | None = None, *,
                           overwrite: bool = False, manifest: dict[str, Any] | None = None
                           ) -> PartitionedGapResult:
     """GAP on a partitioned dataset, every stage as Dask work: the folder checked and the
@@ -147,7 +148,9 @@ def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
     features and release; then the run's report from the stages' events
     (:func:`~dpgnn_core.methods.gap.finish_run`: refused unless they equal the plan) and
     the metrics, block by block. The trainer holds batches, never all rows. ``manifest``:
-    :func:`verify_partitioned`'s result, when this run already checked the folder."""
+    :func:`verify_partitioned`'s result, when this run already checked the folder; ``run``
+    the fit's engine (a bare one by default)."""
+    run = run or PrivateRun()
     manifest = manifest or verify_partitioned(dataset, client)
     n_train = check_partitioned_task(dataset, manifest, spec, "GAP")
     d, c = int(manifest["feature_dim"]), int(manifest["num_classes"])
@@ -160,18 +163,18 @@ def train_gap_partitioned(client: Any, dataset: str | Path, spec: GapSpec,
     device, randomness = resolve_device(spec.device), Randomness.for_spec(spec)
     rows = PartitionedRows(client, dataset, manifest, FeatureRows(), AsTensor(), device,
                            randomness, "encoder")
-    enc, enc_hist, enc_events = fit_encoder_on(rows, spec, z, (d, c), on_step)
+    enc, enc_hist, enc_events = fit_encoder_on(rows, spec, z, (d, c), run)
     cpu = copy.deepcopy(enc).cpu().eval()
     work = Path(workdir)
     x0 = write_x0(client, dataset, work / "x0", Encode(cpu))
     release, pma = aggregate_partitioned(client, spec, z, dataset, x0, work / "release",
-                                         overwrite=overwrite, manifest=manifest)
+                                         overwrite=overwrite, manifest=manifest, run=run)
     prepare = OwnEncoding(cpu, d, spec.hops)
     rows = PartitionedRows(client, dataset, manifest, ReleaseRows(str(release.folder),
                                                                   spec.hops),
                            prepare, device, randomness, "classifier")
     with suspended():  # it trains on a release a rerun redraws: never resumed (as in one
-        clf, cls_hist, cls_events = fit_classifier_on(rows, spec, z, c, on_step)  # process)
+        clf, cls_hist, cls_events = fit_classifier_on(rows, spec, z, c, run)  # process)
     edges = int(manifest["num_edges"])
     report, history = finish_run(
         spec, {**report, "graph": {"edges_before": edges, "directed": graph.directed,

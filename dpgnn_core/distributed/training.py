@@ -6,7 +6,6 @@ same ledger, noise and report; only where the rows come from differs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from dpgnn_core.data.partitioned import verify_partitioned
 from dpgnn_core.distributed.rows import AsTensor, FeatureRows, PartitionedRows
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods.dp_mlp import DpMlpResult, fit_dp_mlp, plan_dp_mlp
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpMlpSpec
@@ -40,7 +40,7 @@ def check_partitioned_task(dataset: str | Path, manifest: dict[str, Any], spec: 
 
 
 def train_dp_mlp_partitioned(client: Any, dataset: str | Path, spec: DpMlpSpec,
-                             on_step: Callable[[int, dict[str, float]], None] | None = None,
+                             run: PrivateRun | None = None,
                              *, manifest: dict[str, Any] | None = None
                              ) -> tuple[DpMlpResult, PartitionedRows]:
     """DP-MLP on a partitioned dataset: the folder checked (every partition hashed by the
@@ -50,7 +50,7 @@ def train_dp_mlp_partitioned(client: Any, dataset: str | Path, spec: DpMlpSpec,
     which evaluates the model (:meth:`PartitionedRows.metrics`)."""
     manifest = manifest or verify_partitioned(dataset, client)
     n_train = check_partitioned_task(dataset, manifest, spec, "DP-MLP")
-    spec, ledger, z, report = plan_dp_mlp(spec, n_train)
+    spec, ledger, z, report = plan_dp_mlp(spec, n_train, run)
     randomness = Randomness.for_spec(spec)
     source = PartitionedRows(client, dataset, manifest, FeatureRows(), AsTensor(),
                              resolve_device(spec.device), randomness, "dp-mlp")
@@ -59,7 +59,7 @@ def train_dp_mlp_partitioned(client: Any, dataset: str | Path, spec: DpMlpSpec,
                         path=Path(dataset) / "manifest.json", field="split_counts.train",
                         value=n_train)
     result = fit_dp_mlp(source, spec, (ledger, z, report), int(manifest["feature_dim"]),
-                        int(manifest["num_classes"]), randomness, on_step)
+                        int(manifest["num_classes"]), randomness, run)
     return result, source
 
 

@@ -1,8 +1,8 @@
 """The staged compositions (GAP, ProGAP): the :class:`Stage` contract each declares, the
 in-memory runner (:func:`run_in_memory`), and what they share: the graph their private
 aggregation reads (:func:`prepare_graph`, the node-level degree check), one noise scale for
-the whole composition (:func:`solve_composition`), the budget keeper's gate before a stage's
-private computation (:func:`gate_plan`) and what the privacy report says about the release
+the whole composition (:func:`solve_composition`), the plan to the fit's engine before a
+stage's private computation (:func:`gate_plan`) and what the privacy report says about the release
 (:func:`release_report`).
 
 A staged method declares its stages (:class:`Staged`): a calibration, then, for the
@@ -30,9 +30,8 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import check_degree_bound
-from dpgnn_core.methods._private import OnStep, StageProgress
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.privacy import Ledger, PrivacyError, calibrate_noise, make_accountant
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import GapSpec, ProgapSpec
 from dpgnn_core.training.checkpoint import suspended
@@ -132,18 +131,21 @@ def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
             "aggregations (no extra budget)")}
 
 
-def gate_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
-    """The whole calibrated ``plan`` of a staged run to the budget keeper, before a stage's
-    private computation (a second call in one run reserves nothing more)."""
-    release_gate.before_release(plan, _plan_info(spec, n_train))
+def gate_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int
+              ) -> None:
+    """The whole calibrated ``plan`` of a staged run to its engine's budget keeper
+    (:meth:`PrivateRun.reserve`), before a stage's private computation (a second call in
+    one run reserves nothing more)."""
+    run.reserve(plan, _plan_info(spec, n_train))
 
 
-def admit_plan(spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int) -> None:
+def admit_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int
+               ) -> None:
     """The whole calibrated ``plan`` to the budget keeper's check, before a stage that
     releases nothing private trains (the edge level's encoder or first stage): a plan the
-    budget refuses is refused before any stage runs (:func:`~dpgnn_core.privacy.gate.
-    admit`); nothing is reserved until the first private computation."""
-    release_gate.admit(plan, _plan_info(spec, n_train))
+    budget refuses is refused before any stage runs (:meth:`PrivateRun.admit`); nothing
+    is reserved until the first private computation."""
+    run.admit(plan, _plan_info(spec, n_train))
 
 
 def _plan_info(spec: GapSpec | ProgapSpec, n_train: int) -> dict[str, Any]:
@@ -157,13 +159,13 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class StageContext:
-    """What a runner hands a stage besides what it reads: the data, the spec, the progress
-    callback of a training stage (``on_step``) and of an aggregation (``progress``)."""
+    """What a runner hands a stage besides what it reads: the data, the spec and the fit's
+    engine (:class:`~dpgnn_core.methods.private_run.PrivateRun`: the budget keeper, the
+    steps of a training stage, the progress of an aggregation)."""
 
     data: GraphData
     spec: Any
-    on_step: OnStep | None = None
-    progress: StageProgress | None = None
+    run: PrivateRun = field(default_factory=PrivateRun)
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,8 @@ class Stage:
         gated (bool, optional): it computes something private: it runs under the budget
             keeper's gate and its events travel with it. (default: :obj:`False`)
         steps (callable, optional): a training stage's optimisation steps for ``n``
-            training records: it gets ``on_step`` and a checkpoint. (default: :obj:`None`)
+            training records: its engine reports its steps; it gets a checkpoint.
+            (default: :obj:`None`)
         label (str, optional): its name on the progress display. (default: ``name``)
         step_releases (bool, optional): each training step is a release (it changes what
             the run publishes): the step marks the reservation spent. (default: :obj:`True`)
@@ -298,14 +301,16 @@ def module(value: Any, build: Callable[[], torch.nn.Module]) -> Any:
     return out
 
 
-def run_in_memory(staged: Staged, data: GraphData, spec: Any, on_step: OnStep | None = None
+def run_in_memory(staged: Staged, data: GraphData, spec: Any, run: PrivateRun | None = None
                   ) -> dict[str, StageOutput]:
-    """Every stage of ``staged`` in memory, in order: the outputs by stage name (the last
-    one's report is the run's). A stage that may not resume runs without checkpoints."""
+    """Every stage of ``staged`` in memory, in order, all through the one engine ``run``
+    (a bare one by default): the outputs by stage name (the last one's report is the
+    run's). A stage that may not resume runs without checkpoints."""
+    run = run or PrivateRun()
     outputs = {"calibrate": staged.calibration().run(StageContext(data, spec), _EMPTY)}
     for stage in staged.stages(spec, float(outputs["calibrate"].info["z"])):
         reads = {arg: pick(outputs, src) for arg, src in stage.reads.items()}
-        ctx = StageContext(data, spec, on_step if stage.steps is not None else None)
+        ctx = StageContext(data, spec, run)
         with contextlib.nullcontext() if stage.resumable else suspended():
             outputs[stage.name] = stage.run(ctx, reads)
     return outputs

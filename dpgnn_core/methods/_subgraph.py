@@ -13,11 +13,8 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
-from dpgnn_core.methods._private import (
-    OnStep,
-    PrivateResult,
-    calibrated_plan,
-)
+from dpgnn_core.methods._private import PrivateResult
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.subgraph_gnn import SubgraphGNN, sparse_logits
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
@@ -56,9 +53,10 @@ def train_on_subgraphs(
     data: GraphData, spec: SubgraphSpec, *, method: str, n_train: int, randomness: Randomness,
     plan: Callable[[float], Ledger], unit_sensitivity: float, protects: str,
     subgraphs_at: Callable[[int], Subgraphs], all_nodes: bool,
-    on_step: OnStep | None = None,
+    run: PrivateRun | None = None,
 ) -> SubgraphResult:
-    """Calibrate, then train ``spec``'s model on fixed-size batches of subgraphs.
+    """Calibrate, then train ``spec``'s model on fixed-size batches of subgraphs, through
+    the fit's engine ``run`` (a bare one by default).
 
     Args:
         plan: noise multiplier ↦ the ledger of the whole run.
@@ -71,8 +69,9 @@ def train_on_subgraphs(
         randomness: the source of the batches and the noise (secret unless the spec asks
             for insecure reproducible noise).
     """
-    ledger, lam, report = calibrated_plan(spec, n_train, plan, method=method,
-                                          protects=protects)
+    run = run or PrivateRun()
+    ledger, lam, report = run.calibrate(spec, n_train, plan, method=method,
+                                        protects=protects)
     private = spec.epsilon is not None
     inductive = bool(data.meta.get("split", {}).get("inductive", False))
     report["inference"] = (
@@ -152,14 +151,14 @@ def train_on_subgraphs(
                 val = data.mask("val")
                 return float((logits[val].argmax(1) == np.asarray(data.y)[val]).mean())
 
-        run = losses_of(model)
+        batch_losses = losses_of(model)
 
         def step_losses() -> tuple[torch.Tensor, float]:
-            losses = run()
+            losses = batch_losses()
             return losses, float(losses.detach().mean().item())
 
         history = train_steps(model, base, spec.steps, step_losses,
-                              clipping=clipping, generator=noise_gen, on_step=on_step,
+                              clipping=clipping, generator=noise_gen, on_step=run.on_step,
                               select=select, select_every=spec.select_every,
                               log_raw_loss=spec.log_raw_loss)
     report["unaccounted"] = list(ledger.unaccounted)

@@ -18,6 +18,7 @@ from torch import nn
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods.contract import Fitted, Implementation, read_model, write_model
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.gnn import build_model
 from dpgnn_core.privacy import Ledger, PrivacyReport
 from dpgnn_core.specs import TrainSpec
@@ -108,8 +109,8 @@ def load_model(path: str | Path) -> tuple[nn.Module, TrainSpec]:
 
 
 # --- the implementation (the catalogue's "baseline" family: mlp, gcn, sage) ---------------
-def _fit(data: GraphData, spec: TrainSpec, on_step: Any) -> Fitted:
-    r = fit(data, spec, on_epoch=on_step)
+def _fit(data: GraphData, spec: TrainSpec, run: PrivateRun) -> Fitted:
+    r = fit(data, spec, on_epoch=run.on_step)  # run: the fit's engine (PrivateRun)
     return Fitted(r.model, Ledger(), PrivacyReport.from_dict(
         {"method": spec.method, "private": False, "epsilon": None, "protects": "nothing"}),
         r.history)

@@ -20,6 +20,7 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DpgnnError
 from dpgnn_core.io import atomic_file
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.privacy.sensitivity import SensitivityCheck
@@ -62,7 +63,7 @@ class Fitted:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-Fit = Callable[[GraphData, Any, OnStep], Fitted]
+Fit = Callable[[GraphData, Any, PrivateRun], Fitted]
 LedgerFor = Callable[[Any, int], Callable[[float], Ledger]]
 Build = Callable[[Any, int, int], torch.nn.Module]
 Evaluate = Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
@@ -74,7 +75,8 @@ class Implementation:
     ``IMPLEMENTATION``, read by the registry for every catalogue name of the family.
 
     Args:
-        fit (callable): ``fit(data, spec, on_step) -> Fitted``.
+        fit (callable): ``fit(data, spec, run) -> Fitted``, ``run`` the fit's privacy
+            engine (:class:`~dpgnn_core.methods.private_run.PrivateRun`).
         ledger_for (callable): ``ledger_for(spec, n_train) -> (z -> Ledger)``, the plan;
             it equals the ledger fit returns (the contract test compares them).
         build (callable): ``build(spec, in_dim, num_classes)``, the untrained model the
@@ -101,11 +103,13 @@ def node_private(*, train: Callable[..., Any], ledger_for: LedgerFor, build: Bui
                  eval_options: Callable[[Any], dict[str, Any]] = lambda spec: {},
                  sensitivity: Sequence[SensitivityCheck] = ()) -> Implementation:
     """The :class:`Implementation` of a node-level family trained by one function
-    (``train(data, spec, on_step=...)`` with ``model``, ``ledger``, ``report`` and
-    ``history``) and evaluated by ``evaluate(model, data, device, **eval_options(spec))``."""
+    (``train(data, spec, run)``, ``run`` the fit's
+    :class:`~dpgnn_core.methods.private_run.PrivateRun`, with ``model``, ``ledger``,
+    ``report`` and ``history``) and evaluated by
+    ``evaluate(model, data, device, **eval_options(spec))``."""
 
-    def fit(data: GraphData, spec: Any, on_step: OnStep) -> Fitted:
-        r = train(data, spec, on_step=on_step)
+    def fit(data: GraphData, spec: Any, run: PrivateRun) -> Fitted:
+        r = train(data, spec, run)
         return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
 
     def evaluate_(model: torch.nn.Module, data: GraphData, spec: Any,

@@ -29,13 +29,7 @@ from dpgnn_core.data.clean import is_symmetric
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME, sample_edgelists, sample_subgraphs
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import (
-    OnStep,
-    StageProgress,
-    check_node_task,
-    resolve_steps,
-    stage_progress,
-)
+from dpgnn_core.methods._private import StageProgress, check_node_task, resolve_steps
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     build_subgraph_model,
@@ -43,6 +37,7 @@ from dpgnn_core.methods._subgraph import (
     train_on_subgraphs,
 )
 from dpgnn_core.methods.contract import Implementation, node_private
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.methods.structure_defaults import StructureDefaults, resolve, structure_stats
 from dpgnn_core.privacy import DpgnnEvent, Ledger, neighbourhood_size
 from dpgnn_core.privacy.randomness import Randomness
@@ -136,13 +131,13 @@ def resolve_plan_spec(spec: DpgnnSpec, n_train: int, structure: Structure
     return resolve_steps(spec, n_train, ledger_for), chosen
 
 
-def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
-                progress: StageProgress | None = None) -> DpgnnResult:
+def train_dpgnn(data: GraphData, spec: DpgnnSpec, run: PrivateRun | None = None
+                ) -> DpgnnResult:
     """Train DP-GNN on ``data``'s training split; see the module docstring.
 
-    ``on_step(step, record)`` follows training (a private run's record holds ``epsilon``,
-    ε spent so far); ``progress(stage, done, total)`` the subgraph sampling (default: the
-    ``progress`` attribute of ``on_step``, if any).
+    ``run``, the fit's engine (a bare one by default), calibrates and reserves the plan,
+    follows training (a private run's step records hold ``epsilon``, ε spent so far) and
+    the subgraph sampling (its ``progress``).
 
     Raises:
         DataError: not a node-classification dataset, no labels on training nodes, or a
@@ -154,14 +149,14 @@ def train_dpgnn(data: GraphData, spec: DpgnnSpec, on_step: OnStep | None = None,
     check_level(data, spec)
     spec, chosen = resolve_plan_spec(spec, n_train,
                                      lambda: (data.edge_index, data.num_nodes))
+    run = run or PrivateRun()
     randomness = Randomness.for_spec(spec)
-    sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"),
-                    stage_progress(on_step, progress))
+    sg = _subgraphs(data, spec, randomness.numpy_generator("subgraphs"), run.stage_progress)
     result = train_on_subgraphs(
         data, spec, method=f"dp-{spec.conv}", n_train=n_train, plan=ledger_for(spec, n_train),
         randomness=randomness,
         unit_sensitivity=2.0 * neighbourhood_size(spec.degree_bound, spec.layers),
-        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, on_step=on_step)
+        protects=PROTECTS[spec.level], subgraphs_at=lambda _: sg, all_nodes=False, run=run)
     result.report["occurrence_bound"] = sg.occurrence_bound
     result.report["marked_subgraphs"] = marked_subgraphs(spec)
     result.report["max_degree"] = spec.degree_bound

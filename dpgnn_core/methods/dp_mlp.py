@@ -14,12 +14,12 @@ import torch
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.methods._private import (
     PrivateResult,
-    calibrated_plan,
     check_node_task,
     poisson_plan,
     resolve_row_plan,
 )
 from dpgnn_core.methods.contract import Implementation, node_private
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.mlp import MLP
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
@@ -40,13 +40,14 @@ def ledger_for(spec: DpMlpSpec, num_train: int) -> Callable[[float], Ledger]:
     return poisson_plan(spec, num_train, "node", "DP-MLP training")
 
 
-def plan_dp_mlp(spec: DpMlpSpec, n_train: int
+def plan_dp_mlp(spec: DpMlpSpec, n_train: int, run: PrivateRun | None = None
                 ) -> tuple[DpMlpSpec, Ledger, float, dict[str, Any]]:
     """The spec resolved for ``n_train`` training rows (batch size, steps), the calibrated
-    ledger, noise multiplier z and privacy report: the same for rows in memory and rows in
-    partitions (:mod:`dpgnn_core.distributed.training`)."""
+    ledger, noise multiplier z and privacy report (calibrated and reserved by ``run``):
+    the same for rows in memory and rows in partitions
+    (:mod:`dpgnn_core.distributed.training`)."""
     spec = resolve_row_plan(spec, n_train, ledger_for)
-    ledger, z, report = calibrated_plan(
+    ledger, z, report = (run or PrivateRun()).calibrate(
         spec, n_train, ledger_for(spec, n_train), method="dp-mlp",
         protects="model parameters against adding or removing one node (its features and "
         "label)")
@@ -57,10 +58,10 @@ def plan_dp_mlp(spec: DpMlpSpec, n_train: int
 
 def fit_dp_mlp(source: RowSource, spec: DpMlpSpec, plan: tuple[Ledger, float, dict[str, Any]],
                in_dim: int, num_classes: int, randomness: Randomness,
-               on_step: Callable[[int, dict[str, float]], None] | None = None
-               ) -> DpMlpResult:
+               run: PrivateRun | None = None) -> DpMlpResult:
     """DP-Adam (or, without ε, Adam on fixed-size batches) on the rows of ``source``, with
-    the calibrated ``plan`` (ledger, z, report) of :func:`plan_dp_mlp`."""
+    the calibrated ``plan`` (ledger, z, report) of :func:`plan_dp_mlp`; each step through
+    ``run``."""
     ledger, z, report = plan
     private = spec.epsilon is not None
     report = {**report, **randomness.describe()}
@@ -84,17 +85,18 @@ def fit_dp_mlp(source: RowSource, spec: DpMlpSpec, plan: tuple[Ledger, float, di
             stds = group_noise_stds(z, 1.0, [spec.clip])
             clipping = Clipping((spec.clip,), tuple(stds), float(spec.batch))
         history = train_steps(model, opt, spec.steps, step_losses, clipping=clipping,
-                              generator=noise_gen, on_step=on_step,
+                              generator=noise_gen, on_step=(run or PrivateRun()).on_step,
                               log_raw_loss=spec.log_raw_loss)
     return DpMlpResult(model=model.eval(), ledger=ledger, report=report, history=history)
 
 
-def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
-                 on_step: Callable[[int, dict[str, float]], None] | None = None
+def train_dp_mlp(data: GraphData, spec: DpMlpSpec, run: PrivateRun | None = None
                  ) -> DpMlpResult:
-    """Train DP-MLP on the training rows of ``data`` (features and labels only)."""
+    """Train DP-MLP on the training rows of ``data`` (features and labels only), through
+    the fit's engine ``run`` (a bare one by default)."""
+    run = run or PrivateRun()
     n_train = check_node_task(data, spec, "DP-MLP")
-    spec, ledger, z, report = plan_dp_mlp(spec, n_train)
+    spec, ledger, z, report = plan_dp_mlp(spec, n_train, run)
     train_idx = np.flatnonzero(data.mask("train"))
     device = resolve_device(spec.device)
     randomness = Randomness.for_spec(spec)
@@ -102,7 +104,7 @@ def train_dp_mlp(data: GraphData, spec: DpMlpSpec,
                         torch.tensor(data.y[train_idx], device=device),
                         randomness.torch_generator("batches"))
     return fit_dp_mlp(source, spec, (ledger, z, report), data.num_features,
-                      data.num_classes, randomness, on_step)
+                      data.num_classes, randomness, run)
 
 
 def evaluate_dp_mlp(model: MLP, data: GraphData, device: str = "auto"

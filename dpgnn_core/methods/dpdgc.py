@@ -65,8 +65,6 @@ from dpgnn_core.methods._private import (
     check_node_task,
     check_weak_budget,
     guarantee_scope,
-    record_epsilon,
-    with_epsilon,
 )
 from dpgnn_core.methods._staged import MAX_NOISE
 from dpgnn_core.methods.contract import Fitted, aggregating
@@ -85,6 +83,7 @@ from dpgnn_core.methods.dpdgc_messages import (
     released_hops,
     without_own_return,
 )
+from dpgnn_core.methods.private_run import PrivateRun, assemble_report
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -94,10 +93,9 @@ from dpgnn_core.privacy import (
     calibrate_noise,
     make_accountant,
 )
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.specs import DpdgcSpec
 from dpgnn_core.specs.base import degree_alternatives
 from dpgnn_core.training.checkpoint import suspended
@@ -332,10 +330,11 @@ def _protects(spec: DpdgcSpec, directed: bool) -> str:
     }[spec.level]
 
 
-def _gate(spec: DpdgcSpec, planned: Ledger, n_train: int) -> None:
-    """The whole calibrated plan to the budget keeper before the first private release."""
-    release_gate.before_release(planned, {"method": spec.method, "epsilon": spec.epsilon,
-                                          "delta": _delta(spec, n_train)})
+def _gate(run: PrivateRun, spec: DpdgcSpec, planned: Ledger, n_train: int) -> None:
+    """The whole calibrated plan to the engine's budget keeper before the first private
+    release (:meth:`PrivateRun.reserve`)."""
+    run.reserve(planned, {"method": spec.method, "epsilon": spec.epsilon,
+                          "delta": _delta(spec, n_train)})
 
 
 def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Tensor,
@@ -452,12 +451,14 @@ def training_hops(spec: DpdgcSpec, adj_t: Tensor, w: Tensor, h: Tensor) -> Tenso
     return without_own_return(adj_t, w, h)
 
 
-def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
+def train_dpdgc(data: GraphData, spec: DpdgcSpec, run: PrivateRun | None = None
                 ) -> tuple[DpdgcClassifier, Tensor, Ledger, dict[str, Any],
                            list[dict[str, Any]]]:
-    """Calibrate, then adjacency encoder -> aggregation -> classifier. Returns the
+    """Calibrate, then adjacency encoder -> aggregation -> classifier, through the fit's
+    engine ``run`` (the budget keeper, the steps; a bare one by default). Returns the
     classifier (with the embeddings W attached), the released hops ``[n, hops, width]``,
     the ledger, the report and the history."""
+    run = run or PrivateRun()
     planned, z, report = calibrate(data, spec)
     n_train = int(data.mask("train").sum())
     device = resolve_device(spec.device)
@@ -465,7 +466,7 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
     adj_t = aggregation_matrix(ei, data.num_nodes)
     adj = aggregation_matrix(ei.flip(0), data.num_nodes)
     if _private(spec):
-        _gate(spec, planned, n_train)
+        _gate(run, spec, planned, n_train)
     h1: list[dict[str, float]] = []
     if spec.messages == "labels":
         w = label_messages(data, spec, adj_t, device)
@@ -473,34 +474,33 @@ def train_dpdgc(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None = None
         w, h1 = fit_adjacency_encoder(data, spec, z, adj_t, adj, device)
     h = aggregate(adj_t, w, spec, z, bool(data.directed))
     if _private(spec):
-        release_gate.released()
+        run.released()
     # A rerun of the task redraws the aggregation's noise: resuming a classifier trained on
     # the earlier release would mix two releases the ledger counts once. No checkpoint.
     if _private(spec):  # the progress line's ε: the classifier trains after the release
         # of the aggregation, so ε after any of its steps is at most the plan's (an upper
         # bound, as _epsilon_points says)
         steps = spec.epochs if spec.level in ("edge", "none") else spec.steps
-        on_step = with_epsilon(on_step, [float(report["epsilon"])] * steps)
+        run.follow([float(report["epsilon"])] * steps)
     with suspended():
         clf, h2 = fit_classifier(data, training_hops(spec, adj_t, w, h), spec, z, device,
-                                 on_step)
+                                 run.on_step)
     if spec.messages == "adjacency":  # W is a release; the training labels are not
         enc = AdjacencyEncoder(data.num_nodes, spec.adj_dim).to(device)
         enc.weight.copy_(w)
         clf = clf.attach_encoder(enc)
-    ledger = planned
+    points: list[tuple[int, float]] = []
     if _private(spec):
-        report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
-        report["epsilon_by_step"] = _epsilon_points(spec, n_train, z, report["delta"],
-                                                    len(h1), len(h2))
-    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
+        report["epsilon"] = make_accountant(spec.accountant).epsilon(planned, report["delta"])
+        points = _epsilon_points(spec, n_train, z, report["delta"], len(h1), len(h2))
     history: list[dict[str, Any]] = []
     for i, rec in enumerate(h1 + h2):
         name = "encoder_loss" if i < len(h1) else "classifier_loss"
         history.append({"step": i + 1, **({name: rec["train_loss"],
                                            "train_loss": rec["train_loss"]}
                                           if "train_loss" in rec else {})})
-    record_epsilon(history, report.get("epsilon_by_step", []))
+    report, ledger, history = assemble_report(report, planned, history, spec, points,
+                                              who="DPDGC")
     return clf, h.cpu(), ledger, report, history
 
 
@@ -538,10 +538,10 @@ def build_dpdgc(spec: DpdgcSpec, in_dim: int, num_classes: int) -> DpdgcClassifi
 
 
 # --- the implementation (the catalogue's "dpdgc" family) ----------------------------------
-def _fit(data: GraphData, spec: DpdgcSpec, on_step: OnStep | None) -> Fitted:
+def _fit(data: GraphData, spec: DpdgcSpec, run: PrivateRun) -> Fitted:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        clf, h, ledger, report, history = train_dpdgc(data, spec, on_step)
+        clf, h, ledger, report, history = train_dpdgc(data, spec, run)
     return Fitted(clf, ledger, PrivacyReport.from_dict(report), history, {"aggregations": h})
 
 

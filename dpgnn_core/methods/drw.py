@@ -22,13 +22,7 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.graph.dpgnn_sampler import SAMPLING_SCHEME
 from dpgnn_core.graph.random_walk import drw, drw_partitions
 from dpgnn_core.graph.subgraphs import Subgraphs
-from dpgnn_core.methods._private import (
-    OnStep,
-    StageProgress,
-    check_node_task,
-    resolve_steps,
-    stage_progress,
-)
+from dpgnn_core.methods._private import check_node_task, resolve_steps
 from dpgnn_core.methods._subgraph import (
     SubgraphResult,
     build_subgraph_model,
@@ -36,6 +30,7 @@ from dpgnn_core.methods._subgraph import (
     train_on_subgraphs,
 )
 from dpgnn_core.methods.contract import Implementation, node_private
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.privacy import Ledger, UniformGaussianEvent, drw_sampling_rate
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DrwSpec
@@ -78,20 +73,21 @@ def resolve_plan_spec(spec: DrwSpec, num_train: int) -> DrwSpec:
     return out
 
 
-def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
-              progress: StageProgress | None = None) -> SubgraphResult:
+def train_drw(data: GraphData, spec: DrwSpec, run: PrivateRun | None = None
+              ) -> SubgraphResult:
     """Train on disjoint random-walk subgraphs; see the module docstring.
 
-    ``on_step(step, record)`` follows training (a private run's record holds ``epsilon``,
-    ε spent so far); ``progress(stage, done, total)`` the walks of the first partition
-    (default: the ``progress`` attribute of ``on_step``, if any)."""
+    ``run``, the fit's engine (a bare one by default), calibrates and reserves the plan,
+    follows training (a private run's step records hold ``epsilon``, ε spent so far) and
+    the walks of the first partition (its ``progress``)."""
     n_train = check_node_task(data, spec, spec.variant.upper())
     spec = resolve_plan_spec(spec, n_train)
     train = data.mask("train")
     ledger_of = ledger_for(spec, n_train)  # refuses a batch larger than the smallest partition
     randomness = Randomness.for_spec(spec)
     walks = randomness.numpy_generator("walks")
-    progress = stage_progress(on_step, progress)
+    run = run or PrivateRun()
+    progress = run.stage_progress
     if spec.variant == "drw-d":
         parts = drw_partitions(data.edge_index, data.num_nodes, train, spec.walk_length,
                                restarts=spec.restarts, rng=walks, progress=progress)
@@ -115,7 +111,7 @@ def train_drw(data: GraphData, spec: DrwSpec, on_step: OnStep | None = None,
         protects="model parameters against replacing one training node's features and label "
         "(replace-one, Ayle et al.'s relation); the graph structure is public: the walks and "
         "the number of subgraphs are functions of the edges, which are not protected",
-        subgraphs_at=subgraphs_at, all_nodes=True, on_step=on_step)
+        subgraphs_at=subgraphs_at, all_nodes=True, run=run)
     return result
 
 

@@ -4,7 +4,8 @@ checks against the dataset's budget before Prefect starts (issue 48 §5: a plan 
 cannot hold was refused only inside the flow, 6-16 s later).
 
 The plan is the one the method's fit calibrates and hands the budget keeper
-(:func:`dpgnn_core.privacy.gate.before_release`), computed by the fit's own functions:
+(:meth:`~dpgnn_core.methods.private_run.PrivateRun.reserve`), computed by the fit's own
+functions:
 
 * the spec as the fit resolves it (:data:`RESOLVE`): DP-MLP and graph classification
   adapt the batch size and resolve "train until spent" steps

@@ -62,13 +62,9 @@ from torch import Tensor
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.methods._private import (
-    OnStep,
-    StageProgress,
     check_node_task,
     check_weak_budget,
     guarantee_scope,
-    record_epsilon,
-    with_epsilon,
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_source, val_rows
 from dpgnn_core.methods._staged import (
@@ -88,6 +84,7 @@ from dpgnn_core.methods._staged import (
 )
 from dpgnn_core.methods._staged import prepare_graph as prepare_graph
 from dpgnn_core.methods.contract import Fitted, aggregating
+from dpgnn_core.methods.private_run import PrivateRun, assemble_report
 from dpgnn_core.models.gap import GapClassifier as GapClassifier
 from dpgnn_core.models.gap import GapEncoder as GapEncoder
 from dpgnn_core.models.gap import new_classifier as new_classifier
@@ -102,7 +99,6 @@ from dpgnn_core.privacy import (
     PrivacyError,
     make_accountant,
 )
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.accountants import RdpAccountant
 from dpgnn_core.privacy.events import LedgerEntry
 from dpgnn_core.privacy.pma import aggregation_matrix as aggregation_matrix
@@ -111,7 +107,7 @@ from dpgnn_core.privacy.pma import pma as pma
 from dpgnn_core.privacy.pma import row_normalise as row_normalise
 from dpgnn_core.privacy.pma import sensitivity as sensitivity
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.specs import GapSpec
 from dpgnn_core.training.batches import RowSource, TensorRows
 from dpgnn_core.training.device import resolve_device
@@ -228,42 +224,44 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
     return eps[:steps] if stage == "encoder" else eps[steps:]
 
 
-def _gate(spec: GapSpec, n_train: int, z: float) -> None:
-    """Before a stage's private computation: the whole calibrated plan to the budget keeper
-    (:mod:`dpgnn_core.privacy.gate`); the stages of one run share one reservation."""
-    gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+def _gate(run: PrivateRun, spec: GapSpec, n_train: int, z: float) -> None:
+    """Before a stage's private computation: the whole calibrated plan to the engine's
+    budget keeper (:meth:`PrivateRun.reserve`); the stages of one run share one
+    reservation."""
+    gate_plan(run, spec, ledger_for(spec, n_train)(z), n_train)
 
 
-def fit_encoder(data: GraphData, spec: GapSpec, z: float, on_step: OnStep | None = None
+def fit_encoder(data: GraphData, spec: GapSpec, z: float, run: PrivateRun | None = None
                 ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
-    """Stage 1: the encoder on features and labels of training nodes; its privacy event
-    (NDP) comes with it. A private run's ``on_step`` records hold ``epsilon``, ε spent so
-    far."""
+    """Stage 1: the encoder on features and labels of training nodes, through the fit's
+    engine ``run``; its privacy event (NDP) comes with it. A private run's step records
+    hold ``epsilon``, ε spent so far."""
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train")).to(device)
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
     rows = TensorRows(x[train], y[train], Randomness.for_spec(spec).torch_generator(
         "encoder/batches"), val_rows(data, x, y, spec))
-    return fit_encoder_on(rows, spec, z, (data.num_features, data.num_classes), on_step)
+    return fit_encoder_on(rows, spec, z, (data.num_features, data.num_classes), run)
 
 
 def fit_encoder_on(rows: RowSource, spec: GapSpec, z: float, shape: tuple[int, int],
-                   on_step: OnStep | None = None
+                   run: PrivateRun | None = None
                    ) -> tuple[GapEncoder, list[dict[str, float]], Ledger]:
     """:func:`fit_encoder` on any source of training rows (features, label), in memory or
     in partitions; ``shape`` = (features, classes)."""
+    run = run or PrivateRun()
     n_train = rows.num_rows
     if spec.level == "node":  # the encoder is a private release at node level
-        _gate(spec, n_train, z)
+        _gate(run, spec, n_train, z)
     elif spec.level == "edge":  # it releases nothing private: the plan is checked first
-        admit_plan(spec, ledger_for(spec, n_train)(z), n_train)
-    if on_step is not None:
-        on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "encoder"))
+        admit_plan(run, spec, ledger_for(spec, n_train)(z), n_train)
+    if run.watched:
+        run.follow(_stage_epsilons(spec, n_train, z, "encoder"))
     with seeded(spec.seed, rows.device):
         enc = new_encoder(spec, *shape).to(rows.device)
         hist = fit_source(enc, rows, spec, spec.level == "node", z * spec.budget_split[0],
-                          "encoder", on_step)
+                          "encoder", run.on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[:1])
@@ -271,25 +269,26 @@ def fit_encoder_on(rows: RowSource, spec: GapSpec, z: float, shape: tuple[int, i
 
 
 def aggregate(data: GraphData, edge_index: np.ndarray, encoder: GapEncoder, spec: GapSpec,
-              z: float, progress: StageProgress | None = None) -> tuple[Tensor, Ledger]:
+              z: float, run: PrivateRun | None = None) -> tuple[Tensor, Ledger]:
     """Stage 2: X(0) from the encoder, then PMA over ``edge_index``; the private release
     X(1..K) ``[n, K, d]`` (X(0) is not part of it) and its privacy event (K Gaussian
     releases; none for GAP-∞). The noise comes from a secret generator
     (:meth:`Randomness.for_spec`): two runs of the same spec give two different releases,
-    and nothing stored lets anyone recompute the noise. ``progress(stage, done, total)``
-    follows the hops."""
+    and nothing stored lets anyone recompute the noise. The fit's engine ``run`` reserves
+    the plan, is told of the release and follows the hops (its ``progress``)."""
+    run = run or PrivateRun()
     device = resolve_device(spec.device)
     sigma = pma_noise_std(spec, z, is_directed(data))
     gen = Randomness.for_spec(spec).torch_generator("pma/noise", device)
     if spec.level != "none":
-        _gate(spec, int(data.mask("train").sum()), z)
+        _gate(run, spec, int(data.mask("train").sum()), z)
     with torch.no_grad():
         x0 = encoder.to(device).eval().encode(torch.tensor(data.x, device=device))
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
         xs = torch.stack(pma(x0, adj_t, spec.hops, sigma, gen, spec.row_clip,
-                             progress)[1:], 1).cpu()
+                             run.stage_progress)[1:], 1).cpu()
     if spec.level != "none":
-        release_gate.released()  # the noisy aggregations exist: a release, spent for good
+        run.released()  # the noisy aggregations exist: a release, spent for good
     return xs, pma_events(spec, int(data.mask("train").sum()), z)
 
 
@@ -312,12 +311,13 @@ def pma_events(spec: GapSpec, n_train: int, z: float) -> Ledger:
 
 
 def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: float,
-                   on_step: OnStep | None = None, *,
+                   run: PrivateRun | None = None, *,
                    encoder: GapEncoder) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
     """Stage 3: the classification module on each training node's own encoding X(0)
     (recomputed by ``encoder`` from its features) and its private aggregations X(1..K)
-    ``[n, K, d]``; returned with the encoder attached. A private run's ``on_step`` records
-    hold ``epsilon``, ε spent so far (the encoder's and PMA's included)."""
+    ``[n, K, d]``; returned with the encoder attached. A private run's step records (through
+    the fit's engine ``run``) hold ``epsilon``, ε spent so far (the encoder's and PMA's
+    included)."""
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train")).to(device)
     y = torch.tensor(np.asarray(data.y), device=device)
@@ -326,24 +326,25 @@ def fit_classifier(data: GraphData, aggregations: Tensor, spec: GapSpec, z: floa
                            spec.hops)
     rows = TensorRows(xs[train], y[train], Randomness.for_spec(spec).torch_generator(
         "classifier/batches"), val_rows(data, xs, y, spec))
-    clf, hist, events = fit_classifier_on(rows, spec, z, data.num_classes, on_step)
+    clf, hist, events = fit_classifier_on(rows, spec, z, data.num_classes, run)
     return clf.attach_encoder(enc), hist, events
 
 
 def fit_classifier_on(rows: RowSource, spec: GapSpec, z: float, num_classes: int,
-                      on_step: OnStep | None = None
+                      run: PrivateRun | None = None
                       ) -> tuple[GapClassifier, list[dict[str, float]], Ledger]:
     """:func:`fit_classifier` on any source of rows ``[X(0), X(1..K)]`` with labels, in
     memory or in partitions (the encoder is not attached)."""
+    run = run or PrivateRun()
     n_train = rows.num_rows
     if spec.level == "node":
-        _gate(spec, n_train, z)
-    if on_step is not None:
-        on_step = with_epsilon(on_step, _stage_epsilons(spec, n_train, z, "classifier"))
+        _gate(run, spec, n_train, z)
+    if run.watched:
+        run.follow(_stage_epsilons(spec, n_train, z, "classifier"))
     with seeded(spec.seed + 3, rows.device):
         clf = new_classifier(spec, num_classes).to(rows.device)
         hist = fit_source(clf, rows, spec, spec.level == "node", z * spec.budget_split[2],
-                          "classifier", on_step)
+                          "classifier", run.on_step)
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[-1:])
@@ -365,27 +366,25 @@ def finish_run(spec: GapSpec, report: dict[str, Any], planned: Ledger, ledger: L
         raise PrivacyError("the GAP stages' privacy events differ from the calibrated plan")
     report = dict(report)
     history: list[dict[str, Any]] = []
-    eps: list[float] = []
+    points: list[tuple[int, float]] = []
     if report["private"]:
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
         eps = epsilon_by_step(spec, num_train, z, report["delta"], len(encoder_history),
                               len(classifier_history))
-        report["epsilon_by_step"] = [(t + 1, e) for t, e in enumerate(eps)]
-    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
-    report["ledger"] = ledger
+        points = [(t + 1, e) for t, e in enumerate(eps)]
     for i, h in enumerate(encoder_history + classifier_history):
         name = "encoder_loss" if i < len(encoder_history) else "classifier_loss"
         rec: dict[str, Any] = {"step": i + 1}
         if "train_loss" in h:  # private stages record none unless log_raw_loss
             rec.update({name: h["train_loss"], "train_loss": h["train_loss"]})
         history.append(rec)
-    record_epsilon(history, report.get("epsilon_by_step", []))
+    report, _, history = assemble_report(report, ledger, history, spec, points, who="GAP")
     return report, history
 
 
 # --- the stages (run by _staged.run_in_memory here, by tasks/staged.py in the pipeline) ---
 def _encoder_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
-    enc, hist, events = fit_encoder(ctx.data, ctx.spec, z, ctx.on_step)
+    enc, hist, events = fit_encoder(ctx.data, ctx.spec, z, ctx.run)
     return StageOutput({"encoder.pt": enc, "history.json": hist}, events)
 
 
@@ -397,7 +396,7 @@ def _encoder_of(ctx: StageContext, encoder: StageOutput) -> GapEncoder:
 def _aggregate_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> StageOutput:
     spec = ctx.spec
     xs, events = aggregate(ctx.data, reads["graph"].values["edge_index.npy"],
-                           _encoder_of(ctx, reads["encoder"]), spec, z, ctx.progress)
+                           _encoder_of(ctx, reads["encoder"]), spec, z, ctx.run)
     assert xs.shape[1] == spec.hops  # X(1..K) only: X(0) is never part of the release
     return StageOutput({"aggregations.pt": xs}, events, manifest={
         "shape": list(xs.shape),
@@ -410,7 +409,7 @@ def _classifier_stage(z: float, ctx: StageContext, reads: Mapping[str, Any]) -> 
     data, spec, encoder = ctx.data, ctx.spec, reads["encoder"]
     enc = _encoder_of(ctx, encoder)
     clf, hist, events = fit_classifier(data, reads["aggregations"].values["aggregations.pt"],
-                                       spec, z, ctx.on_step, encoder=enc)
+                                       spec, z, ctx.run, encoder=enc)
     cal = Calibration.of(reads["calibration"])
     ledger = encoder.events + reads["aggregations"].events + events
     report, history = finish_run(spec, {**cal.report, "graph": reads["graph"].info["graph"]},
@@ -440,18 +439,17 @@ def gap_stages(spec: GapSpec, z: float) -> tuple[Stage, ...]:
                   resumable=False))
 
 
-def train_gap(data: GraphData, spec: GapSpec,
-              on_step: Callable[[int, dict[str, float]], None] | None = None) -> GapResult:
-    """Calibrate, then encoder -> PMA -> classifier (:func:`gap_stages`, in memory); the
-    ledger is the composition of the events each stage returned (and equals the calibrated
-    plan).
+def train_gap(data: GraphData, spec: GapSpec, run: PrivateRun | None = None) -> GapResult:
+    """Calibrate, then encoder -> PMA -> classifier (:func:`gap_stages`, in memory, through
+    the fit's engine ``run``); the ledger is the composition of the events each stage
+    returned (and equals the calibrated plan).
 
     Raises:
         DataError: not single-label node classification, no training labels, a batch
             larger than the training set, or a graph beyond the degree bound (node level).
         PrivacyError: a budget too small for the composition (names the smallest ε).
     """
-    out = run_in_memory(STAGED, data, spec, on_step)
+    out = run_in_memory(STAGED, data, spec, run)
     final = out["train"]
     assert final.report is not None
     return GapResult(encoder=out["encoder"].values["encoder.pt"],
@@ -564,8 +562,8 @@ def _epsilon_by_step(spec: GapSpec, num_train: int, z: float, delta: float,
 
 
 # --- the implementation (the catalogue's "gap" family: gap-edp, gap-ndp, gap-inf) ----------
-def _fit(data: GraphData, spec: GapSpec, on_step: OnStep | None) -> Fitted:
-    r = train_gap(data, spec, on_step)  # its report has the ε-by-step curve
+def _fit(data: GraphData, spec: GapSpec, run: PrivateRun) -> Fitted:
+    r = train_gap(data, spec, run)  # its report has the ε-by-step curve
     return Fitted(r.classifier, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"aggregations": r.aggregations})
 

@@ -23,11 +23,11 @@ from dpgnn_core.errors import DataError
 from dpgnn_core.graph.subgraphs import Subgraphs, build_batch
 from dpgnn_core.methods._private import (
     PrivateResult,
-    calibrated_plan,
     poisson_plan,
     resolve_row_plan,
 )
 from dpgnn_core.methods.contract import Fitted, Implementation
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.graph_gnn import GraphGNN
 from dpgnn_core.privacy import Ledger
 from dpgnn_core.privacy.randomness import Randomness
@@ -131,9 +131,9 @@ def evaluate_graphs(model: GraphGNN, data: GraphData, device: str = "auto",
 
 
 def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
-                           on_step: Callable[[int, dict[str, float]], None] | None = None
-                           ) -> GraphClsResult:
-    """Train ``spec``; see the module docstring.
+                           run: PrivateRun | None = None) -> GraphClsResult:
+    """Train ``spec`` through the fit's engine ``run`` (a bare one by default); see the
+    module docstring.
 
     Raises:
         DataError: not a graph dataset, labels out of range, an empty graph, a batch larger
@@ -143,7 +143,8 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
     train = check_graph_task(data, spec)
     n_train = int(train.shape[0])
     spec = resolve_row_plan(spec, n_train, ledger_for)
-    ledger, z, report = calibrated_plan(
+    run = run or PrivateRun()
+    ledger, z, report = run.calibrate(
         spec, n_train, ledger_for(spec, n_train), method=f"dp-graph-{spec.conv}",
         protects="model parameters against adding or removing one graph (its nodes, edges, "
         "features and label)")
@@ -182,8 +183,8 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
                 for split, m in evaluate_graphs(model, data, spec.device, records).items():
                     if split != "train":
                         rec.update({f"{split}_{k}": v for k, v in m.items()})
-            if on_step is not None:
-                on_step(step, rec)
+            if run.on_step is not None:
+                run.on_step(step, rec)
 
         clipping = None
         if private:
@@ -197,10 +198,10 @@ def train_graph_classifier(data: GraphData, spec: GraphClsSpec,
 
 
 # --- the implementation (the catalogue's "graph-cls" family: dp-graph-*, graph-*) ---------
-def _fit(data: GraphData, spec: GraphClsSpec, on_step: Any) -> Fitted:
+def _fit(data: GraphData, spec: GraphClsSpec, run: PrivateRun) -> Fitted:
     from dpgnn_core.privacy.report import PrivacyReport
 
-    r = train_graph_classifier(data, spec, on_step)
+    r = train_graph_classifier(data, spec, run)
     return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history)
 
 

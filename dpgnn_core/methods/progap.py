@@ -55,13 +55,9 @@ from torch import Tensor, nn
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods._private import (
-    OnStep,
-    StageProgress,
     check_node_task,
     check_weak_budget,
     guarantee_scope,
-    record_epsilon,
-    with_epsilon,
 )
 from dpgnn_core.methods._row_training import batches_per_epoch, fit_rows, val_rows
 from dpgnn_core.methods._staged import (
@@ -80,6 +76,7 @@ from dpgnn_core.methods._staged import (
     solve_composition,
 )
 from dpgnn_core.methods.contract import Fitted, aggregating
+from dpgnn_core.methods.private_run import PrivateRun, assemble_report
 from dpgnn_core.models.gap import selu_block
 from dpgnn_core.privacy import (
     GaussianEvent,
@@ -88,7 +85,6 @@ from dpgnn_core.privacy import (
     PrivacyError,
     make_accountant,
 )
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.pma import (
     aggregation_matrix,
     clip_rows,
@@ -97,7 +93,7 @@ from dpgnn_core.privacy.pma import (
     sensitivity,
 )
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
+from dpgnn_core.privacy.report import PrivacyReport
 from dpgnn_core.specs import ProgapSpec
 from dpgnn_core.training.device import resolve_device
 from dpgnn_core.training.loop import seeded
@@ -314,12 +310,14 @@ def _no_aggregations(data: GraphData, spec: ProgapSpec) -> Tensor:
 
 
 def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: ProgapModel,
-              aggregations: Tensor | None = None, on_step: OnStep | None = None
+              aggregations: Tensor | None = None, run: PrivateRun | None = None
               ) -> tuple[ProgapModel, list[dict[str, float]], Ledger]:
     """Stage k: train its base and head on each training node's frozen earlier embeddings
     and X(k) (its features at k = 0), Adam full batch or DP-Adam over Poisson rows (node
     level); the earlier stages are not touched. Returns the model, the stage's history and
-    its DP-Adam event (node level). ``aggregations`` holds X(1..k) ``[n, >= k, hidden]``."""
+    its DP-Adam event (node level). ``aggregations`` holds X(1..k) ``[n, >= k, hidden]``;
+    ``run`` is the fit's engine (the budget keeper, the steps)."""
+    run = run or PrivateRun()
     device = resolve_device(spec.device)
     train = torch.from_numpy(data.mask("train")).to(device)
     n_train = int(train.sum())
@@ -329,20 +327,20 @@ def fit_stage(data: GraphData, spec: ProgapSpec, z: float, k: int, model: Progap
         raise DataError(f"stage {k} needs {k} aggregations, got {aggs.shape[1]}",
                         field="aggregations", value=list(aggs.shape))
     if node:  # the plan to the budget keeper before the first private step (as GAP's
-        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)  # encoder; at edge level
-        # a stage reads no edge: the first aggregation is the first private computation,
-    elif spec.level == "edge" and k == 0:  # and the plan is only checked before stage 0)
-        admit_plan(spec, ledger_for(spec, n_train)(z), n_train)
-    if on_step is not None and spec.level != "none":
+        gate_plan(run, spec, ledger_for(spec, n_train)(z), n_train)  # encoder; at edge
+        # level a stage reads no edge: the first aggregation is the first private
+    elif spec.level == "edge" and k == 0:  # computation, and the plan is only checked
+        admit_plan(run, spec, ledger_for(spec, n_train)(z), n_train)  # before stage 0)
+    if run.watched and spec.level != "none":
         eps = epsilon_by_stage(spec, n_train, z, _delta(spec, n_train))[k]
-        on_step = with_epsilon(on_step, [eps] * stage_steps(spec, n_train))
+        run.follow([eps] * stage_steps(spec, n_train))
     model = model.to(device).eval()
     x = torch.tensor(data.x, device=device)
     y = torch.tensor(np.asarray(data.y), device=device)
     inputs = model.stage_inputs(x, aggs.to(device), k)
     stage = model.stages[k].train()
     with seeded(spec.seed + k, device):  # dropout masks (not secret: not in the proof)
-        hist = fit_rows(stage, inputs[train], y[train], spec, node, z, f"stage{k}", on_step,
+        hist = fit_rows(stage, inputs[train], y[train], spec, node, z, f"stage{k}", run.on_step,
                         val_rows(data, inputs, y, spec))
     stage.eval()
     events = Ledger()
@@ -374,11 +372,13 @@ def stage_sum(model: ProgapModel, x: Tensor, aggregations: Tensor, edge_index: T
 
 def aggregate_stage(data: GraphData, edge_index: np.ndarray, spec: ProgapSpec, z: float,
                     k: int, model: ProgapModel, aggregations: Tensor | None = None,
-                    progress: StageProgress | None = None) -> tuple[Tensor, Ledger]:
+                    run: PrivateRun | None = None) -> tuple[Tensor, Ledger]:
     """Stage k's private aggregation X(k) ``[n, hidden]`` of the stage-(k-1) embeddings
     (one hop of GAP's PMA: normalise, aggregate, clip to ``row_clip``, Gaussian noise,
     normalise) and its privacy event (none for ProGAP-∞). The noise comes from a secret
-    generator (:meth:`Randomness.for_spec`), one stream per stage."""
+    generator (:meth:`Randomness.for_spec`), one stream per stage. The fit's engine ``run``
+    reserves the plan, is told of the release and follows the hop (its ``progress``)."""
+    run = run or PrivateRun()
     if k < 1:
         raise DataError("aggregation stages are numbered from 1", field="stage", value=k)
     device = resolve_device(spec.device)
@@ -387,15 +387,15 @@ def aggregate_stage(data: GraphData, edge_index: np.ndarray, spec: ProgapSpec, z
     sigma = z * sensitivity(spec.level, spec.max_degree, is_directed(data), spec.row_clip)
     gen = Randomness.for_spec(spec).torch_generator(f"progap/aggregation{k}/noise", device)
     if spec.level != "none":
-        gate_plan(spec, ledger_for(spec, n_train)(z), n_train)
+        gate_plan(run, spec, ledger_for(spec, n_train)(z), n_train)
     with torch.no_grad():
         model = model.to(device).eval()
         h = model.embeddings(torch.tensor(data.x, device=device), aggs.to(device), k - 1)[-1]
         adj_t = aggregation_matrix(torch.from_numpy(edge_index).to(device), data.num_nodes)
-        xk = pma(h, adj_t, 1, sigma, gen, spec.row_clip, progress)[1].cpu()
+        xk = pma(h, adj_t, 1, sigma, gen, spec.row_clip, run.stage_progress)[1].cpu()
     events = Ledger()
     if spec.level != "none":
-        release_gate.released()  # the noisy aggregation exists: a release, spent for good
+        run.released()  # the noisy aggregation exists: a release, spent for good
         rate = spec.with_batch_size(n_train).batch / n_train
         events = _part(stage_events(spec, rate, z, k), "gaussian")
     return xk, events
@@ -426,8 +426,6 @@ def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger
         report["epsilon"] = make_accountant(spec.accountant).epsilon(ledger, report["delta"])
         eps = epsilon_by_stage(spec, num_train, z, report["delta"])
         eps[-1] = report["epsilon"]
-    report, ledger = with_loss_note(report, ledger, spec.log_raw_loss)
-    report["ledger"] = ledger
     history: list[dict[str, Any]] = []
     for k, hist in enumerate(histories):
         for h in hist:
@@ -435,11 +433,11 @@ def finish_run(spec: ProgapSpec, report: dict[str, Any], planned: Ledger, ledger
             if "train_loss" in h:  # private stages record none unless log_raw_loss
                 rec.update({f"stage{k}_loss": h["train_loss"], "train_loss": h["train_loss"]})
             history.append(rec)
+    points: list[tuple[int, float]] = []
     if eps:
         ends = np.cumsum([len(h) for h in histories])
-        report["epsilon_by_step"] = [(t + 1, eps[int(np.searchsorted(ends, t + 1))])
-                                     for t in range(len(history))]
-        record_epsilon(history, report["epsilon_by_step"])
+        points = [(t + 1, eps[int(np.searchsorted(ends, t + 1))]) for t in range(len(history))]
+    report, _, history = assemble_report(report, ledger, history, spec, points, who="ProGAP")
     return report, history
 
 
@@ -474,7 +472,7 @@ def _train_stage(z: float, k: int, ctx: StageContext, reads: Mapping[str, Any]
                  ) -> StageOutput:
     model, hist, events = fit_stage(ctx.data, ctx.spec, z, k,
                                     _model_of(ctx, reads["previous"]),
-                                    _stacked(ctx, reads["aggregations"]), ctx.on_step)
+                                    _stacked(ctx, reads["aggregations"]), ctx.run)
     return StageOutput({"model.pt": model, "history.json": hist}, events, info={"stage": k})
 
 
@@ -482,7 +480,7 @@ def _aggregate_stage(z: float, k: int, ctx: StageContext, reads: Mapping[str, An
                      ) -> StageOutput:
     xk, events = aggregate_stage(ctx.data, reads["graph"].values["edge_index.npy"], ctx.spec,
                                  z, k, _model_of(ctx, reads["previous"]),
-                                 _stacked(ctx, reads["aggregations"]), ctx.progress)
+                                 _stacked(ctx, reads["aggregations"]), ctx.run)
     return StageOutput({"aggregation.pt": xk}, events, info={"stage": k}, manifest={
         "shape": list(xk.shape),
         "release": f"X({k}): the private aggregation of stage {k - 1}'s embeddings"})
@@ -537,18 +535,18 @@ def progap_stages(spec: ProgapSpec, z: float) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-def train_progap(data: GraphData, spec: ProgapSpec, on_step: OnStep | None = None
+def train_progap(data: GraphData, spec: ProgapSpec, run: PrivateRun | None = None
                  ) -> ProgapResult:
     """Calibrate, then stage 0, then (aggregate k -> stage k) for k = 1..K
-    (:func:`progap_stages`, in memory); the ledger is the composition of the events each
-    stage returned (and equals the calibrated plan).
+    (:func:`progap_stages`, in memory, through the fit's engine ``run``); the ledger is
+    the composition of the events each stage returned (and equals the calibrated plan).
 
     Raises:
         DataError: not single-label node classification, no training labels, a batch
             larger than the training set, or a graph beyond the degree bound (node level).
         PrivacyError: a budget too small for the composition (names the smallest ε).
     """
-    out = run_in_memory(STAGED, data, spec, on_step)
+    out = run_in_memory(STAGED, data, spec, run)
     final = out["train"]
     assert final.report is not None
     return ProgapResult(final.values["model.pt"], final.values["aggregations.pt"],
@@ -573,8 +571,8 @@ def build_progap(spec: ProgapSpec, in_dim: int, num_classes: int) -> ProgapModel
 
 
 # --- the implementation (the catalogue's "progap" family: progap-edp, -ndp, -inf) --------
-def _fit(data: GraphData, spec: ProgapSpec, on_step: OnStep | None) -> Fitted:
-    r = train_progap(data, spec, on_step)  # its report has the ε-by-step curve
+def _fit(data: GraphData, spec: ProgapSpec, run: PrivateRun) -> Fitted:
+    r = train_progap(data, spec, run)  # its report has the ε-by-step curve
     return Fitted(r.model, r.ledger, PrivacyReport.from_dict(r.report), r.history,
                   {"aggregations": r.aggregations})
 

@@ -42,7 +42,7 @@ import torch
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.methods import preflight
-from dpgnn_core.methods._private import EpsilonCurve, follow_epsilon, record_epsilon
+from dpgnn_core.methods._private import StageProgress
 from dpgnn_core.methods._staged import Staged
 from dpgnn_core.methods.catalog import CATALOG, Entry
 from dpgnn_core.methods.contract import (
@@ -55,8 +55,9 @@ from dpgnn_core.methods.contract import (
     read_model,
     write_model,
 )
+from dpgnn_core.methods.private_run import PrivateRun, typed_report
 from dpgnn_core.privacy import Ledger, PrivacyError
-from dpgnn_core.privacy.report import PrivacyReport, with_loss_note
+from dpgnn_core.privacy.gate import ReleaseGate
 from dpgnn_core.privacy.sensitivity import Case, SensitivityCheck, verify
 from dpgnn_core.specs import Spec
 
@@ -81,7 +82,7 @@ class Method:
 
     entry: Entry
     spec_type: type[Spec]
-    _fit: Callable[[GraphData, Any, OnStep], Fitted]
+    _fit: Callable[[GraphData, Any, PrivateRun], Fitted]
     _ledger_for: Callable[[Any, int], Callable[[float], Ledger]]
     _build: Build
     _evaluate: Callable[[torch.nn.Module, GraphData, Any, Mapping[str, Any]], Metrics]
@@ -196,61 +197,40 @@ class Method:
         self._check_spec(spec)
         return preflight.check(spec, manifest)
 
-    def fit(self, data: GraphData, spec: Any, on_step: OnStep = None) -> Fitted:
+    def fit(self, data: GraphData, spec: Any, on_step: OnStep = None, *,
+            progress: StageProgress | None = None, gate: ReleaseGate | None = None) -> Fitted:
         """Train ``spec`` on ``data``.
 
-        The method's fit runs inside :func:`~dpgnn_core.methods._private.follow_epsilon`:
-        the plan it calibrates (:func:`~dpgnn_core.methods._private.calibrated_plan`)
-        is declared there, and from then on every ``on_step`` record carries ``epsilon``,
-        ε spent so far (an upper bound, from the registered ``ledger_for`` of the
-        calibrated spec), and ``total_steps``. A staged method (GAP,
-        ProGAP, DPDGC) instead gives its stages' records their ε itself
-        (:func:`~dpgnn_core.methods._private.with_epsilon`) and its curve in its report.
-        The result's report is a frozen :class:`~dpgnn_core.privacy.report.PrivacyReport`
-        with the ε-by-step curve, and a private run's history has ``epsilon_spent`` at the
-        steps of that curve.
+        The method's fit gets one engine, a :class:`~dpgnn_core.methods.private_run.
+        PrivateRun` holding ``on_step``, ``progress`` and the budget keeper's ``gate``:
+        through it the fit calibrates and reserves its plan (the gate may refuse before
+        anything private is computed), tells the gate of every release (each trained step),
+        and reports its steps, each ``on_step`` record with ``epsilon`` (ε spent so far, an
+        upper bound, from the registered ``ledger_for`` of the calibrated spec, or a staged
+        method's own stage values) and ``total_steps``. The result's report is a frozen
+        :class:`~dpgnn_core.privacy.report.PrivacyReport` with the ε-by-step curve, and a
+        private run's history has ``epsilon_spent`` at the steps of that curve
+        (:func:`~dpgnn_core.methods.private_run.typed_report`, the same for every method).
 
         Raises:
             PrivacyError: a private fit declared no plan and gave no curve.
         """
-        self._check_spec(spec)
-        with follow_epsilon(on_step, self._ledger_for) as curve:
-            fitted = self._fit(data, spec, curve.on_step)
-        self._finish(fitted, spec, curve)
-        return fitted
+        return self.fit_with(self._fit, data, spec, on_step, progress=progress, gate=gate)
 
-    def fit_with(self, fit: Callable[[Any, Any, OnStep], Any], data: Any, spec: Any,
-                 on_step: OnStep = None) -> Fitted:
+    def fit_with(self, fit: Callable[[Any, Any, PrivateRun], Any], data: Any, spec: Any,
+                 on_step: OnStep = None, *, progress: StageProgress | None = None,
+                 gate: ReleaseGate | None = None) -> Fitted:
         """:meth:`fit` by another fit of this method: its partitioned one (issue 51;
         :func:`dpgnn_core.distributed.fits.fit_for`, ``data`` a
-        :class:`~dpgnn_core.distributed.fits.Partitions`), with the same ε curve, report
-        and ledger form."""
+        :class:`~dpgnn_core.distributed.fits.Partitions`), with the same engine, ε curve,
+        report and ledger form."""
         self._check_spec(spec)
-        with follow_epsilon(on_step, self._ledger_for) as curve:
-            fitted: Fitted = fit(data, spec, curve.on_step)
-        self._finish(fitted, spec, curve)
+        run = PrivateRun(on_step, progress=progress, gate=gate, ledger_for=self._ledger_for)
+        fitted: Fitted = fit(data, spec, run)
+        fitted.report, fitted.ledger, fitted.history = typed_report(
+            fitted.report.to_dict(), fitted.ledger, fitted.history, spec, run.points(),
+            who=self.name)
         return fitted
-
-    def _finish(self, fitted: Fitted, spec: Any, curve: EpsilonCurve) -> None:
-        """The report and history of ``fitted``, finished: the ε curve (the method's own,
-        or its declared plan's) in both, the raw-loss note, the ledger; the report
-        frozen."""
-        report = fitted.report.to_dict()
-        history = [dict(r) for r in fitted.history]
-        if report.get("private"):
-            points = report.get("epsilon_by_step") or curve.points()
-            if not points:
-                raise PrivacyError(f"{self.name}'s fit declared no calibrated plan and gave "
-                                   "no epsilon curve: calibrate with _private."
-                                   "calibrated_plan, or put the curve in the report's "
-                                   "epsilon_by_step")
-            report["epsilon_by_step"] = points
-            record_epsilon(history, points)
-        report, fitted.ledger = with_loss_note(report, fitted.ledger,
-                                               bool(getattr(spec, "log_raw_loss", False)))
-        report["ledger"] = fitted.ledger
-        fitted.report = PrivacyReport.from_dict(report)
-        fitted.history = history
 
     def ledger_for(self, spec: Any, n_train: int) -> Callable[[float], Ledger]:
         """The plan: noise multiplier -> the ledger of the whole run (empty ledgers for

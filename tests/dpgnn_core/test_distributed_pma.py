@@ -29,8 +29,8 @@ from dpgnn_core.distributed.pma import (
 )
 from dpgnn_core.errors import DataError
 from dpgnn_core.methods.gap import aggregate, pma_noise_std
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.models.gap import new_encoder
-from dpgnn_core.privacy import gate as release_gate
 from dpgnn_core.privacy.pma import aggregation_matrix, clip_rows, row_normalise
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs.gap import GapSpec
@@ -119,12 +119,12 @@ def test_partitioned_pma_is_the_single_process_pma(dataset: Path, client: Any,
     seen: dict[str, _Recorder] = {}
     for way in ("single", "partitioned"):
         seen[way] = rec = _Recorder()
-        with release_gate.gated(rec):
-            if way == "single":
-                _, ev_single = aggregate(data, data.edge_index, encoder, private, 1.3)
-            else:
-                rel, ev_part = aggregate_partitioned(client, private, 1.3, dataset, x0,
-                                                     tmp_path / "edp")
+        if way == "single":
+            _, ev_single = aggregate(data, data.edge_index, encoder, private, 1.3,
+                                     PrivateRun(gate=rec))
+        else:
+            rel, ev_part = aggregate_partitioned(client, private, 1.3, dataset, x0,
+                                                 tmp_path / "edp", run=PrivateRun(gate=rec))
     assert ev_part == ev_single and ev_part.entries
     assert rel.sigma == pma_noise_std(private, 1.3, directed=False) > 0
     assert seen["single"].plans == seen["partitioned"].plans and seen["single"].plans

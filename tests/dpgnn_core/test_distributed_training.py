@@ -144,7 +144,7 @@ def test_partitioned_gap_has_the_single_process_ledger(client: Any, dataset: Pat
     Poisson batches, the degree check on the workers), and the EDP model learns."""
     from dpgnn_core.distributed.gap import train_gap_partitioned
     from dpgnn_core.methods.gap import train_gap
-    from dpgnn_core.privacy import gate as release_gate
+    from dpgnn_core.methods.private_run import PrivateRun
     from dpgnn_core.specs import GapSpec
 
     spec = (GapSpec(level="edge", epsilon=4.0, hops=2, epochs=3, batch_size=100,
@@ -152,11 +152,10 @@ def test_partitioned_gap_has_the_single_process_ledger(client: Any, dataset: Pat
             GapSpec(level="node", epsilon=8.0, max_degree=60, hops=1, steps=4,
                     batch_size=100, encoder_dim=8, device="cpu", accountant="rdp"))
     seen = {way: _Gate() for way in ("single", "partitioned")}
-    with release_gate.gated(seen["partitioned"]):
-        part = train_gap_partitioned(client, dataset, spec, tmp_path / "work")
+    part = train_gap_partitioned(client, dataset, spec, tmp_path / "work",
+                                 PrivateRun(gate=seen["partitioned"]))
     data = read_partitioned(dataset)
-    with release_gate.gated(seen["single"]):
-        single = train_gap(data, spec)
+    single = train_gap(data, spec, PrivateRun(gate=seen["single"]))
     assert part.ledger.to_dict() == single.ledger.to_dict() and part.ledger.entries
     assert {k: v for k, v in part.report.items() if k != "ledger"} == \
         {k: v for k, v in single.report.items() if k != "ledger"}

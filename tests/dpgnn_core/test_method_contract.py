@@ -19,7 +19,7 @@ import torch
 from dpgnn_core.data.synthetic import csbm, er_graphs
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods import dp_mlp, registry
-from dpgnn_core.methods._private import StepPlan, declare_plan, follow_epsilon
+from dpgnn_core.methods.private_run import PrivateRun, StepPlan
 from dpgnn_core.methods.registry import METHODS, Fitted, UnknownMethodError, get, method_for
 from dpgnn_core.privacy import Ledger, PrivacyError, PrivacyReport, make_accountant
 from dpgnn_core.privacy.report import TRAINING_LOSS_NOTE
@@ -193,7 +193,7 @@ def test_a_private_fit_that_declares_no_plan_is_refused(monkeypatch: pytest.Monk
     curve cannot return a report without an ε curve: the registry refuses it."""
     m = get("dp-mlp")
 
-    def fit(data: Any, spec: Any, on_step: Any) -> Fitted:
+    def fit(data: Any, spec: Any, run: PrivateRun) -> Fitted:
         return Fitted(torch.nn.Linear(1, 1), Ledger(), PrivacyReport.from_dict(
             {"method": "x", "private": True, "epsilon": 1.0}), [{"step": 1}])
 
@@ -204,32 +204,66 @@ def test_a_private_fit_that_declares_no_plan_is_refused(monkeypatch: pytest.Monk
 
 
 def test_the_declared_plan_gives_on_step_its_epsilon() -> None:
-    """What Method.fit wraps a fit in: the plan declared inside gives every later record ε
-    and ``total_steps`` (a record with its own ε passes unchanged), the ``progress``
-    attribute is kept; outside, a declaration does nothing."""
+    """The engine Method.fit hands a fit: the plan declared gives every later record ε and
+    ``total_steps`` (a record with its own ε passes unchanged), progress reaches the
+    caller; an engine without the method's ``ledger_for`` computes no curve, one without
+    a caller's on_step or a gate gives the training loop nothing to call."""
     spec = get("dp-mlp").spec(epsilon=1.0, steps=4, batch_size=10, accountant="rdp")
     plan = StepPlan(spec, 100, 1.5, 1e-3)
-    declare_plan(plan)  # no fit is followed: nothing to declare to
     seen: list[dict[str, float]] = []
+    stages: list[tuple[str, int, int]] = []
 
     def on_step(step: int, rec: dict[str, float]) -> None:
         seen.append(rec)
 
-    on_step.progress = print  # type: ignore[attr-defined]
-    with follow_epsilon(on_step, dp_mlp.ledger_for) as curve:
-        assert curve.on_step is not None and curve.on_step.progress is print  # type: ignore[attr-defined]
-        curve.on_step(1, {"step": 1})  # before calibration: no ε yet
-        declare_plan(plan)
-        curve.on_step(2, {"step": 2})
-        curve.on_step(3, {"step": 3, "epsilon": 9.0})
-    eps = dict(curve.points())  # RDP: every step, from the plan's ledger after t steps
+    run = PrivateRun(on_step, progress=lambda *a: stages.append(a),
+                     ledger_for=dp_mlp.ledger_for)
+    assert run.on_step is not None and run.watched
+    run.step(1, {"step": 1})  # before calibration: no ε yet
+    run.declare(plan)
+    run.step(2, {"step": 2})
+    run.step(3, {"step": 3, "epsilon": 9.0})
+    run.progress("hops", 1, 2)
+    eps = dict(run.points())  # RDP: every step, from the plan's ledger after t steps
     acc = make_accountant("rdp")
     assert sorted(eps) == [1, 2, 3, 4] and eps[2] == pytest.approx(acc.epsilon(
         dp_mlp.ledger_for(spec.model_copy(update={"steps": 2}), 100)(1.5), 1e-3))
     assert seen == [{"step": 1}, {"step": 2, "epsilon": eps[2], "total_steps": 4},
                     {"step": 3, "epsilon": 9.0}]
-    with follow_epsilon(None, dp_mlp.ledger_for) as quiet:
-        assert quiet.on_step is None and quiet.points() == []
+    assert stages == [("hops", 1, 2)]
+    bare = PrivateRun()
+    bare.declare(plan)
+    assert bare.on_step is None and bare.points() == [] and bare.stage_progress is None
+
+
+class _Gate:
+    """A release gate that records what the engine tells it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def before_release(self, ledger: Ledger, info: Any) -> None:
+        self.calls.append(f"reserve {len(ledger.entries)} {info['method']}")
+
+    def released(self) -> None:
+        self.calls.append("released")
+
+
+def test_the_engine_reserves_before_the_first_step_and_each_step_releases() -> None:
+    """Method.fit hands its gate to the fit's engine: the calibrated plan is reserved
+    once, before anything trains, and every trained step tells the gate of a release (a
+    step changes the model); without a caller's on_step the steps still reach the gate."""
+    m = get("dp-mlp")
+    gate = _Gate()
+    fitted = m.fit(NODES, m.spec(epsilon=2.0, steps=3, batch_size=16, hidden=8,
+                                 device="cpu"), gate=gate)
+    assert gate.calls == ["reserve 1 dp-mlp", "released", "released", "released"]
+    assert fitted.report.private and len(fitted.history) == 3
+    quiet = _Gate()  # a staged stage whose steps release nothing (GAP-EDP's encoder)
+    run = PrivateRun(gate=quiet, step_releases=False)
+    assert run.on_step is None
+    run.step(1, {"step": 1})
+    assert quiet.calls == []
 
 
 @pytest.mark.slow

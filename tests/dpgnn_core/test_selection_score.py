@@ -195,13 +195,13 @@ def test_graph_cls_score_is_at_graph_level_and_graph_methods_have_none() -> None
 
 
 def test_verify_candidate_needs_the_score_in_the_plan() -> None:
-    from dpgnn_core.methods._private import calibrated_plan
+    from dpgnn_core.methods.private_run import PrivateRun
 
     plan = _plan()
     c = plan.candidates[0]
     spec = st.candidate_spec(plan, st.Draw(0, 7))
     make = get("dp-mlp").ledger_for(c.spec, 200)
-    ledger, _z, raw = calibrated_plan(spec, 200, make, method="dp-mlp", protects="x")
+    ledger, _z, raw = PrivateRun().calibrate(spec, 200, make, method="dp-mlp", protects="x")
     report = PrivacyReport.from_dict(raw)
     st.verify_candidate(plan, st.Draw(0, 7), report, ledger)  # training + planned score
     less = dataclasses.replace(plan, score=dataclasses.replace(

@@ -78,12 +78,12 @@ def _make(c: st.CandidatePlan) -> Any:
 
 
 def test_candidates_train_with_the_planned_noise(plan: st.TuningPlan) -> None:
-    from dpgnn_core.methods._private import calibrated_plan
+    from dpgnn_core.methods.private_run import PrivateRun
 
     for i, c in enumerate(plan.candidates):
         spec = st.candidate_spec(plan, st.Draw(i, 12345))
         assert (spec.seed, spec.steps, spec.accountant) == (12345, c.steps, "rdp")
-        ledger, z, report = calibrated_plan(spec, 200, _make(c), method="dp-mlp",
+        ledger, z, report = PrivateRun().calibrate(spec, 200, _make(c), method="dp-mlp",
                                             protects="x")
         assert z == c.noise_multiplier  # what the method computes is what was planned
         typed = PrivacyReport.from_dict(report)

@@ -76,6 +76,7 @@ def test_a_staged_plan_over_the_budget_is_refused_before_any_stage_trains(
     from dpgnn_core.budget import BudgetExceeded
     from dpgnn_core.data.store import read_dataset
     from dpgnn_core.methods import gap, progap
+    from dpgnn_core.methods.private_run import PrivateRun
     from dpgnn_core.specs import GapSpec, ProgapSpec
     from tasks.budget import gate_for, new_owner, store
     from tasks.ingest import dataset_summary
@@ -91,15 +92,17 @@ def test_a_staged_plan_over_the_budget_is_refused_before_any_stage_trains(
     if family == "gap":
         spec: Any = GapSpec(method="gap-edp", epsilon=1.0, epochs=1, device="cpu")
         _, z, _ = gap.calibrate_gap(data, spec)
-        train = lambda: gap.fit_encoder(data, spec, z, on_step)  # noqa: E731
+        train = lambda gate: gap.fit_encoder(  # noqa: E731
+            data, spec, z, PrivateRun(on_step, gate=gate))
     else:
         spec = ProgapSpec(method="progap-edp", epsilon=1.0, epochs=1, device="cpu")
         _, z, _ = progap.calibrate_progap(data, spec)
         model = progap.new_model(data, spec)
-        train = lambda: progap.fit_stage(data, spec, z, 0, model, None, on_step)  # noqa: E731
+        train = lambda gate: progap.fit_stage(  # noqa: E731
+            data, spec, z, 0, model, None, PrivateRun(on_step, gate=gate))
     with pytest.raises(BudgetExceeded, match="exceeded for unit edge"), \
-            gate_for(dataset_summary(ds), spec.method, spec, new_owner()):
-        train()
+            gate_for(dataset_summary(ds), spec.method, spec, new_owner()) as gate:
+        train(gate)
     assert steps == []  # not one step trained
     s = store()
     assert s.summary(s.resolve(sha)).records == []  # nothing reserved or recorded

@@ -244,7 +244,7 @@ def test_a_sweep_point_page_says_what_a_single_run_page_says(
     spec = method.spec(epsilon=2.0, steps=4, batch_size=32, hidden=8, device="cpu")
     store().set_budget(ref["content_sha256"], "d", None, epsilon=9.0, delta=1e-3)
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        fitted = method.fit(data, spec, gate=gate)
         report = fitted.report.with_release({"id": "abc123"})
         gate.finish(report, fitted.ledger)
     ledger = fitted.ledger

@@ -41,7 +41,7 @@ def test_run_over_budget_is_refused_before_any_step() -> None:
     method, spec = get("dp-mlp"), _spec()
     steps: list[int] = []
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        fitted = method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
+        fitted = method.fit(data, spec, on_step=lambda t, r: steps.append(t), gate=gate)
         gate.finish(fitted.report.with_release({"id": "r1"}), fitted.ledger)
     assert steps == list(range(1, 7))
     (rec,) = _records(ref)
@@ -56,7 +56,7 @@ def test_run_over_budget_is_refused_before_any_step() -> None:
     steps.clear()
     with pytest.raises(BudgetExceeded, match="remaining ε"), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
+        method.fit(data, spec, on_step=lambda t, r: steps.append(t), gate=gate)
     assert steps == []  # nothing trained
     assert [r.status for r in _records(ref)] == ["spent"]
 
@@ -74,7 +74,7 @@ def test_failure_before_the_first_step_gives_the_reservation_back(
     monkeypatch.setattr(dp_mlp, "resolve_device", broken)  # after calibration, before step 1
     with pytest.raises(RuntimeError, match="device lost"), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(None))
+        method.fit(data, spec, gate=gate)
     (rec,) = _records(ref)
     assert rec.status == "released-unused" and "device lost" in rec.note
 
@@ -89,7 +89,7 @@ def test_failure_after_a_step_keeps_the_reservation_spent() -> None:
 
     with pytest.raises(RuntimeError, match="mid-training"), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(crash_at_two))
+        method.fit(data, spec, on_step=crash_at_two, gate=gate)
     (rec,) = _records(ref)
     assert rec.status == "spent"  # step 1 changed the model: a release
 
@@ -99,7 +99,7 @@ def test_non_private_runs_touch_no_budget() -> None:
     method = get("dp-mlp")
     spec = method.spec(epsilon=None, steps=3, batch_size=32, hidden=8, device="cpu")
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(None))
+        method.fit(data, spec, gate=gate)
     assert store().budget_id(ref["content_sha256"]) is None
 
 
@@ -113,7 +113,7 @@ def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
     spec = method.spec(epsilon=2.0, steps=4, batch_size=32, hidden=8, device="cpu",
                        insecure_reproducible_noise=True)
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        fitted = method.fit(data, spec, gate=gate)
         gate.finish(fitted.report.with_release({"id": "ins"}), fitted.ledger)
     s = store()
     summary = s.summary(s.resolve(ref["content_sha256"]))
@@ -126,7 +126,7 @@ def test_insecure_run_is_charged_an_unbounded_epsilon() -> None:
     steps: list[int] = []
     with pytest.raises(BudgetExceeded, match="bounds nothing about the protected unit node"), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
+        method.fit(data, spec, on_step=lambda t, r: steps.append(t), gate=gate)
     assert steps == []
 
 
@@ -143,7 +143,7 @@ def _stopped_at_two(ref: dict[str, Any], folder: Path) -> None:
 
     with pytest.raises(Stopped), gate_for(ref, method.name, spec) as gate, \
             checkpointing(folder, 3600.0):  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(stop_at_two))
+        method.fit(data, spec, on_step=stop_at_two, gate=gate)
 
 
 def _resume(ref: dict[str, Any], folder: Path, release: str) -> Any:
@@ -153,7 +153,7 @@ def _resume(ref: dict[str, Any], folder: Path, release: str) -> Any:
     method, spec = get("dp-mlp"), _spec()
     with gate_for(ref, method.name, spec) as gate, \
             checkpointing(folder, 3600.0) as ckpt:  # type: ignore[arg-type]
-        fitted = method.fit(data, spec, on_step=gate.on_step(None))
+        fitted = method.fit(data, spec, gate=gate)
         gate.finish(fitted.report.with_release({"id": release}), fitted.ledger)
     return ckpt
 
@@ -249,7 +249,7 @@ def test_budget_tag_says_not_protected_and_that_the_filter_decides() -> None:
     s.set_budget(ref["content_sha256"], ref["name"], ref["path"], epsilon=6.0, delta=1e-3)
     for _ in range(2):
         with gate_for(ref, method.name, _spec()) as gate:
-            fitted = method.fit(data, _spec(), on_step=gate.on_step(None))
+            fitted = method.fit(data, _spec(), gate=gate)
             gate.finish(fitted.report.with_release({"id": f"r{_}"}), fitted.ledger)
     reading = odometer(ref["content_sha256"], "node", "add_remove")
     tag = budget_tags(reading)["dpgnn.dataset_budget"]

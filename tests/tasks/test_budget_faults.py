@@ -48,6 +48,6 @@ def test_ending_at_once_gives_back_only_what_released_nothing(
         real = dp_mlp.resolve_device
         monkeypatch.setattr(dp_mlp, "resolve_device", lambda d: (end(), real(d))[1])
     with pytest.raises(Ended), gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(
+        method.fit(data, spec, gate=gate, on_step=(
             (lambda t, r: end() if t == at_step else None) if at_step else None))
     assert seen == [["released-unused"] if at_step is None else ["spent"]]

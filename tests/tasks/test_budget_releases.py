@@ -74,12 +74,12 @@ def test_a_point_listed_twice_in_one_flow_run_is_two_releases_each_charged(
     method, spec = get("dp-mlp"), _spec()
     _budget_for_one(ref, planned)
     with gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(None))  # not finished: no release id
+        method.fit(data, spec, gate=gate)  # not finished: no release id
     assert len(_counted(ref)) == 1
     steps: list[int] = []
     with pytest.raises(BudgetExceeded), \
             gate_for(ref, method.name, spec) as gate:  # type: ignore[arg-type]
-        method.fit(data, spec, on_step=gate.on_step(lambda t, r: steps.append(t)))
+        method.fit(data, spec, on_step=lambda t, r: steps.append(t), gate=gate)
     assert steps == [] and len(_counted(ref)) == 1
 
 

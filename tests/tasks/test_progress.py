@@ -14,7 +14,7 @@ import pytest
 
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
-from dpgnn_core.methods._private import epsilon_per_step
+from dpgnn_core.methods.private_run import PrivateRun, epsilon_per_step
 from dpgnn_core.methods.registry import get
 from dpgnn_core.privacy import make_accountant
 from tasks import progress as prog
@@ -156,7 +156,6 @@ def _records(on_step: Any, into: list[dict[str, float]]) -> Any:
     def call(step: int, rec: dict[str, float]) -> None:
         into.append(dict(rec))
         on_step(step, rec)
-    call.progress = getattr(on_step, "progress", None)  # type: ignore[attr-defined]
     return call
 
 
@@ -203,8 +202,7 @@ def test_dpgnn_reports_sampling_stages_and_epsilon_every_step() -> None:
     def on_step(step: int, rec: dict[str, float]) -> None:
         recs.append(rec)
 
-    on_step.progress = lambda *a: stages.append(a)  # type: ignore[attr-defined]
-    fitted = method.fit(DATA, spec, on_step=on_step)
+    fitted = method.fit(DATA, spec, on_step=on_step, progress=lambda *a: stages.append(a))
     assert ("sampling edge lists", 0, 1) in stages and ("sampling edge lists", 1, 1) in stages
     built = [d for s, d, _ in stages if s == "building subgraphs"]
     total = next(t for s, _, t in stages if s == "building subgraphs")
@@ -249,7 +247,8 @@ def test_drw_and_gap_report_their_stages_and_epsilon() -> None:
     assert recs[-1]["epsilon"] == pytest.approx(fitted.report.epsilon)
     hops: list[tuple[str, int, int]] = []
     enc = gap.GapEncoder(DATA.num_features, 16, 8, DATA.num_classes)
-    gap.aggregate(DATA, DATA.edge_index, enc, spec, 1.0, progress=lambda *a: hops.append(a))
+    gap.aggregate(DATA, DATA.edge_index, enc, spec, 1.0,
+                  PrivateRun(progress=lambda *a: hops.append(a)))
     assert hops == [("PMA hops", 0, 2), ("PMA hops", 1, 2), ("PMA hops", 2, 2)]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.methods.dpdgc import train_dpdgc
+from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.specs import DpdgcSpec
 from dpgnn_core.training.checkpoint import Stopped
 from tasks.progress import Progress, format_target, status
@@ -62,7 +63,8 @@ def test_dpdgc_classifier_steps_carry_epsilon(level: str) -> None:
     spec = DpdgcSpec(level=level, epsilon=8.0, steps=3, batch_size=32, hidden=8, adj_dim=4,
                      adj_steps=0, device="cpu", **bound)
     recs: list[dict[str, float]] = []
-    _, _, _, report, _ = train_dpdgc(data, spec, on_step=lambda s, r: recs.append(dict(r)))
+    _, _, _, report, _ = train_dpdgc(data, spec,
+                                   PrivateRun(lambda s, r: recs.append(dict(r))))
     assert len(recs) == 3 and all("epsilon" in r for r in recs), recs
     # an upper bound on ε spent, never below the report's
     assert all(r["epsilon"] >= report["epsilon"] - 1e-9 for r in recs)

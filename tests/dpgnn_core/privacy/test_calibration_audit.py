@@ -81,22 +81,24 @@ def _fake_spec(**kw):  # type: ignore[no-untyped-def]
 
 
 def test_calibrated_plan_warns_and_reports_large_delta() -> None:
-    from dpgnn_core.methods._private import calibrated_plan, poisson_plan
+    from dpgnn_core.methods._private import poisson_plan
+    from dpgnn_core.methods.private_run import PrivateRun
 
     spec = _fake_spec(delta=1e-2, accountant="rdp")
     with pytest.warns(UserWarning, match=r"delta = 0.01 >= 1/N_train = 1/100"):
-        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+        _, _, report = PrivateRun().calibrate(spec, 100, poisson_plan(spec, 100, "node", "x"),
                                        method="m", protects="p")
     assert len(report["warnings"]) == 1 and "N_train" in report["warnings"][0]
 
 
 def test_large_epsilon_is_accepted_loudly() -> None:
-    from dpgnn_core.methods._private import calibrated_plan, check_weak_budget, poisson_plan
+    from dpgnn_core.methods._private import check_weak_budget, poisson_plan
+    from dpgnn_core.methods.private_run import PrivateRun
 
     assert check_weak_budget(20.0, 1e-4, 100, warn=False) == []
     spec = DpMlpSpec(epsilon=25.0, steps=50, batch_size=10, accountant="rdp")
     with pytest.warns(UserWarning, match=r"epsilon = 25 > 20"):
-        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+        _, _, report = PrivateRun().calibrate(spec, 100, poisson_plan(spec, 100, "node", "x"),
                                        method="m", protects="p")
     assert report["epsilon"] <= 25.0  # accepted
     assert len(report["warnings"]) == 1 and "rules out little" in report["warnings"][0]
@@ -105,12 +107,13 @@ def test_large_epsilon_is_accepted_loudly() -> None:
 def test_calibrated_plan_default_delta_does_not_warn() -> None:
     import warnings
 
-    from dpgnn_core.methods._private import calibrated_plan, poisson_plan
+    from dpgnn_core.methods._private import poisson_plan
+    from dpgnn_core.methods.private_run import PrivateRun
 
     spec = _fake_spec(accountant="rdp")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _, _, report = calibrated_plan(spec, 100, poisson_plan(spec, 100, "node", "x"),
+        _, _, report = PrivateRun().calibrate(spec, 100, poisson_plan(spec, 100, "node", "x"),
                                        method="m", protects="p")
     assert report["delta"] == pytest.approx(1 / 1000) and report["warnings"] == []
 
