@@ -25,10 +25,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: The parameters that hold a dataset reference (:class:`tasks.refs.DatasetRef`).
+DATASET_PARAMS = ("dataset", "budget_dataset")
+
+
+def _by_content(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each dataset reference keyed by what it holds, not where: its
+    ``path`` left out (its ``content_sha256`` names the content, and every task checks the
+    folder against it when it reads). The same data in another folder is the same
+    computation: a sweep that ingests the raw files into the project's own folder reuses
+    the cached release a ``dpgnn run`` made on the folder ``dpgnn ingest`` wrote (it was
+    refused as a lost release, its plan being released already: the README tour's step 4)."""
+    for name in DATASET_PARAMS:
+        ref = params.get(name)
+        if isinstance(ref, dict) and "content_sha256" in ref:
+            params[name] = {k: v for k, v in ref.items() if k != "path"}
+    return params
+
+
 def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = None
                     ) -> Callable[[Any, dict[str, Any]], str]:
-    """A Prefect ``cache_key_fn`` hashing ``name``, the parameters, ``extra(params)``, the
-    project directory and the code version.
+    """A Prefect ``cache_key_fn`` hashing ``name``, the parameters (a dataset reference by
+    its content, not its folder: :func:`_by_content`), ``extra(params)``, the project
+    directory and the code version.
 
     A ``context`` parameter (:class:`tasks.config.RunContext`, given by a flow whose tasks
     may run on a worker with another environment) supplies the project directory and the
@@ -41,7 +60,7 @@ def inputs_and_code(name: str, extra: Callable[[dict[str, Any]], Any] | None = N
     """
 
     def key(_ctx: Any, params: dict[str, Any]) -> str:
-        params = dict(params)
+        params = _by_content(dict(params))
         context = params.pop("context", None)
         params.pop("owner", None)
         params.pop("dask_address", None)  # where a partitioned run's workers are

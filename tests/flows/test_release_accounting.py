@@ -315,3 +315,25 @@ def test_a_release_of_another_code_version_is_refused_before_any_task_runs(
         pipeline(spec=spec, dataset=ds, explain_graphs=0)
     assert made() == before  # nothing ran: no encoder trained again, no subgraphs built
     assert s.summary(s.resolve(sha)).records == records  # nothing reserved or charged
+
+
+def test_the_same_dataset_in_another_folder_reuses_the_cached_release(
+        tmp_path: Path) -> None:
+    """A spec released on a dataset folder, then run on a copy of it in another folder (a
+    sweep ingests the raw files into the project's own folder: the README tour's step 4
+    after step 3): the cached release is reused at no cost, not refused as lost."""
+    from dpgnn_core.specs import DpMlpSpec
+    from flows.pipeline import pipeline
+    from tasks.budget import store
+
+    write_dataset(csbm(num_nodes=300, seed=171), tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    sha = json.loads((tmp_path / "a" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "a", str(tmp_path / "a"), epsilon=20.0, delta=1e-4)
+    spec = DpMlpSpec(epsilon=2.0, steps=5, batch_size=40, hidden=8, device="cpu")
+    first = pipeline(spec=spec, dataset=str(tmp_path / "a"))
+    again = pipeline(spec=spec, dataset=str(tmp_path / "b"))
+    assert first["release"].startswith("new release")
+    assert again["release"].startswith("reused cached release"), again["release"]
+    assert [r.status for r in s.summary(s.resolve(sha)).records] == ["spent", "reuse"]
