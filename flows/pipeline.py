@@ -114,7 +114,7 @@ def pipeline(
             model, states["train"] = _run(train, refresh, dataset=ds, spec=spec,
                                           dask_address=address)
         report = report_of(model)
-    elif the_method.staged:  # GAP, ProGAP: the cached stages they declare (calibrate,
+    elif the_method.staged:  # GAP, ProGAP, DPDGC: the cached stages they declare (calibrate,
         from tasks.staged import run_stages  # graph, modules, aggregations, composition)
 
         model, report = run_stages(the_method, ds, spec, refresh, states)

@@ -48,10 +48,11 @@ class ArtifactRef(TypedDict):
 
 class ModelRef(ArtifactRef, total=False):
     """A trained model (the ``train`` task, or a staged method's last stage: GAP's
-    ``gap_classifier``, ProGAP's ``progap_finish``): the method's name, its spec, the
-    dataset's sha256, the privacy report (private methods' paths: flows read it here,
-    never from the artifact folder; the ledger of privacy events is in it, once) and, for
-    GAP and ProGAP, the private aggregations it predicts from."""
+    ``gap_classifier``, ProGAP's ``progap_finish``, DPDGC's ``dpdgc_classifier``): the
+    method's name, its spec, the dataset's sha256, the privacy report (private methods'
+    paths: flows read it here, never from the artifact folder; the ledger of privacy events
+    is in it, once) and, for GAP, ProGAP and DPDGC, the private aggregations it predicts
+    from."""
 
     method: str
     spec: dict[str, Any]

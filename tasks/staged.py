@@ -1,11 +1,12 @@
 """The staged runner: any staged method's stages (:class:`~dpgnn_core.methods._staged.Stage`,
 declared by the method: GAP's calibrate -> graph -> encoder -> aggregate -> classifier,
-ProGAP's calibrate -> graph -> stage 0 -> (aggregate k -> stage k) -> finish), each one
-cached task. A stage's task is cached on its inputs (the dataset, the spec, its parameters
-and the references of what it reads) and the code version, writes its values atomically to
-its artifact folder with a manifest, and returns a small reference with the privacy events
-of what it released; the last stage composes them into the run's ledger and writes the
-model, the ledger, the report and the history.
+ProGAP's calibrate -> graph -> stage 0 -> (aggregate k -> stage k) -> finish, DPDGC's
+calibrate -> encoder -> aggregate -> classifier), each one cached task. A stage's task is
+cached on its inputs (the dataset, the spec, its parameters and the references of what it
+reads) and the code version, writes its values atomically to its artifact folder with a
+manifest, and returns a small reference with the privacy events of what it released; the
+last stage composes them into the run's ledger and writes the model, the ledger, the report
+and the history.
 """
 
 from __future__ import annotations

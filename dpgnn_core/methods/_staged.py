@@ -1,5 +1,5 @@
-"""The staged compositions (GAP, ProGAP): the :class:`Stage` contract each declares, the
-in-memory runner (:func:`run_in_memory`), and what they share: the graph their private
+"""The staged compositions (GAP, ProGAP, DPDGC): the :class:`Stage` contract each declares,
+the in-memory runner (:func:`run_in_memory`), and what they share: the graph their private
 aggregation reads (:func:`prepare_graph`, the node-level degree check), one noise scale for
 the whole composition (:func:`solve_composition`), the plan to the fit's engine before a
 stage's private computation (:func:`gate_plan`) and what the privacy report says about the release
@@ -33,13 +33,17 @@ from dpgnn_core.graph.gap_degree import check_degree_bound
 from dpgnn_core.methods.private_run import PrivateRun
 from dpgnn_core.privacy import Ledger, PrivacyError, calibrate_noise, make_accountant
 from dpgnn_core.privacy.randomness import Randomness
-from dpgnn_core.specs import GapSpec, ProgapSpec
+from dpgnn_core.specs import DpdgcSpec, GapSpec, ProgapSpec
 from dpgnn_core.training.checkpoint import suspended
 
 #: Largest noise multiplier the calibrations of GAP, ProGAP and DPDGC accept: beyond it every
 #: release is noise, so a budget that needs more is refused with the smallest ε reached at
 #: this noise.
 MAX_NOISE = 1e3
+
+#: The spec of a staged composition whose plan goes to the budget keeper
+#: (:func:`gate_plan`, :func:`admit_plan`).
+StagedSpec = GapSpec | ProgapSpec | DpdgcSpec
 
 
 def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
@@ -131,7 +135,7 @@ def release_report(data: GraphData, spec: GapSpec | ProgapSpec, parameters: str,
             "aggregations (no extra budget)")}
 
 
-def gate_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int
+def gate_plan(run: PrivateRun, spec: StagedSpec, plan: Ledger, n_train: int
               ) -> None:
     """The whole calibrated ``plan`` of a staged run to its engine's budget keeper
     (:meth:`PrivateRun.reserve`), before a stage's private computation (a second call in
@@ -139,7 +143,7 @@ def gate_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_train
     run.reserve(plan, _plan_info(spec, n_train))
 
 
-def admit_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_train: int
+def admit_plan(run: PrivateRun, spec: StagedSpec, plan: Ledger, n_train: int
                ) -> None:
     """The whole calibrated ``plan`` to the budget keeper's check, before a stage that
     releases nothing private trains (the edge level's encoder or first stage): a plan the
@@ -148,7 +152,7 @@ def admit_plan(run: PrivateRun, spec: GapSpec | ProgapSpec, plan: Ledger, n_trai
     run.admit(plan, _plan_info(spec, n_train))
 
 
-def _plan_info(spec: GapSpec | ProgapSpec, n_train: int) -> dict[str, Any]:
+def _plan_info(spec: StagedSpec, n_train: int) -> dict[str, Any]:
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
     return {"method": spec.method, "epsilon": spec.epsilon, "delta": delta}
 

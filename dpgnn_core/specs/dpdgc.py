@@ -199,10 +199,12 @@ _PROTECTS = {
 # At node_feature level the edges are public (edge canaries would test nothing claimed):
 # node canaries, isolated training nodes scored by the classifier on zero aggregations.
 # The classifier trains `epochs` full-batch epochs at edge level and ∞, `steps` DP-Adam
-# steps at node, k-neighbour and node_feature level: the progress line counts those.
+# steps at node, k-neighbour and node_feature level: the progress line counts those. It
+# runs as the cached stages its module declares (calibrate, encoder, aggregate, classifier:
+# methods/dpdgc_stages.py), as GAP does.
 _DPDGC = Entry(name="dpdgc-edp", family="dpdgc", spec_type=DpdgcSpec,
                module="dpgnn_core.methods.dpdgc", task="node", private=True,
-               protection="",  # each level's: _PROTECTS
+               protection="", staged=True,  # protection: each level's (_PROTECTS)
                run_tags=("adj_dim", "messages", "hops"), canary=("edge", "add/remove"),
                canary_by_level={"node": ("star", "add/remove"),
                                 "node_feature": ("node", "add/remove")},

@@ -61,8 +61,8 @@ class Entry:
         progress_unit (str, optional): ``step`` or ``epoch``; the spec field ``<unit>s`` is
             the length of a run. (default: ``"step"``)
         staged (bool, optional): the pipeline runs the method as the stages its
-            implementation declares (GAP, ProGAP), each a cached task (``tasks/staged.py``);
-            else as one ``train`` task. (default: :obj:`False`)
+            implementation declares (GAP, ProGAP, DPDGC), each a cached task
+            (``tasks/staged.py``); else as one ``train`` task. (default: :obj:`False`)
         explains (bool, optional): a private run also explains test graphs with
             GNNExplainer beside a non-private twin. (default: :obj:`False`)
         extra_metrics (tuple, optional): test metrics the run summary reports beside

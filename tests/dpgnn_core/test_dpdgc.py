@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,10 +18,12 @@ from dpgnn_core.data.synthetic import csbm
 from dpgnn_core.errors import DataError
 from dpgnn_core.graph.gap_degree import max_degree_for_pma
 from dpgnn_core.methods import preflight
+from dpgnn_core.methods._staged import Calibration, run_in_memory
 from dpgnn_core.methods.brute_force.dpdgc import Edges, adjacency
 from dpgnn_core.methods.brute_force.dpdgc import random_graph as _random_graph
 from dpgnn_core.methods.dpdgc import (
     DEGREE_CHECK_NOTE,
+    STAGED,
     aggregation_sensitivity,
     clipped_gradient_sum,
     encoder_sensitivity,
@@ -30,6 +33,8 @@ from dpgnn_core.methods.dpdgc import (
     random_head,
     train_dpdgc,
 )
+from dpgnn_core.methods.private_run import PrivateRun
+from dpgnn_core.privacy import Ledger
 from dpgnn_core.specs import DpdgcSpec
 from dpgnn_core.training.checkpoint import checkpointing
 
@@ -185,3 +190,44 @@ def test_one_task_never_checkpoints_the_classifier(tmp_path: Path) -> None:
 def test_adjacency_width_defaults_by_level(given: dict, adj_dim: int) -> None:
     """The edge-level width chosen on validation (4) fills in only where it is left out."""
     assert DpdgcSpec(**given).adj_dim == adj_dim
+
+
+class _Gate:
+    """A release gate that records what the engine tells it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def before_release(self, ledger: Any, info: Any) -> None:
+        self.calls.append(f"reserve {len(ledger.entries)}")
+
+    def released(self) -> None:
+        self.calls.append("released")
+
+
+@pytest.mark.parametrize("level", ["edge", "node"])
+def test_each_release_is_a_stage_with_its_events_under_one_plan(level: str) -> None:
+    """Issue 50 §1: DPDGC declares its stages as GAP does. The encoder, the aggregation and
+    the classifier each return the events of what they release (the degree check's note
+    with the aggregation), composed into the plan; each private stage reserves the whole
+    plan before it computes (one reservation: a real gate keeps the first) and marks it
+    spent once its release exists."""
+    small = csbm(num_nodes=80, avg_degree=4, seed=7)
+    d = max_degree_for_pma(np.asarray(small.edge_index), small.num_nodes,
+                           directed=small.directed)
+    bound = {"max_degree": d} if level == "node" else {}
+    spec = DpdgcSpec(level=level, epsilon=4.0, adj_steps=2, epochs=2, steps=2, batch_size=16,
+                     hidden=8, adj_dim=4, device="cpu", messages="adjacency", **bound)
+    gate = _Gate()
+    out = run_in_memory(STAGED, small, spec, PrivateRun(gate=gate))
+    assert list(out) == ["calibrate", "encoder", "aggregate", "train"]
+    planned = Calibration.of(out["calibrate"]).planned
+    assert out["encoder"].events == Ledger(planned.entries[:1])
+    assert out["aggregate"].events.entries == planned.entries[1:2]
+    assert out["aggregate"].events.unaccounted == planned.unaccounted
+    assert bool(planned.unaccounted) == (level == "node")
+    report = out["train"].report
+    assert report is not None and report["ledger"].to_dict() == planned.to_dict()
+    n = f"reserve {len(planned.entries)}"
+    classifier = [n, "released", "released"] if level == "node" else ["released"] * 2
+    assert gate.calls == [n, "released", n, "released", *classifier]

@@ -7,12 +7,12 @@ import pytest
 
 from dpgnn_core.methods.catalog import CATALOG
 from dpgnn_core.methods.registry import declared, get
-from dpgnn_core.specs import GapSpec, ProgapSpec
+from dpgnn_core.specs import DpdgcSpec, GapSpec, ProgapSpec
 
 
 def test_every_staged_entry_declares_its_stages() -> None:
     staged = {e.family for e in CATALOG.values() if e.staged}
-    assert staged == {"gap", "progap"}
+    assert staged == {"gap", "progap", "dpdgc"}
     # declared() imports the family's module itself (issue 52 §5): no earlier get() needed
     assert {declared(f).family for f in staged} == staged
 
@@ -39,17 +39,26 @@ def test_declared_loads_its_family_in_a_fresh_interpreter() -> None:
 
 
 def test_stages_read_only_earlier_stages_and_the_last_is_train() -> None:
+    names: dict[str, list[str]] = {}
     for family, spec in (("gap", GapSpec(method="gap-ndp", epsilon=1.0, max_degree=5)),
                          ("progap", ProgapSpec(method="progap-ndp", epsilon=1.0, stages=2,
-                                               max_degree=5))):
+                                               max_degree=5)),
+                         ("dpdgc", DpdgcSpec(method="dpdgc-edp", epsilon=1.0,
+                                             messages="adjacency")),
+                         ("dpdgc", DpdgcSpec(method="dpdgc-ndp", epsilon=1.0, max_degree=5,
+                                             messages="labels"))):
         get(spec.method)
         stages = declared(family).stages(spec, 1.0)
         seen = {"calibrate"}
         for stage in stages:
             for src in stage.reads.values():
-                names = src if isinstance(src, tuple) else () if src is None else (src,)
-                assert set(names) <= seen, (stage.name, names)
+                srcs = src if isinstance(src, tuple) else () if src is None else (src,)
+                assert set(srcs) <= seen, (stage.name, srcs)
             seen.add(stage.name)
         assert stages[-1].name == "train" and len(seen) == len(stages) + 1
-    assert [s.name for s in stages] == ["graph", "stage0", "aggregate1", "stage1",
-                                        "aggregate2", "stage2", "train"]
+        names[spec.method] = [s.name for s in stages]
+    assert names["progap-ndp"] == ["graph", "stage0", "aggregate1", "stage1", "aggregate2",
+                                   "stage2", "train"]
+    # DPDGC: each private release its own stage (no encoder with label messages)
+    assert names["dpdgc-edp"] == ["encoder", "aggregate", "train"]
+    assert names["dpdgc-ndp"] == ["aggregate", "train"]
