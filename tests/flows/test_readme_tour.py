@@ -1,5 +1,7 @@
-"""The README's five-minute tour (issue 33 §6): its sweep (step 4) fits what steps 2 and 3
-leave of the tour's budget, and holds no point the budget refuses (a non-private one). The
+"""The README's tour (issue 33 §6): its sweep (step 4) fits what steps 2 and 3 leave of the
+tour's budget, holds no point the budget refuses (a non-private one), and repeats no plan
+of step 3 (a staged method's sweep point does not share its `dpgnn run`'s cache: the same
+plan would be refused as a lost release). The
 commands are read from README.md itself, steps 1-2 run through the command line, and every
 release of steps 3-4 is calibrated and reserved against the dataset's budget as the runs
 would (no training: calibration only)."""
@@ -20,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _tour() -> list[list[str]]:
     """The tour's `dpgnn` commands, as argument lists (continuation lines joined)."""
     text = (REPO / "README.md").read_text()
-    block = text.split("## A five-minute tour", 1)[1].split("```bash", 1)[1].split("```")[0]
+    block = text.split("## A two-minute tour", 1)[1].split("```bash", 1)[1].split("```")[0]
     lines = re.sub(r"\\\n\s*", " ", block).splitlines()
     return [shlex.split(ln.split("#", 1)[0])[1:] for ln in lines
             if ln.strip().startswith("dpgnn ")]
@@ -56,6 +58,10 @@ def test_the_tours_sweep_fits_the_tours_budget(shared: Path, tmp_path: Path) -> 
     pts = points(load_sweep_spec(REPO / sweep[1]))
     assert all(p.epsilon is not None for p in pts), "a non-private point is refused"
     releases += [p.spec for p in pts]
+    from tasks.budget import plan_key
+
+    keys = [plan_key(ds, spec) for spec in releases]
+    assert len(set(keys)) == len(keys), "a sweep point repeats a plan step 3 released"
     n_train = int(read_manifest(out)["split_counts"]["train"])  # 2,033 of Cora's 2,708
     s = store()
     for spec in releases:
