@@ -46,6 +46,14 @@ MAX_NOISE = 1e3
 StagedSpec = GapSpec | ProgapSpec | DpdgcSpec
 
 
+def degree_check_note(method: str) -> str:
+    """The ledger's note on the data-dependent degree check of a node-level method
+    (GAP-NDP, ProGAP-NDP, DPDGC-NDP): one bit about the private graph, not accounted."""
+    return (f"{method} degree check: the run proceeds only if every degree is within "
+            "max_degree D and refuses otherwise, so whether it ran reveals whether the "
+            "private graph's maximum degree is <= D (one bit, not accounted)")
+
+
 def prepare_graph(data: GraphData, spec: GapSpec | ProgapSpec
                   ) -> tuple[np.ndarray, dict[str, Any]]:
     """The edges PMA aggregates over: all of them. At node level the graph must already

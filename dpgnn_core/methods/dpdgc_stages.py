@@ -33,7 +33,14 @@ from torch import Tensor, nn
 
 from dpgnn_core.data.graph import GraphData
 from dpgnn_core.methods._private import OnStep
-from dpgnn_core.methods._staged import Calibration, Stage, StageContext, StageOutput, gate_plan
+from dpgnn_core.methods._staged import (
+    Calibration,
+    Stage,
+    StageContext,
+    StageOutput,
+    degree_check_note,
+    gate_plan,
+)
 from dpgnn_core.methods.dpdgc_encoder import fit_adjacency_encoder
 from dpgnn_core.methods.dpdgc_messages import (
     OWN_RETURN_LEVELS,
@@ -64,10 +71,7 @@ from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.optim import adam
 
 #: The ledger's note on the data-dependent degree check of DPDGC-NDP.
-DEGREE_CHECK_NOTE = (
-    "DPDGC-NDP degree check: the run proceeds only if every degree is within max_degree D "
-    "and refuses otherwise, so whether it ran reveals whether the private graph's maximum "
-    "degree is <= D (one bit, not accounted)")
+DEGREE_CHECK_NOTE = degree_check_note("DPDGC-NDP")
 
 #: Levels whose classifier trains by DP-Adam (one Poisson-sampled Gaussian event).
 DP_ADAM_LEVELS = ("node", "k_neighbor", "node_feature")

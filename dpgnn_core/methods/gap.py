@@ -74,6 +74,7 @@ from dpgnn_core.methods._staged import (
     Staged,
     StageOutput,
     admit_plan,
+    degree_check_note,
     gate_plan,
     graph_stage,
     is_directed,
@@ -121,10 +122,7 @@ from dpgnn_core.training.metrics import metrics_by_split
 # (methods/_staged.py).
 
 #: The ledger's note on the data-dependent degree check of GAP-NDP.
-DEGREE_CHECK_NOTE = (
-    "GAP-NDP degree check: the run proceeds only if every degree is within max_degree D "
-    "and refuses otherwise, so whether it ran reveals whether the private graph's maximum "
-    "degree is <= D (one bit, not accounted)")
+DEGREE_CHECK_NOTE = degree_check_note("GAP-NDP")
 
 # --- the recipe ------------------------------------------------------------------------
 

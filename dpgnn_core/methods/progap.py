@@ -67,6 +67,7 @@ from dpgnn_core.methods._staged import (
     Staged,
     StageOutput,
     admit_plan,
+    degree_check_note,
     gate_plan,
     graph_stage,
     is_directed,
@@ -100,10 +101,7 @@ from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.metrics import metrics_by_split
 
 #: The ledger's note on ProGAP-NDP's data-dependent degree check (GAP-NDP's check).
-DEGREE_CHECK_NOTE = (
-    "ProGAP-NDP degree check (GAP-NDP's): the run proceeds only if every degree is within "
-    "max_degree D and refuses otherwise, so whether it ran reveals whether the private "
-    "graph's maximum degree is <= D (one bit, not accounted)")
+DEGREE_CHECK_NOTE = degree_check_note("ProGAP-NDP")
 
 # --- modules ---------------------------------------------------------------------------
 
