@@ -44,6 +44,7 @@ from flows import server
 from flows.sweep_rows import refused_row, trained_row
 from flows.sweep_tuning import selections_stopped
 from tasks.budget import (
+    LostReleaseError,
     NonPrivateRefused,
     UnitNotBounded,
     account_after,
@@ -356,7 +357,10 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         for p, tf, ef in submitted:
             try:
                 model: Any = tf.result()
-            except BudgetExceeded as e:  # the budget ran out: the sweep goes on without it
+            except (BudgetExceeded, LostReleaseError) as e:
+                # the budget ran out, or the point's plan was released already where this
+                # sweep cannot reuse it (a staged method's `dpgnn run`: its stages' cache,
+                # not this task's): refused before any charge; the sweep goes on without it
                 rows.append(refused_row(p, e))
                 continue
             ev: Any = ef.result()

@@ -134,3 +134,36 @@ def test_a_sweep_marks_a_refused_non_private_point_and_goes_on(tmp_path: Path) -
     _print_table(result)  # a refused point without ε prints as ∞
     s = store()
     assert [r.method for r in s.summary(s.resolve(sha)).records] == ["dp-mlp"]
+
+
+@pytest.mark.slow
+def test_a_sweep_point_released_by_a_staged_run_is_marked_refused_and_the_sweep_goes_on(
+        tmp_path: Path) -> None:
+    """`dpgnn run gap-edp` released a plan; a sweep whose point has that very plan cannot
+    reuse it (the run's stages are cached, the sweep point is one task): the point is
+    marked refused, before any charge, and the other points run. The whole sweep used to
+    fail at the end with the lost-release error, after training and charging the others
+    (the README tour's step 4)."""
+    from dpgnn_core.methods.registry import get
+    from dpgnn_core.sweeps import SweepSpec, points
+    from flows.pipeline import pipeline
+    from flows.sweep import sweep
+    from tasks.budget import plan_key, store
+    from tasks.ingest import dataset_summary
+
+    ds, sha = _dataset(tmp_path, 85, nodes=300)
+    store().set_budget(sha, "ds", ds, epsilon=16.0, delta=1e-4)
+    grid = {"hops": 1, "epochs": 1, "encoder_dim": 8, "hidden": 8, "batch_size": 64}
+    spec = SweepSpec.model_validate({
+        "name": "after-a-run", "dataset": ds, "epsilons": [1, 2], "seeds": [0],
+        "methods": [{"method": "gap-edp", "grid": {k: [v] for k, v in grid.items()}}]})
+    run_spec = get("gap-edp").spec(epsilon=1.0, seed=0, **grid)
+    summary = dataset_summary(ds)
+    assert plan_key(summary, run_spec) in {plan_key(summary, p.spec) for p in points(spec)}
+    assert pipeline(spec=run_spec, dataset=ds)["release"].startswith("new release")
+    result = sweep(sweep_spec=spec, write=False)
+    rows = {r["epsilon"]: r for r in result["rows"]}
+    assert rows[1.0]["cache"] == "Refused" and "already released" in rows[1.0]["refused"]
+    assert rows[2.0]["refused"] is None and rows[2.0]["val_accuracy"] is not None
+    s = store()
+    assert [r.status for r in s.summary(s.resolve(sha)).records] == ["spent", "spent"]
