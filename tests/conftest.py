@@ -152,8 +152,7 @@ def _is_slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the slow tests first, dealt evenly among the workers (those that
-    mostly wait for a schedule, marked ``waits``, all to the first).
+    """Under pytest-xdist, the slow tests first, dealt evenly among the workers.
 
     Why: `make test`'s ``--dist worksteal`` gives each of the N workers one contiguous
     block of the collection (``len // N`` in turn), and an idle worker steals the *end* of
@@ -169,19 +168,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers <= 1 or len(items) < workers:
         return
-    waits: list[pytest.Item] = []
     slow: list[pytest.Item] = []
     fast: list[pytest.Item] = []
     for i in items:
-        (waits if i.get_closest_marker("waits") is not None
-         else slow if _is_slow(i) else fast).append(i)
+        (slow if _is_slow(i) else fast).append(i)
     slow.sort(key=lambda i: i.get_closest_marker("integration") is None)  # stable
     dealt: list[list[pytest.Item]] = [slow[k::workers] for k in range(workers)]
-    # The tests that mostly wait for a real schedule (``waits``: up to a minute each for a
-    # cron) all go first to one worker, one after the other, while the others compute:
-    # dealt apart, they waited at the same time and left both cores half idle (the suite
-    # ran at 143 % of its 200 %).
-    dealt[0][:0] = waits
     order: list[pytest.Item] = []
     left = len(items)
     for k in range(workers):

@@ -80,17 +80,3 @@ def test_more_slow_tests_than_a_block_holds_still_a_permutation() -> None:
     items = _collection(2, [("slow",)] * 9)
     got = _order(items, 3)
     assert sorted(map(repr, got)) == sorted(map(repr, items))
-
-
-@pytest.mark.parametrize("workers", [2, 3])
-def test_the_tests_that_wait_for_a_schedule_all_start_the_first_block(workers: int) -> None:
-    """``waits`` tests (a cron's next minute) run one after the other on one worker while
-    the others compute: dealt apart, they waited at the same time."""
-    slow = [("slow",), ("integration", "slow", "waits"), ("slow",), ("integration", "waits"),
-            ("slow",), ("integration", "slow", "waits"), ("slow",)]
-    items = _collection(40, slow)
-    got = _order(items, workers)
-    assert sorted(map(repr, got)) == sorted(map(repr, items))
-    first = _blocks(got, workers)[0]
-    assert [i.name for i in first[:3]] == ["s1", "s3", "s5"]
-    assert not any("waits" in i.marks for i in got[3:])

@@ -374,7 +374,6 @@ def _models(home: Path) -> dict[str, Path]:
             for m in (home / "artifacts" / "train").iterdir()}
 
 
-@pytest.mark.waits  # the cron's next minute
 def test_a_one_minute_cron_fires_by_itself(tmp_path: Path, fresh_home: Path, on_server: str,
                                            seeded_mlflow: Callable[[Path], bool]) -> None:
     """``DPGNN_RETRAIN_CRON='* * * * *' python deployments/serve.py private-retrain`` against

@@ -40,7 +40,7 @@ from tests.deployments.test_retrain import (
 )
 from tests.flows.test_servers import _ingest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
 #: The smallest private run that still makes a release: dp-mlp, a few steps.

@@ -46,7 +46,7 @@ from tests.deployments.test_workpool import _worker
 from tests.flows.test_servers import _ingest
 from tests.team.postgres import Postgres, binaries, postgres
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
 #: The smallest private run that makes a release, its ε at the budget's δ.
