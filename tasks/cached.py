@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpgnn_core.errors import DataError
-from tasks.budget import LostReleaseError
+from tasks.budget import LostReleaseError, lost_plan
 from tasks.evaluate import artifact_intact
 from tasks.ingest import dataset_summary
 from tasks.refs import report_of
@@ -66,8 +66,6 @@ def refuse_uncached_release(task_fn: Any, released: tuple[int, str] | None, meth
         return
     from prefect.results import ResultStore, get_result_store
     from prefect.utilities.callables import get_call_parameters
-
-    from tasks.budget import lost_plan
 
     key = task_fn.cache_key_fn(None, get_call_parameters(task_fn.fn, (), kwargs))
     # its sync form even inside an async context (typed as possibly a coroutine)

@@ -295,13 +295,13 @@ def _early_charge_ledger(spec: Any, manifest: dict[str, Any], dataset: Path | No
     if getattr(spec, "epsilon", None) is None:
         return None
     from dpgnn_core.methods.preflight import n_train
-    from tasks.budget import plan_key, store
+    from tasks.budget import released_plan, store
 
     s, sha = store(), str(manifest.get("content_sha256", ""))
     bid = s.budget_id(sha)
     if bid is None or s.has_reserved(bid):
         return None
-    if not refresh and s.released_plan(sha, plan_key({"content_sha256": sha}, spec)):
+    if not refresh and released_plan({"content_sha256": sha}, spec):
         return None
     return remembered_plan(spec, n_train(spec, manifest), structure_of(dataset, manifest),
                            sha)
