@@ -9,6 +9,7 @@ tests/test_code_limits.py.)
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,38 @@ def test_the_budget_is_one_package() -> None:
     import dpgnn_core.budget as budget
 
     assert {"BudgetStore", "Budget", "BudgetExceeded", "Filter", "decide"} <= set(budget.__all__)
+
+
+#: A decorator line marking a test ``waits`` (a file-wide ``pytestmark`` would do too).
+_MARKS_WAITS = re.compile(r"^\s*(@pytest\.mark\.waits\b|pytestmark\b.*\bmark\.waits\b)",
+                          re.MULTILINE)
+
+
+def _waits_outside(tests: Path, makefile: Path) -> list[str]:
+    """Test files that mark a test ``waits`` outside the folders the Makefile's ``WAITS``
+    names: ``make test`` runs ``-m "not waits"`` on xdist and ``-m waits $(WAITS)`` beside
+    it, so such a test would run in neither."""
+    line = next(x for x in makefile.read_text().splitlines() if x.startswith("WAITS :="))
+    folders = [tests.parent / d for d in line.split(":=", 1)[1].split()]
+    return sorted(str(p.relative_to(tests.parent)) for p in tests.rglob("test_*.py")
+                  if _MARKS_WAITS.search(p.read_text())
+                  and not any(f in p.parents for f in folders))
+
+
+def test_every_test_that_waits_runs_in_make_test() -> None:
+    make = (REPO / "Makefile").read_text()
+    assert '-m "not waits"' in make and "-m waits --durations=5 $(WAITS)" in make
+    assert _waits_outside(REPO / "tests", REPO / "Makefile") == []
+    marked = [p for p in (REPO / "tests").rglob("test_*.py")
+              if _MARKS_WAITS.search(p.read_text())]
+    assert len(marked) >= 3  # the schedule tests of tests/deployments and tests/team
+
+
+def test_the_waits_check_sees_a_test_outside(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "flows").mkdir(parents=True)
+    (tmp_path / "tests" / "team").mkdir()
+    (tmp_path / "Makefile").write_text("WAITS := tests/team\n")
+    (tmp_path / "tests" / "team" / "test_a.py").write_text("@pytest.mark.waits\n")
+    assert _waits_outside(tmp_path / "tests", tmp_path / "Makefile") == []
+    (tmp_path / "tests" / "flows" / "test_b.py").write_text("@pytest.mark.waits\n")
+    assert _waits_outside(tmp_path / "tests", tmp_path / "Makefile") == ["tests/flows/test_b.py"]

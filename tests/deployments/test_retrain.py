@@ -176,6 +176,7 @@ def _registered(url: str, serve: subprocess.Popen[bytes], log: Path) -> dict[str
     return dict(found[0])
 
 
+@pytest.mark.waits
 def test_retrain_until_the_budget_is_spent(
         tmp_path: Path, fresh_home: Path, on_server: str,
         seeded_mlflow: Callable[[Path], bool], capsys: pytest.CaptureFixture[str],
@@ -374,6 +375,7 @@ def _models(home: Path) -> dict[str, Path]:
             for m in (home / "artifacts" / "train").iterdir()}
 
 
+@pytest.mark.waits
 def test_a_one_minute_cron_fires_by_itself(tmp_path: Path, fresh_home: Path, on_server: str,
                                            seeded_mlflow: Callable[[Path], bool]) -> None:
     """``DPGNN_RETRAIN_CRON='* * * * *' python deployments/serve.py private-retrain`` against

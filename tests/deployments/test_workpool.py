@@ -82,6 +82,7 @@ def _logs(url: str, run_id: str) -> list[dict[str, Any]]:
                                            "sort": "TIMESTAMP_ASC", "limit": 200}))
 
 
+@pytest.mark.waits
 def test_work_pool_route_as_documented(tmp_path: Path, fresh_home: Path,
                                        on_server: str,
                                        seeded_mlflow: Callable[[Path], bool],

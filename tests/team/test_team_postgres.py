@@ -192,6 +192,7 @@ def _start_servers(pg: Postgres, tmp_path: Path, env: dict[str, str],
     return f"http://127.0.0.1:{port}/api", mlflow_url, started
 
 
+@pytest.mark.waits
 def test_team_setup_on_postgres(tmp_path: Path, fresh_home: Path,
                                 monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
