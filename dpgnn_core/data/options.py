@@ -118,6 +118,14 @@ class CsbmOptions(_SplitFractions):
             nodes, drawn block by block (edges partitioned by destination; another
             realisation than the single-file graph of the same seed); one file per table
             when omitted.
+        feature_kind (str): ``gaussian`` (class means plus unit noise) or ``bag_of_words``
+            (sparse binary word presence over a vocabulary of ``feature_dim`` words, each
+            node's words from a background mixed with its class topic, like a citation
+            graph's). (default: gaussian)
+        words (float): with bag_of_words, the mean number of words drawn per node.
+            (default: 32)
+        class_share (float): with bag_of_words, the class topic's weight in each word's
+            distribution (the feature signal). (default: 0.15)
     """
 
     kind: Literal["csbm"] = "csbm"
@@ -129,6 +137,9 @@ class CsbmOptions(_SplitFractions):
     feature_signal: Annotated[float, Field(ge=0)] = 1.0
     power_law: Annotated[float, Field(gt=2)] | None = None
     partition_nodes: Annotated[int, Field(ge=1)] | None = None
+    feature_kind: Literal["gaussian", "bag_of_words"] = "gaussian"
+    words: Annotated[float, Field(gt=0)] = 32.0
+    class_share: Frac = 0.15
 
     @model_validator(mode="after")
     def _fits_memory(self) -> CsbmOptions:

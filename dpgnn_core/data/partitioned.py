@@ -447,6 +447,7 @@ def ingest_partitioned(spec: Any, folder: str | Path, *, record: dict[str, Any],
     opts = validate_options(spec.format, dict(spec.options))
     for key, bad in (("kind", opts.get("kind", "csbm") != "csbm"),
                      ("power_law", opts.get("power_law") is not None),
+                     ("feature_kind", opts.get("feature_kind", "gaussian") != "gaussian"),
                      ("disjoint", bool(opts.get("disjoint"))),
                      ("allow_no_edges", bool(opts.get("allow_no_edges")))):
         if bad:

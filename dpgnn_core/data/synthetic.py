@@ -1,7 +1,9 @@
 """Contextual stochastic block model (CSBM): the embedded default dataset and the scale graph.
 
 Each node gets a class uniformly at random and a Gaussian feature vector around its class
-mean. Edges are drawn as ``m = n * avg_degree / 2`` undirected pairs: the source with
+mean, or (``feature_kind="bag_of_words"``) sparse binary word-presence features drawn from a
+background vocabulary distribution mixed with its class's topic, as in a citation graph.
+Edges are drawn as ``m = n * avg_degree / 2`` undirected pairs: the source with
 probability proportional to a degree weight ``theta`` (all ones, or Pareto weights for
 power-law degrees, as in a degree-corrected SBM), the target from the source's own class
 with probability ``homophily`` (else from a uniformly chosen other class), again in
@@ -48,6 +50,9 @@ def csbm(
     seed: int = 0,
     fractions: tuple[float, float, float] = (0.5, 0.2, 0.3),
     name: str | None = None,
+    feature_kind: str = "gaussian",
+    words: float = 32.0,
+    class_share: float = 0.15,
 ) -> GraphData:
     """Generate a CSBM graph.
 
@@ -72,12 +77,23 @@ def csbm(
         seed (int, optional): seed of the ``numpy.random.Generator``. (default: :obj:`0`)
         fractions (tuple, optional): train/val/test fractions. (default: ``(0.5, 0.2, 0.3)``)
         name (str, optional): dataset name. (default: ``csbm-n{num_nodes}-s{seed}``)
+        feature_kind (str, optional): ``"gaussian"`` (above) or ``"bag_of_words"``: binary
+            features over a vocabulary of ``feature_dim`` words (:func:`bag_of_words`);
+            ``feature_signal`` is then unused. (default: ``"gaussian"``)
+        words (float, optional): with ``bag_of_words``, the mean number of words a node
+            draws (Poisson, at least one; repeats merge, so fewer distinct ones).
+            (default: :obj:`32.0`)
+        class_share (float, optional): with ``bag_of_words``, the weight of the node's
+            class topic against the shared background: the feature signal. (default:
+            :obj:`0.15`)
     """
     checks = {
         "num_nodes": num_nodes >= 2, "num_classes": 2 <= num_classes <= num_nodes,
         "feature_dim": feature_dim >= 1, "avg_degree": avg_degree > 0,
         "homophily": 0.0 <= homophily <= 1.0, "feature_signal": feature_signal >= 0,
         "power_law": power_law is None or power_law > 2,
+        "feature_kind": feature_kind in ("gaussian", "bag_of_words"), "words": words > 0,
+        "class_share": 0.0 <= class_share <= 1.0,
     }
     for field, ok in checks.items():
         if not ok:
@@ -126,14 +142,19 @@ def csbm(
     np.remainder(keys, n, out=edge_index[1])
     del keys
 
-    means = rng.standard_normal((c, feature_dim)).astype(np.float32)
-    means *= np.float32(feature_signal / np.sqrt(feature_dim))
-    x = rng.standard_normal((n, feature_dim), dtype=np.float32)
-    x += means[y]
+    params: dict[str, Any] = {
+        "num_nodes": n, "num_classes": c, "feature_dim": feature_dim,
+        "avg_degree": avg_degree, "homophily": homophily, "feature_signal": feature_signal,
+        "power_law": power_law, "seed": seed}
+    if feature_kind == "bag_of_words":
+        x = bag_of_words(y, c, feature_dim, words, class_share, rng)
+        params |= {"feature_kind": feature_kind, "words": words, "class_share": class_share}
+    else:  # the Gaussian draws, in the order every existing dataset of a seed was made
+        means = rng.standard_normal((c, feature_dim)).astype(np.float32)
+        means *= np.float32(feature_signal / np.sqrt(feature_dim))
+        x = rng.standard_normal((n, feature_dim), dtype=np.float32)
+        x += means[y]
     split = stratified_split(y, fractions, rng=rng)
-    params = {"num_nodes": n, "num_classes": c, "feature_dim": feature_dim,
-              "avg_degree": avg_degree, "homophily": homophily,
-              "feature_signal": feature_signal, "power_law": power_law, "seed": seed}
     meta = {
         "source": {"format": "synthetic", "generator": "csbm", "options": params},
         "split": {"scheme": "random-stratified", "fractions": list(fractions), "seed": seed},
@@ -142,6 +163,48 @@ def csbm(
     return GraphData(name=name or f"csbm-n{n}-s{seed}", task="node", x=x,
                      edge_index=edge_index, y=y, split=split, num_classes=c, directed=False,
                      meta=meta)
+
+
+def bag_of_words(y: npt.NDArray[np.int64], num_classes: int, vocab: int, words: float,
+                 class_share: float, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    """Sparse binary bag-of-words features, as a citation graph's (Cora, CiteSeer).
+
+    .. math::
+        L_v \\sim \\max(1, \\mathrm{Poisson}(w)), \\quad
+        t_{v,1..L_v} \\sim (1 - a)\\, b + a\\, \\tau_{y_v}, \\quad
+        x_{v,j} = [\\exists i: t_{v,i} = j]
+
+    with a background ``b ~ Dirichlet(0.3)`` and class topics ``τ_c ~ Dirichlet(0.05)``
+    over the ``vocab`` words (a few dozen words carry each topic) and ``a`` =
+    ``class_share``. Words are drawn with replacement, so a node has at most ``L_v``
+    distinct ones. Vectorised: every word of every node is one inverse-CDF draw, from the
+    background or from its node's topic.
+
+    Args:
+        y (numpy.ndarray): the nodes' classes.
+        num_classes (int): classes (topics).
+        vocab (int): vocabulary size (the feature dimension).
+        words (float): mean words drawn per node.
+        class_share (float): the topic's weight ``a`` in each word's distribution.
+        rng (numpy.random.Generator): the generator (the graph's, seeded).
+
+    Returns:
+        numpy.ndarray: ``float32`` features of 0 and 1, shape ``(len(y), vocab)``.
+    """
+    n = y.shape[0]
+    background = np.cumsum(rng.dirichlet(np.full(vocab, 0.3)))
+    topics = np.cumsum(rng.dirichlet(np.full(vocab, 0.05), size=num_classes), axis=1)
+    length = np.maximum(1, rng.poisson(words, size=n))
+    node = np.repeat(np.arange(n), length)
+    u = rng.random(node.shape[0])
+    from_topic = rng.random(node.shape[0]) < class_share
+    word = np.searchsorted(background, u * background[-1], side="right")
+    for k in range(num_classes):  # each topic's words by its own cumulative distribution
+        pick = from_topic & (y[node] == k)
+        word[pick] = np.searchsorted(topics[k], u[pick] * topics[k, -1], side="right")
+    x = np.zeros((n, vocab), dtype=np.float32)
+    x[node, np.minimum(word, vocab - 1)] = 1.0
+    return x
 
 
 def er_graphs(num_graphs: int = 1000, num_nodes: int = 20, p: tuple[float, float] = (0.2, 0.3),

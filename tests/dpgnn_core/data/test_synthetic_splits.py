@@ -44,9 +44,53 @@ def test_csbm_feature_signal() -> None:
     assert spread > 5 * np.linalg.norm(means0 - means0.mean(0), axis=1).mean()
 
 
+def _centroid_accuracy(d: object) -> float:
+    """Nearest class centroid (of the training rows) on the test rows."""
+    x, y, split = d.x, d.y, d.split  # type: ignore[attr-defined]
+    centroids = np.stack([x[(split == 0) & (y == k)].mean(0) for k in range(int(y.max()) + 1)])
+    guess = np.argmin(((x[split == 2, None, :] - centroids[None]) ** 2).sum(-1), axis=1)
+    return float((guess == y[split == 2]).mean())
+
+
+def test_csbm_bag_of_words_is_sparse_binary_and_carries_its_class_share() -> None:
+    kw = {"num_nodes": 1500, "num_classes": 4, "feature_dim": 600, "avg_degree": 3,
+          "feature_kind": "bag_of_words", "words": 20, "seed": 3}
+    d = csbm(**kw, class_share=0.4)
+    assert d.x.dtype == np.float32 and set(np.unique(d.x)) == {0.0, 1.0}
+    per_node = d.x.sum(1)
+    assert per_node.min() >= 1 and 15 < per_node.mean() <= 20  # repeats merge
+    assert d.meta["source"]["options"]["feature_kind"] == "bag_of_words"
+    # The class topic is the signal: none at share 0, most of the test rows at 0.4.
+    assert _centroid_accuracy(d) > 0.8
+    assert _centroid_accuracy(csbm(**kw, class_share=0.0)) < 0.4
+    # The structure is the Gaussian graph's of the same seed (features are drawn after it).
+    g = csbm(**{k: v for k, v in kw.items() if k not in ("feature_kind", "words")})
+    assert np.array_equal(g.edge_index, d.edge_index) and np.array_equal(g.y, d.y)
+    assert "feature_kind" not in g.meta["source"]["options"]  # old manifests unchanged
+
+
+def test_bag_of_words_through_ingest_options() -> None:
+    from dpgnn_core.data.catalog import validate_options
+    from dpgnn_core.data.partitioned import ingest_partitioned
+    from dpgnn_core.specs.ingest import IngestSpec
+
+    opts = validate_options("synthetic", {"feature_kind": "bag_of_words", "words": 8.0})
+    assert opts["feature_kind"] == "bag_of_words"
+    for bad in ({"feature_kind": "poisson"}, {"words": 0.0}, {"class_share": 1.5}):
+        with pytest.raises(DataError) as e:
+            validate_options("synthetic", bad)
+        assert next(iter(bad)) in str(e.value)
+    spec = IngestSpec(format="synthetic", options={"partition_nodes": 100, "num_nodes": 300,
+                                                   "feature_kind": "bag_of_words"})
+    with pytest.raises(DataError) as e:
+        ingest_partitioned(spec, "/nonexistent/never-written", record={})
+    assert e.value.field == "feature_kind"
+
+
 @pytest.mark.parametrize(("field", "value"), [("num_nodes", 1), ("homophily", 1.5),
                                               ("avg_degree", 0), ("power_law", 1.5),
-                                              ("num_classes", 1)])
+                                              ("num_classes", 1), ("feature_kind", "poisson"),
+                                              ("words", 0), ("class_share", -0.1)])
 def test_csbm_invalid(field: str, value: float) -> None:
     with pytest.raises(DataError) as e:
         csbm(**{field: value})
