@@ -124,10 +124,10 @@ def refuse_lost_release(spec: Any, dataset: Path, manifest: dict[str, Any],
     from tasks.budget import released_plan
     from tasks.ingest import dataset_summary
 
-    ds = dataset_summary(str(dataset.resolve()))  # what the flow reads
-    released = released_plan(ds, spec)
+    released = released_plan({"content_sha256": manifest.get("content_sha256", "")}, spec)
     if released is None:
         return
+    ds = dataset_summary(str(dataset.resolve()))  # what the flow reads
     method = method_for(spec)
     if method.staged:
         from tasks.staged import refuse_lost_stages
