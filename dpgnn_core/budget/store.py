@@ -10,7 +10,7 @@ import os
 import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -417,11 +417,12 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
         read back from the store's ``compose_cache`` when it holds it
         (:func:`~dpgnn_core.budget.compose_cache.cached_compose`: a refused command run
         again, or the releases so far as ``budget show`` composed them, compose nothing).
-        The RDP curves the decision computed are kept too, refused or not."""
+        The RDP curves the decision computed are kept too (where the store can be written)."""
         b, unit = r.budget, r.unit
         assert b.epsilon is not None and b.delta is not None
         delta: float = b.delta
-        self._flush_rdp()
+        with suppress(sqlite3.Error):  # a cache: a store that cannot be written loses it
+            self._flush_rdp()
 
         def eps(charges: list[Charge]) -> float:
             return cached_compose(self.path, self.timeout, charges, delta, [unit])[unit].epsilon
