@@ -12,6 +12,9 @@ Usage (from the repository root, PYTHONPATH set to it)::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/fault_trial.py [--only SUBSTR] [--out FILE]
 
+(``FAULT_TRIAL_BASE`` moves the trial's folder from /tmp/fault-trial, where two sessions
+trying at once would share it.)
+
 Writes a JSON lines record per case (default /tmp/fault-trial/results.jsonl) and prints a
 summary by group plus every failing case.
 """
@@ -38,7 +41,7 @@ DPGNN = str(ROOT / ".venv" / "bin" / "dpgnn")
 PY = str(ROOT / ".venv" / "bin" / "python")
 SHARED = ROOT.parent / "shared" if (ROOT.parent / "shared").exists() else Path("/work/shared")
 DATA = Path("/work/shared/datasets")
-BASE = Path("/tmp/fault-trial")
+BASE = Path(os.environ.get("FAULT_TRIAL_BASE") or "/tmp/fault-trial")  # one per session
 HOME = BASE / "home"
 W = BASE / "work"
 MARKER = BASE / "PWNED"

@@ -72,9 +72,7 @@ def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
     released = None if refresh else released_plan(ds, spec)
 
     def step(stage: Stage) -> None:
-        inputs = {**stage.params,
-                  **{arg: pick(refs, src) for arg, src in stage.reads.items()}}
-        task_ = stage_task.with_options(name=stage.kind, cache_key_fn=_key(stage.kind))
+        task_, inputs = stage_call(stage, refs)
         # Already released, and this stage would run again: each later stage's inputs
         # would differ from the released run's, and the first gated one would refuse to
         # release again, after this one's work (a code upgrade retrained GAP's encoder,
@@ -92,6 +90,26 @@ def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
         step(stage)
     model = refs[stages[-1].name]
     return model, report_of(model)
+
+
+def stage_call(stage: Stage, refs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The cached task that runs ``stage`` (its name and cache key set) and its
+    ``inputs``: its parameters and what it reads of the earlier stages' ``refs``."""
+    inputs = {**stage.params, **{arg: pick(refs, src) for arg, src in stage.reads.items()}}
+    return stage_task.with_options(name=stage.kind, cache_key_fn=_key(stage.kind)), inputs
+
+
+def refuse_lost_stages(method: Any, ds: DatasetRef, spec: Any,
+                       released: tuple[int, str] | None) -> None:
+    """What :func:`run_stages` checks first, without running anything: a plan already
+    ``released`` (:func:`tasks.budget.released_plan`) whose first stage (the calibration,
+    which reads no earlier stage) has no cached record is refused
+    (:func:`tasks.cached.refuse_uncached_release`). The command line calls it before the
+    flow starts; the flow checks every stage again."""
+    stage = declared(method.family).calibration()
+    task_, inputs = stage_call(stage, {})
+    refuse_uncached_release(task_, released, spec.method, ds["name"], f"{stage.name} stage",
+                            dataset=ds, spec=spec, stage=stage, inputs=inputs)
 
 
 def _key(kind: str) -> Any:

@@ -6,7 +6,9 @@ accounting code. A rerun whose odometer reading has not changed (a cached run, `
 show`` twice) reads it back instead of composing again, which would import dp-accounting
 and scipy.stats (about 1 s of CPU) and run PLD. A key names the source of dpgnn's
 accounting modules and the installed dp-accounting, so any change to either composes
-afresh. Admission (the privacy filter) never reads this cache."""
+afresh. A budget refusal's figures (ε spent, requested, cumulative:
+:meth:`BudgetStore._exceeded`) are read and kept here too, so the same refused command
+again composes nothing. Admission (the privacy filter) never reads this cache."""
 
 from __future__ import annotations
 

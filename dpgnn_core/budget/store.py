@@ -10,7 +10,7 @@ import os
 import socket
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,18 @@ CREATE TABLE IF NOT EXISTS log(
 CREATE INDEX IF NOT EXISTS releases_budget ON releases(budget_id, epoch, status);
 CREATE INDEX IF NOT EXISTS releases_release ON releases(budget_id, release_id);
 """
+
+
+class _Refused(Exception):
+    """The filter's refusal of ``new`` after ``before`` for ``unit`` (``after``: both), as
+    :meth:`BudgetStore._admit` decided it inside a transaction; worded as
+    :class:`BudgetExceeded` by :meth:`BudgetStore._exceeded` after it."""
+
+    def __init__(self, budget: Budget, unit: str, before: list[Charge], new: list[Charge],
+                 after: list[Charge], reason: str) -> None:
+        super().__init__(unit)
+        self.budget, self.unit, self.reason = budget, unit, reason
+        self.before, self.new, self.after = before, new, after
 
 
 def owner() -> str:
@@ -357,23 +369,28 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
             BudgetExceeded: the cumulative ε of a unit would exceed the budget (nothing is
                 recorded).
         """
-        with self._tx() as db:
-            bid = self._register(db, sha256, name, path, pending=bool(covers))
-            b = self._budget(db, bid)
-            if b.epsilon is not None and b.delta is not None and charge.units():
-                self._load_rdp(db)
-                self._admit(db, b, charge)
-            rid = self._insert(db, bid, sha256, b.epoch, charge, status="reserved",
-                               method=method, run_id=run_id, release_id=None, delta=delta,
-                               epsilon=epsilon, note=note, plan_key=plan_key, covers=covers)
-            self._save_rdp(db)
-            return rid
+        try:
+            with self._tx() as db:
+                bid = self._register(db, sha256, name, path, pending=bool(covers))
+                b = self._budget(db, bid)
+                if b.epsilon is not None and b.delta is not None and charge.units():
+                    self._load_rdp(db)
+                    self._admit(db, b, charge)
+                rid = self._insert(db, bid, sha256, b.epoch, charge, status="reserved",
+                                   method=method, run_id=run_id, release_id=None,
+                                   delta=delta, epsilon=epsilon, note=note,
+                                   plan_key=plan_key, covers=covers)
+                self._save_rdp(db)
+                return rid
+        except _Refused as r:  # nothing recorded (rolled back); worded outside the lock
+            raise self._exceeded(r) from None
 
     def _admit(self, db: sqlite3.Connection, b: Budget, charge: Charge | Sequence[Charge]
                ) -> None:
-        """Raise :class:`BudgetExceeded` unless the budget's filter admits ``charge`` (or
-        every charge of a sequence, one after the other) for every protected unit (the
-        post hoc figures only word the refusal)."""
+        """Raise :class:`_Refused` unless the budget's filter admits ``charge`` (or every
+        charge of a sequence, one after the other) for every protected unit. The caller
+        words it (:meth:`_exceeded`) once its transaction is over: the post hoc figures
+        only word the refusal, and composing them inside would hold the store's lock."""
         assert b.epsilon is not None and b.delta is not None
         flt = self._filter(db, b)
         before = [r.charge for r in self._counted(db, b.budget_id, b.epoch)]
@@ -383,9 +400,6 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
             state = _state(b, flt, after, unit)
             if state.admits:
                 continue
-            spent = compose(before, b.delta, [unit])[unit].epsilon if before else 0.0
-            alone = compose(new, b.delta, [unit])[unit].epsilon
-            cum = compose(after, b.delta, [unit])[unit].epsilon
             if state.note:
                 reason = f"for this unit {state.note}"
                 if flt.units is None:
@@ -395,8 +409,26 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
                 reason = (f"the privacy filter fixed at `budget set` (valid when each run is "
                           f"chosen after seeing earlier ones) does not admit it: its "
                           f"best component would be at {100 * state.fits:.4g} % of its bound")
-            raise BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit, spent, alone, cum,
-                                 b.epsilon, b.delta, reason)
+            raise _Refused(b, unit, before, new, after, reason)
+
+    def _exceeded(self, r: _Refused) -> BudgetExceeded:
+        """The refusal :meth:`_admit` decided, worded with the post hoc ε spent, requested
+        and cumulative at the budget's δ: each the exact :func:`compose` of its releases,
+        read back from the store's ``compose_cache`` when it holds it
+        (:func:`~dpgnn_core.budget.compose_cache.cached_compose`: a refused command run
+        again, or the releases so far as ``budget show`` composed them, compose nothing).
+        The RDP curves the decision computed are kept too (where the store can be written)."""
+        b, unit = r.budget, r.unit
+        assert b.epsilon is not None and b.delta is not None
+        delta: float = b.delta
+        with suppress(sqlite3.Error):  # a cache: a store that cannot be written loses it
+            self._flush_rdp()
+
+        def eps(charges: list[Charge]) -> float:
+            return cached_compose(self.path, self.timeout, charges, delta, [unit])[unit].epsilon
+        return BudgetExceeded(f"{b.name} ({b.budget_id[:12]})", unit,
+                              eps(r.before) if r.before else 0.0, eps(r.new), eps(r.after),
+                              b.epsilon, delta, r.reason)
 
     def check(self, sha256: str, charge: Charge | Sequence[Charge]) -> None:
         """Raise :class:`BudgetExceeded` as :meth:`reserve` would, recording nothing (a
@@ -406,11 +438,14 @@ class BudgetStore(ReleaseRecords, CarriedReservations, SameGraphBudgets):
         bid = self.budget_id(sha256)
         units = (charge.units() if isinstance(charge, Charge)
                  else set().union(*(c.units() for c in charge)))
-        with self._tx(write=False) as db:
-            b = self._budget(db, bid) if bid is not None else None
-            if b is not None and b.epsilon is not None and b.delta is not None and units:
-                self._load_rdp(db)
-                self._admit(db, b, charge)
+        try:
+            with self._tx(write=False) as db:
+                b = self._budget(db, bid) if bid is not None else None
+                if b is not None and b.epsilon is not None and b.delta is not None and units:
+                    self._load_rdp(db)
+                    self._admit(db, b, charge)
+        except _Refused as r:
+            raise self._exceeded(r) from None
         self._flush_rdp()
 
     def protected(self, sha256: str) -> tuple[Budget, tuple[str, ...]] | None:

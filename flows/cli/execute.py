@@ -75,6 +75,11 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
     lock = lock_path(project_dir(), str(manifest.get("content_sha256")),
                      spec.model_dump(mode="json"))
     with clilog.captured(project_dir()) as log, same_run_lock(lock, waiting):
+        try:  # under the lock: a run of the same spec under way has made its record
+            refuse_lost_release(spec, dataset, manifest, refresh)
+        except DpgnnError as e:
+            error(str(e))
+            raise typer.Exit(2) from e
         try:
             summary = run_pipeline(pipeline, name, spec, dataset, tracking_uri=tracking_uri,
                                     experiment=experiment, refresh=refresh,
@@ -95,6 +100,45 @@ def execute(name: str, spec: Any, dataset: Path, *, tracking_uri: str | None,
             stopped(e)
             raise typer.Exit(130) from e
     print_summary(summary, as_json)
+
+
+def refuse_lost_release(spec: Any, dataset: Path, manifest: dict[str, Any],
+                        refresh: bool) -> None:
+    """Before the flow starts (Prefect's server answering, the same-run lock held): a spec
+    already released on the dataset whose cached result this code version does not hold
+    (the cache or artifacts moved away, a code upgrade) is refused in one line, as the
+    flow would refuse it after starting (issue 48 §4): the check is the flow's own
+    (:func:`tasks.cached.refuse_uncached_release` on the training task, or a staged
+    method's first stage: :func:`tasks.staged.refuse_lost_stages`), on the key Prefect
+    would cache the task under, in the result store Prefect resolves (the server may name
+    its default storage: why it runs once the server answers). The flow checks again;
+    a partitioned dataset's run is checked there only.
+
+    Raises:
+        LostReleaseError: naming the release, and ``--refresh`` to spend it again.
+    """
+    if refresh or getattr(spec, "epsilon", None) is None \
+            or manifest.get("layout") == "partitioned":
+        return
+    from dpgnn_core.methods.registry import method_for
+    from tasks.budget import released_plan
+    from tasks.ingest import dataset_summary
+
+    released = released_plan({"content_sha256": manifest.get("content_sha256", "")}, spec)
+    if released is None:
+        return
+    ds = dataset_summary(str(dataset.resolve()))  # what the flow reads
+    method = method_for(spec)
+    if method.staged:
+        from tasks.staged import refuse_lost_stages
+
+        refuse_lost_stages(method, ds, spec, released)
+        return
+    from tasks.cached import refuse_uncached_release
+    from tasks.train import train
+
+    refuse_uncached_release(train, released, method.name, ds["name"], "training",
+                            dataset=ds, spec=spec)
 
 
 def refuse_cluster_mismatch(name: str, dataset: Path, manifest: dict[str, Any],

@@ -6,6 +6,7 @@ pyarrow.dataset."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import dpgnn_core.budget.compose_cache as cc
-from dpgnn_core.budget import BudgetStore, Charge
+import dpgnn_core.budget.store as store_module
+from dpgnn_core.budget import BudgetExceeded, BudgetStore, Charge
 from dpgnn_core.privacy import GaussianEvent, Ledger, PoissonGaussianEvent
 
 SHA = "c" * 64
@@ -54,6 +56,50 @@ def test_a_summary_reads_its_composition_back_and_a_new_release_composes(
     assert len(calls) == 2 and after["node"].epsilon > first["node"].epsilon
     assert after == real([r.charge for r in s.summary(bid).records], DELTA,
                          list(after))  # what composing gives
+
+
+def test_a_refusal_run_again_composes_nothing_and_words_the_same_exact_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget refusal's post hoc figures (spent, requested, cumulative) are each the
+    exact composition of their releases, read back from the store's cache once composed:
+    the same refused command again (issue 48: `dpgnn run` at ε = 50 on a budget of 3
+    spent 3.3 s of CPU composing PLD three times for its message) composes nothing, and
+    the RDP curve the decision computed is kept. The decision itself reads no cache."""
+    path = tmp_path / "budget.sqlite"
+    s = BudgetStore(path)
+    s.set_budget(SHA, "toy", None, epsilon=3.0, delta=DELTA)
+    _spend(s, _dp_sgd(2.0), "a")
+    calls: list[int] = []
+    real = cc.compose
+
+    def counted(*a: object, **k: object) -> object:
+        calls.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cc, "compose", counted)
+    monkeypatch.setattr(store_module, "compose", counted)
+    big = Charge(_dp_sgd(0.4321))  # a curve no other test computes
+    with sqlite3.connect(path) as db:
+        curves = db.execute("SELECT COUNT(*) FROM rdp_cache").fetchone()[0]
+    with pytest.raises(BudgetExceeded) as first:
+        s.check(SHA, big)
+    e = first.value
+    before = [Charge(_dp_sgd(2.0))]
+    assert e.spent == real(before, DELTA, ["node"])["node"].epsilon  # exact, not approx
+    assert e.requested == real([big], DELTA, ["node"])["node"].epsilon
+    assert e.cumulative == real([*before, big], DELTA, ["node"])["node"].epsilon
+    assert e.cumulative > e.budget == 3.0
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM rdp_cache").fetchone()[0] > curves
+    composed = len(calls)
+    with pytest.raises(BudgetExceeded) as again:  # another process, the same command
+        BudgetStore(path).check(SHA, big)
+    assert str(again.value) == str(e) and len(calls) == composed
+    with pytest.raises(BudgetExceeded) as again:  # the flow's reservation words it alike
+        BudgetStore(path).reserve(SHA, "toy", None, big, method="m", run_id="b",
+                                  delta=DELTA, epsilon=None)
+    assert str(again.value) == str(e) and len(calls) == composed
+    assert [r.status for r in s.summary(s.resolve(SHA)).records] == ["spent"]
 
 
 def test_a_composition_of_other_code_is_not_read_back(tmp_path: Path,

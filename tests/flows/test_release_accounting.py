@@ -224,6 +224,56 @@ def test_cli_refuses_a_non_private_run_on_a_budgeted_dataset_before_prefect(
     assert not (tmp_path / "home" / "artifacts").exists()  # nothing trained
 
 
+def test_cli_refuses_a_lost_release_in_one_line_before_the_flow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: list[dict[str, Any]]
+        ) -> None:
+    """A spec already released on a budgeted dataset, whose cached result is gone (the
+    fault trial's lost-cache-rerun: the cache and artifacts moved away) is refused by
+    `dpgnn run` in one line, exit 2, before the flow starts (it was refused inside the
+    flow: a progress line, "failed after 4s", then the error), and charged nothing;
+    --refresh still spends it again."""
+    from dpgnn_core.budget import BudgetStore, Charge
+    from dpgnn_core.privacy import GaussianEvent, Ledger
+    from flows.cli import app, execute
+    from tasks.budget import plan_key
+    from tests.flows.clirunner import CliRunner
+
+    write_dataset(csbm(num_nodes=200, seed=75), tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    home = ["--home", str(tmp_path / "home")]
+    r = CliRunner().invoke(app, [*home, "budget", "set", str(tmp_path / "ds"), "--epsilon",
+                                 "8", "--delta", "1e-5"])
+    assert r.exit_code == 0, r.output
+    run = [*home, "run", "dp-mlp", "--dataset", str(tmp_path / "ds"), "--epsilon", "2",
+           "--steps", "2", "--batch-size", "40", "--accountant", "rdp"]
+    specs: list[Any] = []
+
+    def spec_only(spec: Any, *a: Any) -> None:  # the spec these options make, nothing run
+        specs.append(spec)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(execute, "refuse_non_private", spec_only)
+        assert CliRunner().invoke(app, run).exit_code != 0 and len(specs) == 1
+    # that spec released, as a finished run records it; its cached result is not there
+    s = BudgetStore(tmp_path / "home" / "budget.sqlite")
+    rid = s.reserve(sha, "ds", str(tmp_path / "ds"),
+                    Charge(Ledger().add(GaussianEvent(noise_multiplier=5.0, level="node"))),
+                    method="dp-mlp", run_id="earlier", delta=1e-5, epsilon=2.0,
+                    plan_key=plan_key({"content_sha256": sha}, specs[0]))
+    s.attach_release(rid, "ab" * 16)
+    s.mark_spent(rid)
+    records = s.summary(s.resolve(sha)).records
+    r = CliRunner().invoke(app, run)
+    assert r.exit_code == 2 and started == [], r.output  # the flow never started
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("error: dp-mlp: this spec was already released"), line
+    assert "no cached training" in line and "--refresh" in line
+    assert s.summary(s.resolve(sha)).records == records  # nothing reserved or charged
+    CliRunner().invoke(app, [*run, "--refresh"])  # --refresh spends it again: the flow
+    assert len(started) == 1 and started[0]["refresh"] is True
+
+
 def test_a_sweep_point_page_says_what_a_single_run_page_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         seeded_mlflow: Callable[[Path], bool]) -> None:
