@@ -183,4 +183,4 @@ def test_a_sweep_point_released_by_a_staged_run_reuses_its_stages_and_release(
     assert sorted(r.status for r in records) == ["reuse", "spent", "spent"]
     (reuse,) = [r for r in records if r.status == "reuse"]
     assert reuse.release_id == release and reuse.epsilon == 0.0
-    assert [r.release_id for r in records if r.status == "spent"][0] == release
+    assert next(r.release_id for r in records if r.status == "spent") == release
