@@ -291,20 +291,23 @@ def submit_point(p: Any, ds: Any, context: RunContext, refresh: bool, train_t: A
     return p, tf, eval_t.submit(dataset=ds, model=tf, context=context)
 
 
-def point_outcome(p: Any, tf: Any, ef: Any, ds: Any, context: RunContext
-                  ) -> tuple[Any, Any, str]:
-    """A finished point's model reference, evaluation and cache state (its training's, or
-    its last stage's for a staged point, which checked each stage's artifact itself). A
-    cached ``train`` artifact lost or changed is trained again, unless it is a private
-    release (:class:`~tasks.budget.LostReleaseError`: that would spend the budget again)."""
-    from tasks.cached import intact, lost_release, private_release
-
-    if tf is ef:  # a staged point: tasks.staged.staged_point
+def point_outcome(tf: Any, ef: Any) -> tuple[Any, Any, str]:
+    """A finished point's model reference, evaluation and cache state: its training
+    task's, or for a staged point (:func:`tasks.staged.staged_point`, which checked each
+    stage's artifact as ``dpgnn run`` does) its last stage's."""
+    if tf is ef:  # a staged point
         out: dict[str, Any] = tf.result()
         return out["model"], out["evaluation"], str(out["states"]["train"])
-    model: Any = tf.result()
-    ev: Any = ef.result()
-    state = str(tf.state.name)
+    return tf.result(), ef.result(), str(tf.state.name)
+
+
+def rebuilt_if_lost(p: Any, model: Any, ev: Any, state: str, ds: Any, context: RunContext
+                    ) -> tuple[Any, Any, str]:
+    """A cached ``train`` artifact lost or changed is trained again (and evaluated again),
+    unless it is a private release (:class:`~tasks.budget.LostReleaseError`, which stops
+    the sweep: remaking it would spend the budget again)."""
+    from tasks.cached import intact, lost_release, private_release
+
     if not intact(model):  # a cached artifact lost or changed
         if private_release(model):  # remaking it would spend the budget again
             raise lost_release(model)
@@ -397,13 +400,15 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         rows = list(refused)  # marked in the table; the sweep went on without them
         for p, tf, ef in submitted:
             try:
-                model, ev, state = point_outcome(p, tf, ef, ds, context)
+                model, ev, state = point_outcome(tf, ef)
             except (BudgetExceeded, LostReleaseError) as e:
                 # the budget ran out, or the point's plan was released already and its
                 # cached result is gone (another code version's cache, a deleted one):
                 # refused before any charge; the sweep goes on without it
                 rows.append(refused_row(p, e))
                 continue
+            if tf is not ef:  # a train task's cached artifact may have been lost since
+                model, ev, state = rebuilt_if_lost(p, model, ev, state, ds, context)
             rows.append(trained_row(p, model, ev, state))
             report = report_of(model)
             if report.private:  # a cached point re-used its release: recorded, no cost
