@@ -16,7 +16,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import tasks  # noqa: F401
 from prefect import flow, get_run_logger
@@ -133,14 +133,13 @@ def _trained(data: Any, spec: Any, ds: Any, refresh: bool, states: dict[str, str
         from tasks.staged import run_stages
 
         stages: dict[str, str] = {}
-        model, _ = run_stages(method_for(spec), data, spec, refresh, stages,
-                              budget_dataset=ds)
+        staged, _ = run_stages(method_for(spec), data, spec, refresh, stages,
+                               budget_dataset=ds)
         states.update({f"{name}{suffix}": st for name, st in stages.items()})
-        return model
-    model: ModelRef
+        return cast(ModelRef, staged)
     model, states[f"train{suffix}"] = _run(train, refresh, dataset=data, spec=spec,
                                            budget_dataset=ds)
-    return model
+    return cast(ModelRef, model)
 
 
 
