@@ -4,7 +4,9 @@ one MLflow run with the bound, the threat model and the score histogram.
 The empirical audit (docs/privacy.md, "Empirical audit"): a lower bound on ε that would
 refute the reported ε if it exceeded it. Training is the pipeline's ``train`` task on the
 audited copy of the dataset (the real data plus canaries), charged to the real dataset's
-privacy budget: an audit is a use of the data.
+privacy budget: an audit is a use of the data. A staged method (GAP, ProGAP, DPDGC) trains
+through the staged runner ``dpgnn run`` uses (:func:`tasks.staged.run_stages`), its stages
+charged to the real dataset the same way.
 """
 
 # ruff: noqa: I001 - `tasks` must configure Prefect's environment before prefect is imported.
@@ -14,7 +16,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import tasks  # noqa: F401
 from prefect import flow, get_run_logger
@@ -87,16 +89,12 @@ def audit(
                                     canaries=canaries, scale=scale, runs=runs)
     models: list[ModelRef] = []
     if runs is None:
-        model, states["train"] = _run(train, refresh, dataset=cref["datasets"]["data"],
-                                      spec=spec, budget_dataset=ds)
-        models.append(model)
+        models.append(_trained(cref["datasets"]["data"], spec, ds, refresh, states))
     else:  # run r: its own independently drawn initialisation seed, fresh secret noise
         for r, (b, init) in enumerate(zip(run_bits(cref), run_seeds(cref), strict=True)):
-            model, st = _run(train, refresh, dataset=cref["datasets"]["in" if b else "out"],
-                             spec=spec.model_copy(update={"seed": init}),
-                             budget_dataset=ds)
-            models.append(model)
-            states[f"train_{r}"] = st
+            models.append(_trained(cref["datasets"]["in" if b else "out"],
+                                   spec.model_copy(update={"seed": init}), ds, refresh,
+                                   states, suffix=f"_{r}"))
     scored, states["score"] = _run(audit_score, refresh, plan=plan_d, canaries=cref,
                                    models=models, guess_fraction=guess_fraction, beta=beta,
                                    delta=delta)
@@ -120,6 +118,29 @@ def audit(
     summary.update(_log(summary, spec, ds, tracking_uri, experiment, started))
     summary["seconds"] = round(time.time() - started, 1)
     return summary
+
+
+def _trained(data: Any, spec: Any, ds: Any, refresh: bool, states: dict[str, str],
+             suffix: str = "") -> ModelRef:
+    """The model ``spec`` trains on the audited ``data``, charged to the real dataset
+    ``ds``'s budget, as ``dpgnn run`` trains it: a staged method's cached stages
+    (:func:`tasks.staged.run_stages`, each stage's cache state in ``states`` under its name
+    and ``suffix``; the last one is ``train``), else the ``train`` task (``train`` +
+    ``suffix``)."""
+    from dpgnn_core.methods.registry import method_for
+
+    if method_for(spec).staged:
+        from tasks.staged import run_stages
+
+        stages: dict[str, str] = {}
+        staged, _ = run_stages(method_for(spec), data, spec, refresh, stages,
+                               budget_dataset=ds)
+        states.update({f"{name}{suffix}": st for name, st in stages.items()})
+        return cast(ModelRef, staged)
+    model, states[f"train{suffix}"] = _run(train, refresh, dataset=data, spec=spec,
+                                           budget_dataset=ds)
+    return cast(ModelRef, model)
+
 
 
 def _log(summary: dict[str, Any], spec: Any, ds: Any, tracking_uri: str | None,

@@ -1,9 +1,12 @@
 """Flow ``sweep``: many points (method, options, ε, seed) on one dataset, fanned out on Dask.
 
-Every point is the pipeline's ``train`` and ``evaluate`` tasks, cached on their inputs and
-the code version like a single run: a rerun of the same sweep reuses finished points, a
-sweep killed half-way resumes where it stopped, and a point counts as done only once its
-artifacts are written (atomically) and intact. The tasks run on a Dask cluster through
+Every point is what ``dpgnn run`` runs, cached on its inputs and the code version like a
+single run: the pipeline's ``train`` and ``evaluate`` tasks, or for a staged method (GAP,
+ProGAP, DPDGC) one task that runs the same cached stages as ``dpgnn run``
+(:func:`tasks.staged.staged_point`), so a point equal to an earlier run re-uses its
+release. A rerun of the same sweep reuses finished points, a sweep killed half-way resumes
+where it stopped, and a point counts as done only once its artifacts are written
+(atomically) and intact. The tasks run on a Dask cluster through
 Prefect's ``DaskTaskRunner``: a ``distributed.LocalCluster`` of one single-threaded worker
 per core by default, or an existing cluster given by address (``dask_address``).
 
@@ -269,6 +272,54 @@ def for_workers(task_: Any, refresh: bool = False) -> Any:
     return task_.with_options(result_storage=storage, refresh_cache=refresh or None)
 
 
+def submit_point(p: Any, ds: Any, context: RunContext, refresh: bool, train_t: Any,
+                 eval_t: Any) -> tuple[Any, Any, Any]:
+    """Submit one point to the flow's task runner: ``(point, model future, evaluation
+    future)``. A staged method's point (GAP, ProGAP, DPDGC) is one task,
+    :func:`tasks.staged.staged_point`, that runs the stages ``dpgnn run`` runs and then the
+    evaluation (both futures are that task); any other, the ``train`` task and the
+    ``evaluate`` task on its future (Dask runs evaluate once train is done)."""
+    from dpgnn_core.methods.registry import method_for
+
+    if method_for(p.spec).staged:
+        from tasks.staged import staged_point
+
+        pf = for_workers(staged_point).submit(dataset=ds, spec=p.spec, context=context,
+                                              refresh=refresh)
+        return p, pf, pf
+    tf = train_t.submit(dataset=ds, spec=p.spec, context=context)
+    return p, tf, eval_t.submit(dataset=ds, model=tf, context=context)
+
+
+def point_outcome(tf: Any, ef: Any) -> tuple[Any, Any, str]:
+    """A finished point's model reference, evaluation and cache state: its training
+    task's, or for a staged point (:func:`tasks.staged.staged_point`, which checked each
+    stage's artifact as ``dpgnn run`` does) its last stage's."""
+    if tf is ef:  # a staged point
+        out: dict[str, Any] = tf.result()
+        return out["model"], out["evaluation"], str(out["states"]["train"])
+    return tf.result(), ef.result(), str(tf.state.name)
+
+
+def rebuilt_if_lost(p: Any, model: Any, ev: Any, state: str, ds: Any, context: RunContext
+                    ) -> tuple[Any, Any, str]:
+    """A cached ``train`` artifact lost or changed is trained again (and evaluated again),
+    unless it is a private release (:class:`~tasks.budget.LostReleaseError`, which stops
+    the sweep: remaking it would spend the budget again)."""
+    from tasks.cached import intact, lost_release, private_release
+
+    if not intact(model):  # a cached artifact lost or changed
+        if private_release(model):  # remaking it would spend the budget again
+            raise lost_release(model)
+        model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
+                                                context=context).result()
+        state = "Rebuilt"
+    if state == "Rebuilt" or not intact(ev):
+        ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
+                                                context=context).result()
+    return model, ev, state
+
+
 def with_dataset_folder(spec: SweepSpec) -> SweepSpec:
     """``spec`` with its ``dataset`` a folder: an ingest table is ingested once into the
     project (:func:`tasks.ingest.ensure_ingested`) and replaced by that folder."""
@@ -319,9 +370,6 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
 
     started_ms = int(time.time() * 1000)  # the parent run spans the sweep (not with a
     # private selection, whose wall time would reveal K: it is logged at its release moment)
-    from tasks.cached import intact as _intact
-    from tasks.cached import lost_release, private_release
-
     pts = points(sweep_spec)  # distinct points: a repeated seed or grid value runs once
     notes = duplicate_points(sweep_spec)
     sweep_spec = with_dataset_folder(sweep_spec)
@@ -341,11 +389,7 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
             tuning = PrivateSelection.start(sweep_spec, ds, pts, for_workers(train), eval_t,
                                             context, held)
             pts = [p for p in pts if p.epsilon is None]  # the rest run as usual
-        submitted = []
-        for p in pts:
-            tf = train_t.submit(dataset=ds, spec=p.spec, context=context)
-            # a future as the model: Dask runs evaluate once train is done
-            submitted.append((p, tf, eval_t.submit(dataset=ds, model=tf, context=context)))
+        submitted = [submit_point(p, ds, context, refresh, train_t, eval_t) for p in pts]
         from prefect.futures import as_completed
 
         from tasks.progress import Progress
@@ -356,24 +400,15 @@ def sweep(sweep_spec: SweepSpec, refresh: bool = False,
         rows = list(refused)  # marked in the table; the sweep went on without them
         for p, tf, ef in submitted:
             try:
-                model: Any = tf.result()
+                model, ev, state = point_outcome(tf, ef)
             except (BudgetExceeded, LostReleaseError) as e:
-                # the budget ran out, or the point's plan was released already where this
-                # sweep cannot reuse it (a staged method's `dpgnn run`: its stages' cache,
-                # not this task's): refused before any charge; the sweep goes on without it
+                # the budget ran out, or the point's plan was released already and its
+                # cached result is gone (another code version's cache, a deleted one):
+                # refused before any charge; the sweep goes on without it
                 rows.append(refused_row(p, e))
                 continue
-            ev: Any = ef.result()
-            state = str(tf.state.name)
-            if not _intact(model):  # a cached artifact lost or changed
-                if private_release(model):  # remaking it would spend the budget again
-                    raise lost_release(model)
-                model = for_workers(train, True).submit(dataset=ds, spec=p.spec,
-                                                        context=context).result()
-                state = "Rebuilt"
-            if state == "Rebuilt" or not _intact(ev):
-                ev = for_workers(evaluate, True).submit(dataset=ds, model=model,
-                                                        context=context).result()
+            if tf is not ef:  # a train task's cached artifact may have been lost since
+                model, ev, state = rebuilt_if_lost(p, model, ev, state, ds, context)
             rows.append(trained_row(p, model, ev, state))
             report = report_of(model)
             if report.private:  # a cached point re-used its release: recorded, no cost

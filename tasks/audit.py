@@ -1,7 +1,8 @@
 """Tasks of the ``dpgnn audit`` flow: ``audit_canaries`` (insert canaries, write the
 audited dataset and the auditor's record) and ``audit_score`` (score the canaries on the
-trained models, guess, bound ε, draw the score histogram). Training between them is the
-pipeline's own ``train`` task, charged to the real dataset's budget.
+trained models, guess, bound ε, draw the score histogram). Training between them is what
+``dpgnn run`` trains (the ``train`` task, or a staged method's cached stages), charged to the
+real dataset's budget.
 """
 
 from __future__ import annotations

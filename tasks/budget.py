@@ -138,9 +138,7 @@ def lost_plan(method: str, dataset_name: str, hit: tuple[int, str],
     charged again (issue 48 §4). ``where``: what of the cache is missing, when known."""
     record, release = hit
     why = where or ("the cache or the artifacts under the project home moved or deleted, "
-                    "a cache of another code version, or the same spec released through "
-                    "the other path: a sweep point of a staged method (GAP, ProGAP, DPDGC) "
-                    "trains in one task and does not share the cache of its `dpgnn run`")
+                    "or a cache of another code version")
     return LostReleaseError(
         f"{method}: this spec was already released on dataset {dataset_name} "
         f"(odometer record {record}, release {release[:12]}) but its cached result is "

@@ -7,11 +7,20 @@ reads) and the code version, writes its values atomically to its artifact folder
 manifest, and returns a small reference with the privacy events of what it released; the
 last stage composes them into the run's ledger and writes the model, the ledger, the report
 and the history.
+
+It is the one runner of a staged method, wherever the run comes from: ``dpgnn run`` and a
+retraining (:func:`flows.pipeline.pipeline` calls :func:`run_stages` in the flow), an audit
+(:mod:`flows.audit`, on the audited copy of the data, charged to the real dataset) and a sweep
+point (:func:`staged_point`, one task on a Dask worker that calls the same stage tasks). The
+stages' cache keys and artifact folders do not depend on which of them asked, so a sweep
+point with the spec and seed of an earlier ``dpgnn run`` finds that run's stages and
+release in the cache (a re-use, at no cost) instead of training again.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -20,8 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
-from dpgnn_core.io import atomic_dir, write_json_atomic
+from dpgnn_core.io import TargetBusyError, atomic_dir, write_json_atomic
 from dpgnn_core.methods._staged import (
     Stage,
     StageContext,
@@ -38,8 +48,8 @@ from dpgnn_core.training.checkpoint import Checkpointer, checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import TaskGate, gate_for, new_owner, released_plan
 from tasks.cached import refuse_uncached_release, run_cached
-from tasks.config import code_version
-from tasks.evaluate import verify_files
+from tasks.config import RunContext, code_version, in_context
+from tasks.evaluate import artifact_intact, evaluate, verify_files
 from tasks.progress import Progress
 from tasks.refs import DatasetRef, report_of
 from tasks.train import (
@@ -57,11 +67,18 @@ Ref = dict[str, Any]
 
 
 def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
-               states: dict[str, str]) -> tuple[Ref, PrivacyReport]:
+               states: dict[str, str], *, context: RunContext | None = None,
+               budget_dataset: DatasetRef | None = None) -> tuple[Ref, PrivacyReport]:
     """The stages ``method`` (a registered method whose catalogue entry is ``staged``)
     declares, as cached tasks in their order, each recording its cache state in ``states``
     under its name; the stages that may release something share one owner token (one
     budget reservation, :func:`tasks.budget.gate_for`).
+
+    ``context`` (a sweep's, :func:`tasks.config.run_context`): the stage tasks run in that
+    project home and code version (:func:`tasks.config.in_context`); not part of their cache
+    keys, so a sweep point and a ``dpgnn run`` of one spec share their stages.
+    ``budget_dataset``: the dataset whose budget the stages spend from when they train on
+    other data (an audit's copy of it with canaries), as for :func:`tasks.train.train`.
 
     Returns:
         tuple: the last stage's reference (the model) and its report.
@@ -69,20 +86,23 @@ def run_stages(method: Any, ds: DatasetRef, spec: Any, refresh: bool,
     staged: Staged = declared(method.family)
     owner = new_owner()
     refs: dict[str, Any] = {}
-    released = None if refresh else released_plan(ds, spec)
+    # an audit trains on other data: its plan's key is the real dataset's, never released
+    # from this data (its gates do not look for a lost release either)
+    released = None if refresh or budget_dataset is not None else released_plan(ds, spec)
 
     def step(stage: Stage) -> None:
         task_, inputs = stage_call(stage, refs)
+        call = {"dataset": ds, "spec": spec, "stage": stage, "inputs": inputs,
+                "context": context, "budget_dataset": budget_dataset}
         # Already released, and this stage would run again: each later stage's inputs
         # would differ from the released run's, and the first gated one would refuse to
         # release again, after this one's work (a code upgrade retrained GAP's encoder,
         # ~60 s on Cora, before that refusal). Refused before any of it.
         refuse_uncached_release(task_, released, spec.method, ds["name"],
-                                f"{stage.name} stage", dataset=ds, spec=spec, stage=stage,
-                                inputs=inputs)
+                                f"{stage.name} stage", **call)
         refs[stage.name], states[stage.name] = run_cached(
-            task_, refresh, dataset=ds, spec=spec, stage=stage, inputs=inputs,
-            owner=owner if stage.gated else None, family=staged.family)
+            task_, refresh, **call, owner=owner if stage.gated else None,
+            family=staged.family)
 
     step(staged.calibration())
     stages = staged.stages(spec, float(refs["calibrate"]["z"]))
@@ -112,23 +132,67 @@ def refuse_lost_stages(method: Any, ds: DatasetRef, spec: Any,
                             dataset=ds, spec=spec, stage=stage, inputs=inputs)
 
 
+@task(name="staged", cache_policy=NO_CACHE, persist_result=False)
+def staged_point(dataset: DatasetRef, spec: Any, context: RunContext | None = None,
+                 refresh: bool = False) -> dict[str, Any]:
+    """A sweep point of a staged method, as one task a Dask worker runs: its stages
+    (:func:`run_stages`, the runner ``dpgnn run`` uses, with the same stage tasks, cache keys
+    and artifacts) and its evaluation (the pipeline's ``evaluate`` task), both cached; the
+    point's result is not (each stage and the evaluation are).
+
+    Each stage's cache record is written when the stage finishes (Prefect would defer the
+    records of tasks called in a task to the end of the outer one: a point failing in its
+    classifier would then lose the record of the aggregation it had released, and its rerun
+    would release it again).
+
+    Returns:
+        dict: ``model`` (the last stage's reference), ``evaluation`` (the ``evaluate``
+        task's) and ``states`` (each stage's cache state by name, and ``evaluate``'s).
+    """
+    from prefect.transactions import CommitMode, transaction
+
+    from dpgnn_core.methods.registry import method_for
+
+    states: dict[str, str] = {}
+    with in_context(context), transaction(commit_mode=CommitMode.EAGER):
+        model, _ = run_stages(method_for(spec), dataset, spec, refresh, states,
+                              context=context)
+        ev, states["evaluate"] = run_cached(evaluate, refresh, dataset=dataset, model=model,
+                                            context=context)
+    return {"model": model, "evaluation": ev, "states": states}
+
+
 def _key(kind: str) -> Any:
     """A stage's cache key: its kind, the dataset, the spec and its inputs (parameters
     and the references it reads), as if each were a parameter of its own task."""
     key = inputs_and_code(kind)
 
     def stage_key(ctx: Any, params: dict[str, Any]) -> str:
+        # the run context gives the home and code version and is not otherwise keyed; a
+        # budget dataset (an audit's) is part of the key, as for the train task
+        extra = {"context": params.get("context")}
+        if params.get("budget_dataset") is not None:
+            extra["budget_dataset"] = params["budget_dataset"]
         return key(ctx, {"dataset": params["dataset"], "spec": params["spec"],
-                         **params["inputs"]})
+                         **params["inputs"], **extra})
     return stage_key
 
 
 @task(name="stage", persist_result=True, result_serializer="json")
 def stage_task(dataset: DatasetRef, spec: Any, stage: Stage, inputs: dict[str, Any],
-               owner: str | None = None, family: str = "") -> Ref:
+               owner: str | None = None, family: str = "",
+               context: RunContext | None = None,
+               budget_dataset: DatasetRef | None = None) -> Ref:
     """Run one stage (its cache key and name set by :func:`run_stages`): read what it
     reads (each artifact checked against its manifest), compute, write its artifact.
-    ``owner``: the run's owner token, shared by its stages' budget gates."""
+    ``owner``: the run's owner token, shared by its stages' budget gates; ``context`` and
+    ``budget_dataset``: see :func:`run_stages`."""
+    with in_context(context):
+        return _stage(dataset, spec, stage, inputs, owner, family, budget_dataset)
+
+
+def _stage(dataset: DatasetRef, spec: Any, stage: Stage, inputs: dict[str, Any],
+           owner: str | None, family: str, budget_dataset: DatasetRef | None) -> Ref:
     data = load_keyed_dataset(dataset)
     refs = {arg: inputs[arg] for arg in stage.reads}
     reads = {arg: _read(r) for arg, r in refs.items()}
@@ -139,7 +203,9 @@ def stage_task(dataset: DatasetRef, spec: Any, stage: Stage, inputs: dict[str, A
     ckpt: Checkpointer | None = None
     with ExitStack() as stack:
         if stage.gated:
-            gate = stack.enter_context(gate_for(dataset, spec.method, spec, owner))
+            gate = stack.enter_context(gate_for(budget_dataset or dataset, spec.method,
+                                                spec, owner,
+                                                trains_on_it=budget_dataset is None))
         run = PrivateRun(gate=gate)  # the stage's engine: its gate, its steps or hops
         if stage.steps is not None:
             assert gate is not None
@@ -169,13 +235,47 @@ def stage_task(dataset: DatasetRef, spec: Any, stage: Stage, inputs: dict[str, A
 def _store(out: Path, stage: Stage, result: StageOutput, dataset: DatasetRef, spec: Any,
            ckpt: Checkpointer | None) -> Ref:
     """A stage's artifact: its values, its manifest (with its events if it may release
-    something, and a resumed training's note); its reference."""
+    something, and a resumed training's note); its reference.
+
+    A stage that computes nothing private and trains nothing (the graph stage) is a
+    function of what names its folder (the dataset, its folder's parts, the code version),
+    which several specs share: an intact folder is used as it is, and one being written by
+    another point of a sweep (a second writer is refused at once) is waited for."""
     events = {"events": result.events.to_dict()} if stage.gated else {}
-    with atomic_dir(out, overwrite=True) as tmp:
-        names = [_write(tmp, out, name, value) for name, value in result.values.items()]
-        m = finish_artifact(tmp, stage.kind, names, spec, dataset,
-                            {**result.info, **result.manifest, **events, **resume_note(ckpt)})
+    shared = not stage.gated and stage.steps is None
+    m = _intact_manifest(out) if shared else None
+    if m is None:
+        try:
+            with atomic_dir(out, overwrite=True) as tmp:
+                names = [_write(tmp, out, name, value) for name, value in result.values.items()]
+                m = finish_artifact(tmp, stage.kind, names, spec, dataset,
+                                    {**result.info, **result.manifest, **events,
+                                     **resume_note(ckpt)})
+        except TargetBusyError:
+            m = _intact_manifest(out, wait=SHARED_WAIT_S) if shared else None
+            if m is None:
+                raise
     return {"path": str(out), "files": m["files"], **result.info, **events}
+
+
+#: How long a shared stage folder being written by another task is waited for (seconds).
+SHARED_WAIT_S = 120.0
+
+
+def _intact_manifest(out: Path, wait: float = 0.0) -> dict[str, Any] | None:
+    """The manifest of the artifact folder ``out`` when every file it lists is intact, else
+    None; polled for up to ``wait`` seconds (another task is writing it)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            m: dict[str, Any] = json.loads((out / "manifest.json").read_text())
+            if artifact_intact(out, m["files"]):
+                return m
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def _store_run(out: Path, stage: Stage, result: StageOutput, dataset: DatasetRef, spec: Any,

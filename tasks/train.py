@@ -18,7 +18,6 @@ from dpgnn_core.data.graph import GraphData
 from dpgnn_core.data.store import read_dataset
 from dpgnn_core.io import atomic_dir, sha256_file, sha256_json, write_json_atomic
 from dpgnn_core.privacy.report import PrivacyReport
-from dpgnn_core.serialize import torch_save
 from dpgnn_core.training.checkpoint import Checkpointer, checkpointing
 from tasks._cache import inputs_and_code
 from tasks.budget import gate_for
@@ -208,6 +207,10 @@ def _fit_and_store(data: Any, dataset: DatasetRef, spec: Any,
 
     method = method_for(spec)
     fit = method.fit
+    if method.staged and isinstance(data, GraphData):
+        raise ValueError(f"{method.name} is a staged method: it runs as the cached stages "
+                         "of tasks.staged.run_stages (dpgnn run, a sweep point, an audit), "
+                         "not as one train task")
     if not isinstance(data, GraphData):  # a partitioned dataset: the family's own fit
         from dpgnn_core.distributed.fits import fit_for
 
@@ -282,9 +285,6 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: Any,
     reported = method.private_path  # every run of a private method's path
     names = ["model.pt", "history.json"] + (["ledger.json", "report.json"] if reported
                                             else [])
-    # GAP in one task (a sweep point): its private release X(1..K) is stored beside the
-    # classifier, for evaluation to predict from (the pipeline runs GAP's cached stages).
-    aggregations = fitted.extra.get("aggregations")
     metrics = fitted.extra.get("metrics")  # a partitioned fit's, computed block by block
     if metrics is not None:
         names.append("metrics.json")
@@ -298,10 +298,6 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: Any,
         if reported:
             fitted.ledger.save(tmp / "ledger.json")
             write_json_atomic(tmp / "report.json", report.to_dict())
-        if aggregations is not None:
-            torch_save(aggregations.detach().cpu(), tmp / "aggregations.pt",
-                       target=out / "aggregations.pt")
-            agg_files = files_manifest(tmp, ["aggregations.pt"])
         files = files_manifest(tmp, names)
         write_json_atomic(tmp / "manifest.json", {
             "kind": "train", "method": method.name, "spec": spec.model_dump(mode="json"),
@@ -311,8 +307,6 @@ def _artifacts(method: Any, dataset: DatasetRef, spec: Any, data: Any,
                      "spec": spec.model_dump(mode="json"), "dataset": dataset["content_sha256"]}
     if reported:
         ref["report"] = report.to_dict()  # JSON on the wire (its ledger inside); report_of()
-    if aggregations is not None:
-        ref["aggregations"] = {"path": str(out), "files": agg_files}
     if metrics is not None:
         ref["metrics"] = metrics
         ref["release"] = fitted.extra.get("release")

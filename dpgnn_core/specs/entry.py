@@ -18,8 +18,8 @@ What an entry says (and so what no caller derives from a family string or a spec
   ``checks`` (functions of the spec and the manifest that import no torch), ``releases``
   (the level and relation of the privacy events its plan holds, for the budget);
 * how a run is shown and tracked: ``progress_unit``, ``run_tags``, ``extra_metrics``;
-* how it runs in the pipeline: ``staged`` (as the cached stages its module declares, or as
-  one ``train`` task), ``explains``;
+* how it runs (``dpgnn run``, sweeps, audits): ``staged`` (as the cached stages its module
+  declares, or as one ``train`` task), ``explains``;
 * what the privacy tooling may do with it: ``private_path``, ``private_selection``,
   ``score_sensitivity``, ``canary`` and ``canary_by_level``.
 """
@@ -60,9 +60,10 @@ class Entry:
             ``method`` is added. (default: ``{}``)
         progress_unit (str, optional): ``step`` or ``epoch``; the spec field ``<unit>s`` is
             the length of a run. (default: ``"step"``)
-        staged (bool, optional): the pipeline runs the method as the stages its
-            implementation declares (GAP, ProGAP, DPDGC), each a cached task
-            (``tasks/staged.py``); else as one ``train`` task. (default: :obj:`False`)
+        staged (bool, optional): every run of the method (``dpgnn run``, a sweep point,
+            an audit, a retraining) runs the stages its implementation declares (GAP,
+            ProGAP, DPDGC), each a cached task of the one staged runner
+            (``tasks/staged.py``); else one ``train`` task. (default: :obj:`False`)
         explains (bool, optional): a private run also explains test graphs with
             GNNExplainer beside a non-private twin. (default: :obj:`False`)
         extra_metrics (tuple, optional): test metrics the run summary reports beside

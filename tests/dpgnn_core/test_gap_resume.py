@@ -1,5 +1,6 @@
-"""GAP in one task (a sweep point): a rerun redraws PMA's noise, so the classifier trained
-on the earlier release must never be resumed from a checkpoint (two releases, one counted)."""
+"""GAP in memory (the library's fit, one process): a rerun redraws PMA's noise, so the
+classifier trained on the earlier release must never be resumed from a checkpoint (two
+releases, one counted)."""
 
 from __future__ import annotations
 

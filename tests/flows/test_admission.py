@@ -137,13 +137,14 @@ def test_a_sweep_marks_a_refused_non_private_point_and_goes_on(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_a_sweep_point_released_by_a_staged_run_is_marked_refused_and_the_sweep_goes_on(
+def test_a_sweep_point_released_by_a_staged_run_reuses_its_stages_and_release(
         tmp_path: Path) -> None:
-    """`dpgnn run gap-edp` released a plan; a sweep whose point has that very plan cannot
-    reuse it (the run's stages are cached, the sweep point is one task): the point is
-    marked refused, before any charge, and the other points run. The whole sweep used to
-    fail at the end with the lost-release error, after training and charging the others
-    (the README tour's step 4)."""
+    """`dpgnn run gap-edp` released a plan; a sweep whose point has that very plan runs
+    through the same staged runner (issue 50 §1): the point re-uses the run's cached stages
+    and release (same artifact folder, same release id, nothing trained, recorded as a
+    re-use at no cost), and the sweep's other point trains and is charged. The point used
+    to train GAP in one task, which had no cache of the run's stages: it was refused as a
+    lost release (and before that, charged twice)."""
     from dpgnn_core.methods.registry import get
     from dpgnn_core.sweeps import SweepSpec, points
     from flows.pipeline import pipeline
@@ -160,10 +161,26 @@ def test_a_sweep_point_released_by_a_staged_run_is_marked_refused_and_the_sweep_
     run_spec = get("gap-edp").spec(epsilon=1.0, seed=0, **grid)
     summary = dataset_summary(ds)
     assert plan_key(summary, run_spec) in {plan_key(summary, p.spec) for p in points(spec)}
-    assert pipeline(spec=run_spec, dataset=ds)["release"].startswith("new release")
+    run = pipeline(spec=run_spec, dataset=ds)
+    assert run["release"].startswith("new release")
+    model = Path(run["artifacts_dir"])
+    release = json.loads((model / "report.json").read_text())["release"]["id"]
+    written = {f: f.stat().st_mtime_ns for f in model.parent.parent.glob("*/*/*")}
     result = sweep(sweep_spec=spec, write=False)
     rows = {r["epsilon"]: r for r in result["rows"]}
-    assert rows[1.0]["cache"] == "Refused" and "already released" in rows[1.0]["refused"]
-    assert rows[2.0]["refused"] is None and rows[2.0]["val_accuracy"] is not None
+    assert rows[1.0]["refused"] is None and rows[1.0]["cache"] == "Cached"
+    assert rows[1.0]["artifacts_dir"] == str(model)  # the run's classifier, its layout
+    assert json.loads((model / "report.json").read_text())["release"]["id"] == release
+    assert rows[1.0]["val_accuracy"] == run["val_accuracy"]
+    assert rows[2.0]["refused"] is None and rows[2.0]["cache"] == "Completed"
+    # the ε = 2 point is laid out as a `dpgnn run` is: its stages' folders beside the run's
+    other = Path(rows[2.0]["artifacts_dir"])
+    assert other.parent == model.parent and other != model
+    assert sorted(f.name for f in other.iterdir()) == sorted(f.name for f in model.iterdir())
+    assert {f: t for f, t in written.items() if f.exists()} == written  # nothing rewritten
     s = store()
-    assert [r.status for r in s.summary(s.resolve(sha)).records] == ["spent", "spent"]
+    records = s.summary(s.resolve(sha)).records
+    assert sorted(r.status for r in records) == ["reuse", "spent", "spent"]
+    (reuse,) = [r for r in records if r.status == "reuse"]
+    assert reuse.release_id == release and reuse.epsilon == 0.0
+    assert next(r.release_id for r in records if r.status == "spent") == release

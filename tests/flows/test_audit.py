@@ -77,6 +77,40 @@ def test_multi_run_audit_flow(dataset: Path) -> None:
     assert saved["guesses"][:4] == [0, 0, 0, 0]  # the first half chose the threshold
 
 
+@pytest.mark.slow
+def test_a_staged_method_is_audited_through_the_staged_runner(tmp_path: Path) -> None:
+    """Issue 50 §1: GAP's audit trains through the stages `dpgnn run` runs (one artifact
+    layout: the classifier's folder with its aggregations beside), each gated stage
+    charged to the real dataset's budget, once; a rerun is cached and costs nothing. It
+    used to train GAP in one `train` task, with the aggregations stored in the model's
+    folder."""
+    from dpgnn_core.methods.registry import get
+    from flows.audit import audit
+    from tasks.budget import store
+
+    write_dataset(csbm(num_nodes=200, num_classes=4, feature_dim=8, avg_degree=4, seed=72),
+                  tmp_path / "ds")
+    sha = json.loads((tmp_path / "ds" / "manifest.json").read_text())["content_sha256"]
+    s = store()
+    s.set_budget(sha, "ds", str(tmp_path / "ds"), epsilon=16.0, delta=1e-4)
+    spec = get("gap-edp").spec(epsilon=2.0, hops=1, epochs=1, encoder_dim=8, hidden=8,
+                               batch_size=64, device="cpu")
+    first = audit(spec=spec, dataset=str(tmp_path / "ds"), canaries=20)
+    assert {"calibrate", "graph", "encoder", "aggregate", "train"} <= set(first["cache"])
+    assert first["cache"]["train"] == "Completed"
+    (model,) = map(Path, first["models"])
+    assert model.parent.name == "gap_classifier"
+    manifest = json.loads((model / "manifest.json").read_text())
+    assert Path(manifest["aggregations"]["path"]).parent.name == "gap_aggregate"
+    assert first["reported_epsilon"] == pytest.approx(2.0, rel=1e-3)
+    records = s.summary(s.resolve(sha)).records
+    assert [(r.status, r.method) for r in records] == [("spent", "gap-edp")]
+    again = audit(spec=spec, dataset=str(tmp_path / "ds"), canaries=20)
+    assert set(again["cache"].values()) == {"Cached"}
+    assert again["epsilon_lower"] == first["epsilon_lower"]
+    assert s.summary(s.resolve(sha)).records == records  # a cached audit spends nothing
+
+
 @pytest.mark.parametrize("args,needle", [
     (["gap-ndp", "--epsilon", "1", "--max-degree", "30", "--attack", "reproduced-noise"],
      "reproduced-noise attack is implemented for GAP-EDP only"),

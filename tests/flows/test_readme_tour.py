@@ -1,7 +1,7 @@
 """The README's tour (issue 33 §6): its sweep (step 4) fits what steps 2 and 3 leave of the
 tour's budget, holds no point the budget refuses (a non-private one), and repeats no plan
-of step 3 (a staged method's sweep point does not share its `dpgnn run`'s cache: the same
-plan would be refused as a lost release). The
+of step 3 (its four points are four new releases, as the tour's budget figures count them;
+a repeated plan would re-use step 3's release, issue 50 §1). The
 commands are read from README.md itself, steps 1-2 run through the command line, and every
 release of steps 3-4 is calibrated and reserved against the dataset's budget as the runs
 would (no training: calibration only)."""

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from dpgnn_core.methods.catalog import CATALOG
@@ -62,3 +66,63 @@ def test_stages_read_only_earlier_stages_and_the_last_is_train() -> None:
     # DPDGC: each private release its own stage (no encoder with label messages)
     assert names["dpdgc-edp"] == ["encoder", "aggregate", "train"]
     assert names["dpdgc-ndp"] == ["aggregate", "train"]
+
+
+def _tiny_dataset(folder: Any) -> dict[str, Any]:
+    from dpgnn_core.data.store import write_dataset
+    from dpgnn_core.data.synthetic import csbm
+    from tasks.ingest import dataset_summary
+
+    write_dataset(csbm(num_nodes=60, feature_dim=4, avg_degree=3, seed=5), folder)
+    return dict(dataset_summary(folder))
+
+
+def test_the_train_task_refuses_a_staged_method(tmp_path: Path) -> None:
+    """Issue 50 §1: a staged method has one runner (tasks.staged.run_stages) for `dpgnn
+    run`, sweep points and audits; the train task, which used to train GAP in one task for
+    sweeps and audits (another artifact layout, another cache), refuses it before any
+    training."""
+    from tasks.train import artifact_dir, train
+
+    ds = _tiny_dataset(tmp_path / "ds")
+    spec = GapSpec(method="gap-edp", epsilon=1.0, hops=1, epochs=1, device="cpu")
+    with pytest.raises(ValueError, match=r"gap-edp is a staged method.*run_stages"):
+        train.fn(ds, spec)
+    assert not artifact_dir("train", ds["content_sha256"], spec).exists()
+
+
+def test_a_shared_stage_folder_being_written_is_waited_for_and_used(tmp_path: Path) -> None:
+    """Two sweep points of GAP at two ε (on two workers) compute the graph stage, whose
+    folder depends only on the dataset, the level and D, at the same time: the second
+    writer of that folder used to fail its point at once (TargetBusyError). It now waits
+    for the first and uses its intact folder, without writing it again."""
+    import threading
+
+    import numpy as np
+
+    from dpgnn_core.io import atomic_dir
+    from dpgnn_core.methods._staged import StageOutput, graph_stage
+    from tasks.staged import _store, finish_artifact
+
+    ds = {"content_sha256": "0" * 64, "path": str(tmp_path), "name": "ds"}
+    spec = GapSpec(method="gap-edp", epsilon=1.0)
+    stage = graph_stage("gap", spec)
+    result = StageOutput({"edge_index.npy": np.arange(6).reshape(2, 3)},
+                         info={"graph": {"edges_after": 3}})
+    out = tmp_path / "graph"
+    got: list[Any] = []
+    with atomic_dir(out, overwrite=True) as tmp:  # another point writing the folder
+        waiting = threading.Thread(
+            target=lambda: got.append(_store(out, stage, result, ds, spec.model_copy(
+                update={"epsilon": 2.0}), None)))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive()  # busy: it waits instead of failing
+        np.save(tmp / "edge_index.npy", np.arange(6).reshape(2, 3))
+        m = finish_artifact(tmp, stage.kind, ["edge_index.npy"], spec, ds, {})  # type: ignore[arg-type]
+    waiting.join(30)
+    assert not waiting.is_alive()
+    (ref,) = got
+    assert ref["path"] == str(out) and ref["files"] == m["files"]
+    assert ref["graph"] == {"edges_after": 3}
+    assert (json.loads((out / "manifest.json").read_text())["spec"]["epsilon"]) == 1.0
