@@ -23,6 +23,7 @@ from flows.cli.common import (
     find_datasets,
     give_up,
 )
+from flows.warm_env import THREAD_VARIABLES, one_thread_unless_set  # noqa: F401 - re-exported
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -312,23 +313,14 @@ def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         typer.echo("not running")
 
 
-#: Compute threads of a ``dpgnn`` process and its children unless the environment sets
-#: them: one. A small model's steps are too short to share between cores, and on a busy
-#: machine (the Prefect server, Dask workers, other users) torch's default of one OpenMP
-#: thread per core spins: GAP-EDP's 64-row Adam steps on Cora took ~96 ms each with 2
-#: threads on 2 busy cores against ~5 ms CPU with one (benchmarks/RESULTS.md, "The README
-#: tour"). Dask's workers get one thread each already. ``OMP_NUM_THREADS=2 dpgnn ...``
-#: gives a large-batch run on an idle machine its cores back.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def one_thread_unless_set() -> None:
-    """Set :data:`THREAD_VARIABLES` to 1 where the environment does not set them (before
-    torch is imported: the command line imports it inside its commands)."""
-    if not any(v in os.environ for v in THREAD_VARIABLES):
-        for v in THREAD_VARIABLES:
-            os.environ[v] = "1"
-
+# THREAD_VARIABLES, one_thread_unless_set (imported above from flows.warm_env, whose
+# client sets them before it decides where a command runs): the compute threads of a
+# ``dpgnn`` process and its children unless the environment sets them: one. A small
+# model's steps are too short to share between cores, and on a busy machine torch's
+# default of one OpenMP thread per core spins: GAP-EDP's 64-row Adam steps on Cora took
+# ~96 ms each with 2 threads on 2 busy cores against ~5 ms CPU with one
+# (benchmarks/RESULTS.md, "The README tour"). ``OMP_NUM_THREADS=2 dpgnn ...`` gives a
+# large-batch run on an idle machine its cores back.
 
 #: The width of ``--help`` piped or redirected (no terminal to fit): rich fell back to 80
 #: columns and cut option names (``--insecure-reproducib…``).
