@@ -277,10 +277,14 @@ class Supervisor:
         if pid == 0:
             self.conn.close()
             return warm_child.Job(req, self.fds, self.runner.saved)
+        with contextlib.suppress(OSError):  # as the command does: signals to its group
+            os.setpgid(pid, pid)  # must find it from the first message on
         for fd in self.fds:
             os.close(fd)
         _send(self.conn, {"pid": pid})
-        _send(self.conn, {"exit": self._relay(pid)})
+        code = self._relay(pid)
+        _log(f"ran `{' '.join(['dpgnn', *req['argv'][1:]])}` as pid {pid}: exit {code}")
+        _send(self.conn, {"exit": code})
         return None
 
     def _refusal(self, req: dict[str, Any]) -> str | None:
