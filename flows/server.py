@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
-from flows import procs, reaper, warm
+from flows import procs, reaper, warm_state
 
 DEFAULT_PORT = 4242
 
@@ -178,7 +178,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     database = check_database_url(database_url, label=label) if database_url else None
     if st["running"]:
         _same_database(st, database)
-        return {**st, "warm": warm.start(home, dict(os.environ))}
+        return {**st, "warm": warm_state.start(home, dict(os.environ))}
     home.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/api"
     if healthy(url):
@@ -206,11 +206,11 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
             "log": str(home / "server.log"), "started": time.time(), "database": database}
     state_file(home).write_text(json.dumps(info))
     # The warm runner imports while the server starts (flows.warm); it takes no server.
-    warm_info = warm.start(home, dict(os.environ))
+    warm_info = warm_state.start(home, dict(os.environ))
     outcome = _until_healthy(proc, url, timeout, every=0.5)
     if outcome == "healthy":
         return {**info, "running": True, "warm": warm_info}
-    warm.stop(home)
+    warm_state.stop(home)
     if outcome == "exited":
         state_file(home).unlink(missing_ok=True)
         raise ServerError(f"prefect server exited with {proc.returncode}; see "
@@ -234,7 +234,7 @@ def stop_server(home: Path | None = None, timeout: float = 20.0) -> StopResult:
     server (:func:`owner`); a pid that is gone or reused is never signalled. The state file
     is removed in every case. The warm runner (:mod:`flows.warm`) is stopped first, if
     it is still ours; commands it runs go on."""
-    warm.stop(home or _home())
+    warm_state.stop(home or _home())
     path = state_file(home)
     if not path.is_file():
         return StopResult(False, "no server was running")

@@ -16,9 +16,8 @@ command's process group, as a terminal does; others to the command), kills the c
 threaded and forks nothing but supervisors; ``SIGTERM`` ends it (commands under way
 finish: their supervisors are processes of their own).
 
-Started and stopped with the Prefect server (:mod:`flows.server`); its state is
-``$DPGNN_HOME/warm.json`` (pid, start time, command line), checked as the server's is
-before it is signalled.
+Started and stopped with the Prefect server (:mod:`flows.server`) by
+:mod:`flows.warm_state`.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,87 +35,18 @@ from typing import Any
 
 from flows import warm_child, warm_env
 
-MODULE = "flows.warm"
+#: Packages the runner must never have imported (the command imports them itself).
+FORBIDDEN = ("prefect", "mlflow", "dpgnn_core", "tasks", "flows", "dask", "distributed",
+             "matplotlib", "amplitude", "pyarrow", "pandas")
+#: flows modules the runner is made of (covered by the runner's source stamp).
+OWN = ("flows", "flows.warm", "flows.warm_env", "flows.warm_child", "flows.warm_state")
 
 
-# ---------------------------------------------------------------- lifecycle (the CLI side)
-
-def _owned(info: dict[str, Any], home: Path) -> bool:
-    """Whether the process ``info`` records is still our runner of ``home``."""
-    from flows import procs
-
-    pid = int(info.get("pid", 0))
-    try:
-        if procs.start_time(pid) != info.get("start_time"):
-            return False
-        args = procs.cmdline(pid) or []
-    except procs.Unverifiable:  # pragma: no cover - non-Linux without psutil
-        return False
-    return MODULE in args and str(home) in args
-
-
-def _read_state(home: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads(warm_env.state_path(home).read_text()))
-    except (OSError, ValueError):
-        return None
-
-
-def status(home: Path) -> dict[str, Any]:
-    """``{"running": bool, "pid", "socket", "ready"}`` of ``home``'s runner."""
-    home = home.resolve()
-    info = _read_state(home)
-    if info is None or not _owned(info, home):
-        return {"running": False}
-    sock = warm_env.socket_path(home)
-    return {**info, "running": True, "socket": str(sock), "ready": sock.exists()}
-
-
-def start(home: Path, environ: dict[str, str]) -> dict[str, Any] | None:
-    """Start ``home``'s runner in the background unless one runs or ``DPGNN_WARM=0``;
-    returns its status (it accepts commands once its imports are done, a few seconds
-    later: until then commands run by themselves)."""
-    if not warm_env.enabled(environ):
-        return None
-    home = home.resolve()
-    st = status(home)
-    if st["running"]:
-        return st
-    from flows import procs, reaper
-
-    env = {k: v for k, v in environ.items() if k != reaper.OWNER_ENV}
-    with open(home / "warm.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", MODULE, str(home)], cwd=home, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    info = {"pid": proc.pid, "start_time": procs.start_time(proc.pid),
-            "cmdline": procs.cmdline(proc.pid), "started": time.time()}
-    warm_env.state_path(home).write_text(json.dumps(info))
-    return {**info, "running": True, "ready": False}
-
-
-def stop(home: Path, timeout: float = 10.0) -> bool:
-    """Stop ``home``'s runner if the recorded pid is still it; commands it runs go on.
-    Returns whether it was running."""
-    home = home.resolve()
-    info = _read_state(home)
-    warm_env.state_path(home).unlink(missing_ok=True)
-    if info is None or not _owned(info, home):
-        warm_env.socket_path(home).unlink(missing_ok=True)  # a stale one
-        return False
-    pid = int(info["pid"])
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _owned(info, home):
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.05)
-    if _owned(info, home):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    warm_env.socket_path(home).unlink(missing_ok=True)
-    return True
+def forbidden() -> list[str]:
+    """Modules of :data:`FORBIDDEN` that the runner has imported (none, or it must not
+    serve)."""
+    return sorted(m for m in sys.modules
+                  if m.split(".")[0] in FORBIDDEN and m not in OWN)
 
 
 # ---------------------------------------------------------------- the runner
@@ -357,7 +286,7 @@ def serve(home: Path) -> warm_child.Job | None:
     fingerprint = warm_env.fingerprint()  # what the imports read: before they change it
     stamp = warm_env.source_stamp()
     saved, missing = warm_child.preimport()
-    bad = warm_child.forbidden()
+    bad = forbidden()
     if bad:
         _log(f"not serving: imported {', '.join(bad[:5])}, which the command must import "
              "itself")

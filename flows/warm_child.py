@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import os
 import signal
 import sys
@@ -36,11 +37,6 @@ MODULES = (
     "prometheus_client", "google.protobuf", "requests", "urllib3", "sqlparse", "psutil",
     "tqdm", "cloudpickle", "toml", "jinja2", "asgi_lifespan", "jsonpatch", "exceptiongroup",
 )
-#: Packages the runner must never have imported (the command imports them itself).
-FORBIDDEN = ("prefect", "mlflow", "dpgnn_core", "tasks", "flows", "dask", "distributed",
-             "matplotlib", "amplitude", "pyarrow", "pandas")
-#: flows modules the runner is made of (covered by the runner's source stamp).
-OWN = ("flows", "flows.warm", "flows.warm_env", "flows.warm_child")
 #: Signals whose handling the runner changes (restored in the command).
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
 
@@ -83,13 +79,6 @@ def preimport() -> tuple[Saved, list[str]]:
     return saved, missing
 
 
-def forbidden() -> list[str]:
-    """Modules of :data:`FORBIDDEN` that the runner has imported (none, or it must not
-    serve)."""
-    return sorted(m for m in sys.modules
-                  if m.split(".")[0] in FORBIDDEN and m not in OWN)
-
-
 def threads() -> int:
     """This process's threads, as the kernel counts them (Python's and native ones)."""
     try:
@@ -121,7 +110,7 @@ def _streams(request: dict[str, Any]) -> None:
         if fd > 2:
             os.close(fd)
     for stream, line in zip((sys.stdout, sys.stderr), request["line_buffering"], strict=True):
-        with contextlib.suppress(AttributeError, ValueError):
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(line_buffering=line)
 
 

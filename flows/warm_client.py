@@ -26,6 +26,9 @@ from flows import warm_env
 
 #: Signals passed on to the delegated command.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: Options that start a Dask cluster (a partitioned run): such a command runs by itself
+#: (its cluster's worker processes would start from the runner's main module).
+CLUSTER_OPTIONS = ("--workers", "--worker-memory", "--dask-address")
 #: Seconds to wait for the runner to accept or refuse before running locally.
 REPLY_TIMEOUT = 15.0
 
@@ -132,6 +135,9 @@ def delegate(argv: list[str]) -> int | None:
         return None
     path = warm_env.socket_path(inv.home)
     if not path.exists():
+        return None
+    if any(a.split("=", 1)[0] in CLUSTER_OPTIONS for a in argv):
+        _note(inv, "a run on a Dask cluster starts its workers from its own main module")
         return None
     try:
         sock = _connect(path)

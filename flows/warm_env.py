@@ -124,7 +124,8 @@ def source_stamp() -> str:
     import hashlib
 
     h = hashlib.sha256(code_version().encode())
-    for name in ("warm.py", "warm_env.py", "warm_child.py", "warm_client.py"):
+    for name in ("warm.py", "warm_child.py", "warm_client.py", "warm_env.py",
+                 "warm_state.py"):
         path = _ROOT / "flows" / name
         if path.is_file():
             h.update(name.encode() + path.read_bytes())

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flows import warm, warm_env
+from flows import warm_env, warm_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ def _budget(home: Path, *args: str) -> str:
 def _wait_ready(home: Path, timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        st = warm.status(home)
+        st = warm_state.status(home)
         assert st["running"], (home / "warm.log").read_text()
         if st["ready"]:
             return st
@@ -107,11 +107,12 @@ def test_a_delegated_run_matches_a_local_run(tmp_path: Path, fresh_home: Path,
                                  "-o", "num_nodes=300"])
     assert r.exit_code == 0, r.output
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
-    env |= {"DPGNN_HOME": str(fresh_home), "PREFECT_API_URL": prefect_api_url}
+    env |= {"DPGNN_HOME": str(fresh_home), "PREFECT_API_URL": prefect_api_url,
+            "DPGNN_WARM": "1"}  # the suite's default is 0 (tests/conftest.py)
     dpgnn = _dpgnn(tmp_path)
     _budget(fresh_home, "set", str(ds), "--epsilon", "30", "--delta", "1e-3")
     warm_env.one_thread_unless_set(env)
-    warm.start(fresh_home, env)
+    warm_state.start(fresh_home, env)
     try:
         runner = _wait_ready(fresh_home)
         # fork safety: the runner has one thread and imported none of dpgnn, Prefect, MLflow
@@ -155,8 +156,8 @@ def test_a_delegated_run_matches_a_local_run(tmp_path: Path, fresh_home: Path,
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130 and "stopped:" in err, err
         assert _gone(child)
-        assert warm.stop(fresh_home)
+        assert warm_state.stop(fresh_home)
         assert not warm_env.socket_path(fresh_home).exists()
-        assert not warm.status(fresh_home)["running"]
+        assert not warm_state.status(fresh_home)["running"]
     finally:
-        warm.stop(fresh_home)
+        warm_state.stop(fresh_home)

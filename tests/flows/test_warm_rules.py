@@ -16,9 +16,16 @@ from typing import Any
 
 import pytest
 
-from flows import warm, warm_client, warm_env
+from flows import warm, warm_client, warm_env, warm_state
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _warm_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's default is ``DPGNN_WARM=0`` (tests/conftest.py); these tests are about
+    the runner."""
+    monkeypatch.setenv("DPGNN_WARM", "1")
 
 
 def test_the_dpgnn_script_is_the_warm_client() -> None:
@@ -83,9 +90,16 @@ def _argv(home: Path, *more: str) -> list[str]:
     return ["dpgnn", "--home", str(home), *more, "run", "dp-mlp"]
 
 
-def test_no_socket_or_another_command_runs_locally(tmp_path: Path) -> None:
+def test_no_socket_another_command_or_dpgnn_warm_0_runs_locally(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert warm_client.delegate(_argv(tmp_path)) is None
+    fake = FakeRunner(tmp_path, [{"ready": True}, {"pid": 1}, {"exit": 3}])
     assert warm_client.delegate(["dpgnn", "--home", str(tmp_path), "datasets"]) is None
+    assert warm_client.delegate([*_argv(tmp_path), "--workers", "2"]) is None
+    assert warm_client.delegate([*_argv(tmp_path), "--dask-address=tcp://h:1"]) is None
+    monkeypatch.setenv("DPGNN_WARM", "0")
+    assert warm_client.delegate(_argv(tmp_path)) is None
+    assert fake.request is None  # never connected
 
 
 def test_a_stale_socket_runs_locally_silently_unless_verbose(
@@ -147,6 +161,28 @@ def test_an_accepted_command_sends_what_a_fresh_process_needs(tmp_path: Path) ->
     assert req["env"] == dict(os.environ) and req["path"] == sys.path
     assert req["fingerprint"] == warm_env.fingerprint()
     assert b'"go": true' in fake.got
+
+
+def test_server_start_replaces_a_runner_of_older_code(tmp_path: Path) -> None:
+    """``dpgnn server start`` keeps a runner of the current code and replaces an older one
+    (a stand-in process: the check is the recorded pid, start time and command line)."""
+    from flows import procs
+
+    home = tmp_path.resolve()
+    old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                            warm_state.MODULE, str(home)])
+    try:
+        info = {"pid": old.pid, "start_time": procs.start_time(old.pid),
+                "stamp": warm_env.source_stamp()}
+        warm_env.state_path(home).write_text(json.dumps(info))
+        assert warm_state.start(home, {})["pid"] == old.pid  # current: kept
+        warm_env.state_path(home).write_text(json.dumps({**info, "stamp": "older"}))
+        new = warm_state.start(home, {"DPGNN_WARM": "1", "PATH": os.environ["PATH"]})
+        assert old.wait(10) == -15 and new is not None and new["pid"] != old.pid
+    finally:
+        old.kill()
+        old.wait()
+        warm_state.stop(home)
 
 
 def test_a_changed_code_version_is_refused_and_stops_the_runner(tmp_path: Path) -> None:
