@@ -288,6 +288,9 @@ def server_start(
     on = f" on {info['database']}" if info.get("database") else ""
     typer.echo(f"Prefect server running at {info['url']}{on} (pid {info['pid']}); `dpgnn "
                "run` uses it while it is up")
+    if info.get("warm"):
+        typer.echo(f"warm runner pid {info['warm']['pid']}: `dpgnn run` and `dpgnn audit` "
+                   "start from it once its imports are done (`dpgnn server status`)")
 
 
 @server_app.command("stop")
@@ -300,17 +303,22 @@ def server_stop() -> None:
 
 @server_app.command("status")
 def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Say whether the background Prefect server is up."""
-    from flows import server
+    """Say whether the background Prefect server (and its warm runner) is up."""
+    from dpgnn_core.home import project_dir
+    from flows import server, warm_state
 
     st = server.status()
+    warm = warm_state.status(project_dir())
     if as_json:
-        print(json.dumps(st))
+        print(json.dumps({**st, "warm": warm}))
     elif st["running"]:
         on = f" on {st['database']}" if st.get("database") else ""
         typer.echo(f"running at {st['url']}{on} (pid {st['pid']})")
     else:
         typer.echo("not running")
+    if warm["running"] and not as_json:
+        typer.echo(f"warm runner pid {warm['pid']}: " + (
+            "serving `dpgnn run` and `dpgnn audit`" if warm["ready"] else "importing"))
 
 
 # THREAD_VARIABLES, one_thread_unless_set (imported above from flows.warm_env, whose

@@ -199,3 +199,40 @@ def test_a_changed_code_version_is_refused_and_stops_the_runner(tmp_path: Path) 
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+ADOPT = """
+import json, os, random, sys, tempfile
+from flows import warm_child
+req = json.loads(sys.argv[1])
+saved = warm_child.Saved(env_added={"ADDED_AT_IMPORT": "runner", "SET_BY_CLIENT": "runner"})
+tempfile.gettempdir()  # cached from the runner's environment, as an import may have done
+before = random.getstate()
+warm_child._process(req, saved)
+warm_child._randomness(saved)
+um = os.umask(0)
+print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "umask": um,
+                  "argv": sys.argv, "path": sys.path, "tmp": tempfile.gettempdir(),
+                  "reseeded": random.getstate() != before}))
+"""
+
+
+def test_a_forked_command_takes_the_clients_process_state(tmp_path: Path) -> None:
+    """What :func:`flows.warm_child.adopt` sets from the request (in a child process: it
+    changes the whole process): the client's environment exactly, plus what the runner's
+    imports added where the client sets nothing (torch's ``TORCHINDUCTOR_CACHE_DIR``);
+    its cwd, umask, argv and path; tempfile's folder recomputed from the client's TMPDIR;
+    Python's generator reseeded."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+           "TMPDIR": str(tmpdir), "SET_BY_CLIENT": "client"}
+    req = {"env": env, "cwd": str(tmp_path), "umask": 0o027, "argv": ["dpgnn", "run", "x"],
+           "orig_argv": ["python", "dpgnn", "run", "x"], "path": [*sys.path, "/extra"]}
+    out = subprocess.run([sys.executable, "-c", ADOPT, json.dumps(req)], capture_output=True,
+                         text=True, check=True, env={**os.environ, "TMPDIR": "/tmp"})
+    got = json.loads(out.stdout)
+    assert got["env"] == {**env, "ADDED_AT_IMPORT": "runner"}
+    assert got["cwd"] == str(tmp_path) and got["umask"] == 0o027
+    assert got["argv"] == req["argv"] and got["path"] == req["path"]
+    assert got["tmp"] == str(tmpdir) and got["reseeded"]
