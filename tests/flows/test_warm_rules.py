@@ -236,3 +236,24 @@ def test_a_forked_command_takes_the_clients_process_state(tmp_path: Path) -> Non
     assert got["cwd"] == str(tmp_path) and got["umask"] == 0o027
     assert got["argv"] == req["argv"] and got["path"] == req["path"]
     assert got["tmp"] == str(tmpdir) and got["reseeded"]
+
+
+def test_stop_signals_only_our_runner(tmp_path: Path) -> None:
+    """A recorded pid that is another process now (same pid, another command line, or
+    another start time) is never signalled; the state and a stale socket are removed."""
+    from flows import procs
+
+    home = tmp_path.resolve()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for info in ({"pid": other.pid, "start_time": procs.start_time(other.pid)},
+                     {"pid": other.pid, "start_time": "proc:1"}):
+            warm_env.state_path(home).write_text(json.dumps(info))
+            warm_env.socket_path(home).write_text("")
+            assert not warm_state.stop(home)
+            assert other.poll() is None
+            assert not warm_env.state_path(home).exists()
+            assert not warm_env.socket_path(home).exists()
+    finally:
+        other.kill()
+        other.wait()
