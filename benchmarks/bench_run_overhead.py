@@ -12,6 +12,13 @@ inflate much) and wall; the core library's own fit of the same spec in a fresh p
 (``benchmarks/run_split.py``). ``--tree DIR`` runs another checkout's code (its
 ``PYTHONPATH``) with this venv, for a before/after on one machine:
 ``python benchmarks/bench_run_overhead.py --cora [--tree /tmp/old] [--repeat 2]``.
+
+``--cora --warm``: the same runs with ``dpgnn server`` running, each one both locally
+(``DPGNN_WARM=0``) and through the server's warm runner (:mod:`flows.warm`), interleaved
+(local, warm, local, warm, ...) so that both see the same load: CPU of the client and of
+the command the runner forked (the runner's reaped children's CPU, from ``/proc``), and
+the client's wall seconds. A warm run that the runner did not run (its log names each
+one) restarts the runner and is measured again.
 """
 
 from __future__ import annotations
@@ -130,6 +137,98 @@ def cora(args: argparse.Namespace) -> None:
     print(json.dumps(res, indent=1))
 
 
+SCRIPT = ("#!{python}\nimport sys\nfrom flows.warm_client import main\n"
+          "if __name__ == '__main__':\n    sys.exit(main())\n")
+
+
+def _children_cpu(pid: int) -> float:
+    """CPU seconds of the reaped children of ``pid`` (``cutime + cstime``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def _warm_run(cmd: list[str], env: dict[str, str], home: Path) -> dict[str, Any]:
+    """``cmd`` through the warm runner: the client's CPU plus the forked command's."""
+    log = home / "warm.log"
+    for _ in range(3):
+        runner = json.loads((home / "warm.json").read_text())["pid"]
+        ran = log.read_text().count("` as pid ")
+        before = _children_cpu(runner)
+        out = _cpu_run(cmd, env)
+        deadline = time.monotonic() + 10
+        while log.read_text().count("` as pid ") == ran and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if log.read_text().count("` as pid ") > ran:
+            time.sleep(1.5)  # the runner reaps the command's supervisor within a second
+            out["client_cpu_s"] = out["cpu_s"]
+            out["cpu_s"] = round(out["cpu_s"] + _children_cpu(runner) - before, 2)
+            return out
+        _restart_runner(cmd[0], env, home)  # stale (the code changed): run it again
+    raise RuntimeError("the warm runner did not run the command")
+
+
+def _restart_runner(dpgnn: str, env: dict[str, str], home: Path, port: int = 0) -> None:
+    args = ["--port", str(port)] if port else []
+    subprocess.run([dpgnn, "server", "start", *args], env=env, check=True,
+                   capture_output=True)
+    deadline = time.monotonic() + 300
+    while not (home / "warm.sock").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the warm runner did not start serving")
+        time.sleep(0.5)
+
+
+def warm_cora(args: argparse.Namespace) -> None:
+    """``--cora --warm`` (module docstring)."""
+    from _util import machine
+
+    tmp = Path(tempfile.mkdtemp(prefix="dpgnn-overhead-warm-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update({"DPGNN_HOME": str(tmp / "home"), "PYTHONPATH": str(HERE.parent),
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"})
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    home = tmp / "home"
+    script = tmp / "dpgnn"  # the installed script once pyproject's entry point is installed
+    script.write_text(SCRIPT.format(python=sys.executable))
+    script.chmod(0o755)
+    dpgnn = str(script)
+    ds = tmp / "cora"
+    subprocess.run([dpgnn, "ingest", "--format", "planetoid", "--source", args.cora_raw,
+                    "--out", str(ds), "-o", "fractions=[0.75,0.1,0.15]"], env=env,
+                   check=True, capture_output=True)
+    subprocess.run([dpgnn, "budget", "set", str(ds), "--epsilon", "100", "--delta", "1e-5"],
+                   env=env, check=True, capture_output=True)
+    res: dict[str, Any] = {"machine": machine(), "load_before": os.getloadavg(),
+                           "methods": {}}
+    _restart_runner(dpgnn, env, home, args.port)
+    local = {**env, "DPGNN_WARM": "0"}
+    try:  # warm-up: creates the MLflow database (a one-off cost per project)
+        subprocess.run([dpgnn, "run", args.methods.split(",")[0], "--dataset", str(ds),
+                        "--epsilon", "1", "--seed", "1", "--json"], env=local, check=True,
+                       capture_output=True)
+        for name in args.methods.split(","):
+            run = [dpgnn, "run", name, "--dataset", str(ds), "--epsilon", "1", "--seed", "1",
+                   "--json"]
+            rows: dict[str, list[dict[str, Any]]] = {
+                "cold_local": [], "cold_warm": [], "cached_local": [], "cached_warm": []}
+            for _ in range(args.repeat):
+                rows["cold_local"].append(_cpu_run([*run, "--refresh"], local))
+                rows["cold_warm"].append(_warm_run([*run, "--refresh"], env, home))
+                rows["cached_local"].append(_cpu_run(run, local))
+                rows["cached_warm"].append(_warm_run(run, env, home))
+            for kind in rows.values():
+                for r in kind:
+                    r["test_accuracy"] = json.loads(r.pop("stdout")).get("test_accuracy")
+                    r.pop("stderr")
+            res["methods"][name] = rows
+    finally:
+        subprocess.run([dpgnn, "server", "stop"], env=env, capture_output=True)
+    res["load_after"] = os.getloadavg()
+    print(json.dumps(res, indent=1))
+
+
 def main() -> None:
     from _util import machine
 
@@ -142,7 +241,12 @@ def main() -> None:
     p.add_argument("--methods", default="gap-edp,dpdgc-edp")
     p.add_argument("--tree", default=None, help="run this checkout's code (PYTHONPATH)")
     p.add_argument("--port", type=int, default=4298)
+    p.add_argument("--warm", action="store_true",
+                   help="with --cora: local and warm-runner runs, interleaved")
     args = p.parse_args()
+    if args.cora and args.warm:
+        warm_cora(args)
+        return
     if args.cora:
         cora(args)
         return

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from dpgnn_core.errors import ServerError
 from dpgnn_core.home import project_dir
-from flows import procs, reaper
+from flows import procs, reaper, warm_state
 
 DEFAULT_PORT = 4242
 
@@ -178,7 +178,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     database = check_database_url(database_url, label=label) if database_url else None
     if st["running"]:
         _same_database(st, database)
-        return st
+        return {**st, "warm": warm_state.start(home, dict(os.environ))}
     home.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/api"
     if healthy(url):
@@ -205,9 +205,12 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
             "cmdline": procs.cmdline(proc.pid) or argv,
             "log": str(home / "server.log"), "started": time.time(), "database": database}
     state_file(home).write_text(json.dumps(info))
+    # The warm runner imports while the server starts (flows.warm); it takes no server.
+    warm_info = warm_state.start(home, dict(os.environ))
     outcome = _until_healthy(proc, url, timeout, every=0.5)
     if outcome == "healthy":
-        return {**info, "running": True}
+        return {**info, "running": True, "warm": warm_info}
+    warm_state.stop(home)
     if outcome == "exited":
         state_file(home).unlink(missing_ok=True)
         raise ServerError(f"prefect server exited with {proc.returncode}; see "
@@ -229,7 +232,9 @@ class StopResult:
 def stop_server(home: Path | None = None, timeout: float = 20.0) -> StopResult:
     """Stop the server's process group, after checking that the recorded pid is still our
     server (:func:`owner`); a pid that is gone or reused is never signalled. The state file
-    is removed in every case."""
+    is removed in every case. The warm runner (:mod:`flows.warm`) is stopped first, if
+    it is still ours; commands it runs go on."""
+    warm_state.stop(home or _home())
     path = state_file(home)
     if not path.is_file():
         return StopResult(False, "no server was running")

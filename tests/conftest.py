@@ -31,6 +31,10 @@ os.environ.pop("PREFECT_API_URL", None)
 # cores: a 10 s Cora baseline test took 200 s in the suite.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# No warm runner (flows.warm) beside the servers the tests start with `dpgnn server start`:
+# its imports cost ~7 s of CPU each, for tests about something else. The tests of the
+# runner (tests/flows/test_warm.py, test_servers.py's server test) ask for one.
+os.environ.setdefault("DPGNN_WARM", "0")
 # DGL (the optional extra) otherwise writes ~/.dgl/config.json when a test imports it first.
 os.environ.setdefault("DGLBACKEND", "pytorch")
 # Prefect servers started by the tests (and by their `dpgnn` children) do not register the

@@ -23,6 +23,7 @@ from flows.cli.common import (
     find_datasets,
     give_up,
 )
+from flows.warm_env import THREAD_VARIABLES, one_thread_unless_set  # noqa: F401 - re-exported
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -287,6 +288,9 @@ def server_start(
     on = f" on {info['database']}" if info.get("database") else ""
     typer.echo(f"Prefect server running at {info['url']}{on} (pid {info['pid']}); `dpgnn "
                "run` uses it while it is up")
+    if info.get("warm"):
+        typer.echo(f"warm runner pid {info['warm']['pid']}: `dpgnn run` and `dpgnn audit` "
+                   "start from it once its imports are done (`dpgnn server status`)")
 
 
 @server_app.command("stop")
@@ -299,36 +303,32 @@ def server_stop() -> None:
 
 @server_app.command("status")
 def server_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Say whether the background Prefect server is up."""
-    from flows import server
+    """Say whether the background Prefect server (and its warm runner) is up."""
+    from dpgnn_core.home import project_dir
+    from flows import server, warm_state
 
     st = server.status()
+    warm = warm_state.status(project_dir())
     if as_json:
-        print(json.dumps(st))
+        print(json.dumps({**st, "warm": warm}))
     elif st["running"]:
         on = f" on {st['database']}" if st.get("database") else ""
         typer.echo(f"running at {st['url']}{on} (pid {st['pid']})")
     else:
         typer.echo("not running")
+    if warm["running"] and not as_json:
+        typer.echo(f"warm runner pid {warm['pid']}: " + (
+            "serving `dpgnn run` and `dpgnn audit`" if warm["ready"] else "importing"))
 
 
-#: Compute threads of a ``dpgnn`` process and its children unless the environment sets
-#: them: one. A small model's steps are too short to share between cores, and on a busy
-#: machine (the Prefect server, Dask workers, other users) torch's default of one OpenMP
-#: thread per core spins: GAP-EDP's 64-row Adam steps on Cora took ~96 ms each with 2
-#: threads on 2 busy cores against ~5 ms CPU with one (benchmarks/RESULTS.md, "The README
-#: tour"). Dask's workers get one thread each already. ``OMP_NUM_THREADS=2 dpgnn ...``
-#: gives a large-batch run on an idle machine its cores back.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def one_thread_unless_set() -> None:
-    """Set :data:`THREAD_VARIABLES` to 1 where the environment does not set them (before
-    torch is imported: the command line imports it inside its commands)."""
-    if not any(v in os.environ for v in THREAD_VARIABLES):
-        for v in THREAD_VARIABLES:
-            os.environ[v] = "1"
-
+# THREAD_VARIABLES, one_thread_unless_set (imported above from flows.warm_env, whose
+# client sets them before it decides where a command runs): the compute threads of a
+# ``dpgnn`` process and its children unless the environment sets them: one. A small
+# model's steps are too short to share between cores, and on a busy machine torch's
+# default of one OpenMP thread per core spins: GAP-EDP's 64-row Adam steps on Cora took
+# ~96 ms each with 2 threads on 2 busy cores against ~5 ms CPU with one
+# (benchmarks/RESULTS.md, "The README tour"). ``OMP_NUM_THREADS=2 dpgnn ...`` gives a
+# large-batch run on an idle machine its cores back.
 
 #: The width of ``--help`` piped or redirected (no terminal to fit): rich fell back to 80
 #: columns and cut option names (``--insecure-reproducib…``).

@@ -183,10 +183,11 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
     temporary = _found_server_here(monkeypatch)
     try:
         start = subprocess.run([BIN / "dpgnn", "server", "start", "--port", str(port)],
-                               env={**env, **QUIET_SERVER}, capture_output=True, text=True,
-                               timeout=180)
+                               env={**env, **QUIET_SERVER, "DPGNN_WARM": "1"},
+                               capture_output=True, text=True, timeout=180)
         assert start.returncode == 0, start.stderr[-2000:]
         info = json.loads((fresh_home / "server.json").read_text())
+        runner = json.loads((fresh_home / "warm.json").read_text())  # with its warm runner
         try:
             st = _cli(fresh_home, ["status", "--json"])
             assert st.exit_code == 0, st.output
@@ -221,6 +222,7 @@ def test_prefect_and_mlflow_servers_receive_a_run(tmp_path: Path, fresh_home: Pa
     from flows import procs
 
     assert not procs.group_running(info["pgid"])  # ended; a zombie may wait to be reaped
+    assert procs.start_time(runner["pid"]) is None  # the warm runner too
     if not _gone_within(lambda: os.killpg(info["pgid"], 0), 30, every=0.2):
         pytest.fail(f"process group {info['pgid']} still exists 30 s after stop")
 
