@@ -79,6 +79,14 @@ def _listen(path: Path) -> socket.socket:
     return sock
 
 
+def _still_ours(path: Path, inode: int) -> bool:
+    """Whether the socket this runner bound is still at ``path``."""
+    try:
+        return path.stat().st_ino == inode
+    except OSError:
+        return False
+
+
 class Runner:
     """The serving loop's state."""
 
@@ -100,13 +108,17 @@ class Runner:
         signal.signal(signal.SIGTERM, stop)
         _log(f"serving {path}")
         try:
-            while True:
+            while _still_ours(path, inode):
                 self._reap()
                 ready, _, _ = select.select([self.listener], [], [], 1.0)
                 if ready:
                     job = self._accept()
                     if job is not None:
                         return job
+            # The home (or only the socket) was removed, or another runner took the path:
+            # nobody can reach this one any more, so it does not stay behind holding its
+            # imports (a test's removed home left one running).
+            _log(f"{path} is gone or no longer ours: stopping")
         except _Stop:
             _log("stopped (SIGTERM)")
         finally:
