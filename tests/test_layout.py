@@ -252,12 +252,12 @@ def _waits_outside(tests: Path, makefile: Path) -> list[str]:
     folders = [tests.parent / d for d in line.split(":=", 1)[1].split()]
     return sorted(str(p.relative_to(tests.parent)) for p in tests.rglob("test_*.py")
                   if _MARKS_WAITS.search(p.read_text())
-                  and not any(f in p.parents for f in folders))
+                  and not any(p == f or f in p.parents for f in folders))
 
 
 def test_every_test_that_waits_runs_in_make_test() -> None:
     make = (REPO / "Makefile").read_text()
-    assert '-m "not waits"' in make and "-m waits --durations=5 $(WAITS)" in make
+    assert '-m "not waits"' in make and "-m waits --durations=8 $(WAITS)" in make
     assert _waits_outside(REPO / "tests", REPO / "Makefile") == []
     marked = [p for p in (REPO / "tests").rglob("test_*.py")
               if _MARKS_WAITS.search(p.read_text())]
@@ -267,7 +267,8 @@ def test_every_test_that_waits_runs_in_make_test() -> None:
 def test_the_waits_check_sees_a_test_outside(tmp_path: Path) -> None:
     (tmp_path / "tests" / "flows").mkdir(parents=True)
     (tmp_path / "tests" / "team").mkdir()
-    (tmp_path / "Makefile").write_text("WAITS := tests/team\n")
+    (tmp_path / "Makefile").write_text("WAITS := tests/team tests/flows/test_c.py\n")
+    (tmp_path / "tests" / "flows" / "test_c.py").write_text("pytestmark = pytest.mark.waits\n")
     (tmp_path / "tests" / "team" / "test_a.py").write_text("@pytest.mark.waits\n")
     assert _waits_outside(tmp_path / "tests", tmp_path / "Makefile") == []
     (tmp_path / "tests" / "flows" / "test_b.py").write_text("@pytest.mark.waits\n")

@@ -19,7 +19,9 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-pytestmark = pytest.mark.slow
+# `waits`: each test mostly waits on a real `dpgnn` child (killed, interrupted, its server or
+# disk taken away): `make test` runs the file beside the xdist workers (Makefile, WAITS).
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 BIN = Path(sys.executable).parent
 
