@@ -45,14 +45,15 @@ demo: $(STAMP)
 # time-slicing two cores) and no longer filled any waiting: 9 min 59 s and 10 min 7 s with
 # three, 8 min 43 s to 9 min 49 s with two on fresh clones (benchmarks/RESULTS-history.md).
 # mypy (about 26 s of CPU without its cache, as on a fresh clone) runs beside pytest rather
-# than before it. So do the tests marked `waits`, in a pytest session of their own that
-# collects only $(WAITS) and runs them on two xdist workers of its own: the tests that wait
-# for a schedule to fire by itself (the team's PostgreSQL setup, the work-pool route, the
-# one-minute cron, the budget-spending retrain: ~360 s of wall time, most of it waiting for
-# the scheduler) and the fault tests that wait on a real `dpgnn` child (killed, interrupted,
-# its server or disk taken away). On the main workers each left a core idle while it waited
-# (the suite ran at ~150 % of 2 cores); beside them, their waits overlap the main run's
-# work. Their reports follow pytest's, and any of the three failing fails the target.
+# than before it. So do the tests marked `waits`, in a pytest process of their own that
+# collects only $(WAITS): the tests that wait for a schedule to fire by itself (the team's
+# PostgreSQL setup, the work-pool route, the one-minute cron, the budget-spending retrain:
+# ~360 s of wall time, most of it waiting for the scheduler), and two fault tests that
+# mostly wait on a real `dpgnn` child (its server killed, its disk filled). On an xdist
+# worker each left a core idle while it waited (the suite ran at ~150 % of 2 cores); beside
+# the workers their waits overlap the workers' computing. Their reports follow pytest's, and
+# any of the three failing fails the target. (Two xdist workers for them, with all of
+# test_faults.py, were slower: four processes contending; benchmarks/RESULTS-history.md.)
 # tests/test_layout.py checks that every test marked `waits` is in $(WAITS), so none is
 # skipped by both runs.
 WAITS := tests/deployments tests/team tests/flows/test_faults.py
@@ -61,7 +62,7 @@ test: $(STAMP)
 	$(COMPILE)
 	@log=$$(mktemp); waits=$$(mktemp); \
 	( $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
-	( $(BIN)/python -m pytest -n 2 --dist worksteal -q -m waits --durations=8 $(WAITS) \
+	( $(BIN)/python -m pytest -p no:xdist -q -m waits --durations=8 $(WAITS) \
 		> $$waits 2>&1 ) & \
 	waiting=$$!; \
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not waits" --durations=25; tests=$$?; \

@@ -19,9 +19,7 @@ import pytest
 from dpgnn_core.data.store import write_dataset
 from dpgnn_core.data.synthetic import csbm
 
-# `waits`: each test mostly waits on a real `dpgnn` child (killed, interrupted, its server or
-# disk taken away): `make test` runs the file beside the xdist workers (Makefile, WAITS).
-pytestmark = [pytest.mark.slow, pytest.mark.waits]
+pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 
@@ -442,6 +440,7 @@ def test_ctrl_c_stops_cleanly_keeps_a_checkpoint_and_resumes(
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+@pytest.mark.waits  # on its `dpgnn` child (Makefile, WAITS)
 def test_prefect_server_dying_mid_run_is_one_line_within_seconds(dataset: Path,
                                                                 fresh_home: Path) -> None:
     """The ephemeral Prefect server is killed while the run trains: the command ends within
@@ -513,6 +512,7 @@ def _fill(folder: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+@pytest.mark.waits  # on its `dpgnn` child (Makefile, WAITS)
 def test_disk_filling_during_a_run_is_one_line_and_the_next_run_is_clean(
         dataset: Path, small_disk: Path, seeded_prefect: Callable[[Path], bool],
         seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
