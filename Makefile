@@ -49,14 +49,15 @@ demo: $(STAMP)
 # collects only $(WAITS): the tests that wait for a schedule to fire by itself (the team's
 # PostgreSQL setup, the work-pool route, the one-minute cron, the budget-spending retrain:
 # ~360 s of wall time, most of it waiting for the scheduler), and two fault tests that
-# mostly wait on a real `dpgnn` child (its server killed, its disk filled). On an xdist
+# mostly wait on a real `dpgnn` child (its server killed, its disk filled), and the warm
+# runner's test (a real runner, the commands it forks, a killed client). On an xdist
 # worker each left a core idle while it waited (the suite ran at ~150 % of 2 cores); beside
 # the workers their waits overlap the workers' computing. Their reports follow pytest's, and
 # any of the three failing fails the target. (Two xdist workers for them, with all of
 # test_faults.py, were slower: four processes contending; benchmarks/RESULTS-history.md.)
 # tests/test_layout.py checks that every test marked `waits` is in $(WAITS), so none is
 # skipped by both runs.
-WAITS := tests/deployments tests/team tests/flows/test_faults.py
+WAITS := tests/deployments tests/team tests/flows/test_faults.py tests/flows/test_warm.py
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(COMPILE)

@@ -17,7 +17,9 @@ import pytest
 
 from flows import warm_env, warm_state
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# `waits`: it waits on real processes (the runner's imports, commands it forks, a killed
+# client): `make test` runs it beside the main xdist workers (Makefile, WAITS).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
 
 #: The ``dpgnn`` script as pip writes it for ``[project.scripts]`` (``flows.warm_client``).
 SCRIPT = ("#!{python}\nimport sys\nfrom flows.warm_client import main\n"
@@ -55,11 +57,27 @@ def _budget(home: Path, *args: str) -> str:
     return str(r.stdout)
 
 
+def _ended(home: Path) -> str:
+    """Why ``home``'s runner is not running: its state file, its log, and its exit status
+    (it is this process's child here)."""
+    state = warm_env.state_path(home)
+    info = json.loads(state.read_text()) if state.is_file() else {}
+    how = "no state file"
+    if info.get("pid"):
+        try:
+            pid, status = os.waitpid(int(info["pid"]), os.WNOHANG)
+            how = (f"pid {info['pid']} still running (another process?)" if pid == 0 else
+                   f"exit code {os.waitstatus_to_exitcode(status)} (negative: a signal)")
+        except ChildProcessError:
+            how = f"pid {info['pid']} is not this process's child"
+    return f"runner not running: {how}; state {info}; log: {(home / 'warm.log').read_text()!r}"
+
+
 def _wait_ready(home: Path, timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         st = warm_state.status(home)
-        assert st["running"], (home / "warm.log").read_text()
+        assert st["running"], _ended(home)
         if st["ready"]:
             return st
         time.sleep(0.2)
