@@ -33,11 +33,8 @@ def _dp_sgd(z: float) -> Ledger:
                         sampler_scheme="poisson")
 
 
-def test_a_summary_reads_its_composition_back_and_a_new_release_composes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = BudgetStore(tmp_path / "budget.sqlite")
-    s.set_budget(SHA, "toy", None, epsilon=50.0, delta=DELTA)
-    _spend(s, _dp_sgd(1.0), "a")
+def _count_compose(monkeypatch: pytest.MonkeyPatch, *modules: object) -> list[int]:
+    """Count the calls of ``compose`` through the compose cache (and ``modules``' own)."""
     calls: list[int] = []
     real = cc.compose
 
@@ -45,7 +42,18 @@ def test_a_summary_reads_its_composition_back_and_a_new_release_composes(
         calls.append(1)
         return real(*a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cc, "compose", counted)
+    for module in (cc, *modules):
+        monkeypatch.setattr(module, "compose", counted)
+    return calls
+
+
+def test_a_summary_reads_its_composition_back_and_a_new_release_composes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = BudgetStore(tmp_path / "budget.sqlite")
+    s.set_budget(SHA, "toy", None, epsilon=50.0, delta=DELTA)
+    _spend(s, _dp_sgd(1.0), "a")
+    real = cc.compose
+    calls = _count_compose(monkeypatch)
     bid = s.resolve(SHA)
     first = s.summary(bid).spent
     assert len(calls) == 1 and first["node"].epsilon > 0
@@ -69,15 +77,8 @@ def test_a_refusal_run_again_composes_nothing_and_words_the_same_exact_figures(
     s = BudgetStore(path)
     s.set_budget(SHA, "toy", None, epsilon=3.0, delta=DELTA)
     _spend(s, _dp_sgd(2.0), "a")
-    calls: list[int] = []
     real = cc.compose
-
-    def counted(*a: object, **k: object) -> object:
-        calls.append(1)
-        return real(*a, **k)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(cc, "compose", counted)
-    monkeypatch.setattr(store_module, "compose", counted)
+    calls = _count_compose(monkeypatch, store_module)
     big = Charge(_dp_sgd(0.4321))  # a curve no other test computes
     with sqlite3.connect(path) as db:
         curves = db.execute("SELECT COUNT(*) FROM rdp_cache").fetchone()[0]
