@@ -50,7 +50,6 @@ print(baseline.evaluate(d, baseline.predict(fit.model, d, spec))["test"]["accura
 """
 
 
-
 def _cora_with_budget(dpgnn: str, env: dict[str, str], ds: Path, raw: str) -> None:
     """Cora ingested (75/10/15) to ``ds`` with a budget large enough for every run here."""
     subprocess.run([dpgnn, "ingest", "--format", "planetoid", "--source", raw,
