@@ -155,39 +155,56 @@ def _is_slow(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in ("slow", "integration"))
 
 
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the slow tests first, dealt evenly among the workers.
+    """Under pytest-xdist, the slow tests first, dealt among the workers a module at a time.
 
     Why: `make test`'s ``--dist worksteal`` gives each of the N workers one contiguous
     block of the collection (``len // N`` in turn), and an idle worker steals the *end* of
     another's block. In collection order the longest tests (sweeps on clusters, killed
     workers, servers: 30-60 s each) came last, in tests/flows, so the run ended with one
     worker busy for about a minute while the others had nothing left. Here each block
-    starts with its share of the ``slow`` and ``integration`` tests (dealt in turn, those
-    that start servers first), and its fast tests fill the rest: the long tests run
-    first and the short ones, which can be stolen, end the run. Only the order changes:
-    every worker collects the same items, and this ordering is the same in each (it
-    depends only on the collection and the worker count), as xdist requires. Without
-    xdist (a plain ``pytest``, a nested one) the order is the collection's."""
+    starts with its share of the ``slow`` and ``integration`` tests and its fast tests fill
+    the rest: the long tests run first and the short ones, which can be stolen, end the
+    run. A module's slow tests stay together, in one block and one after the other (those
+    of modules with tests that start servers first), so that a module-scoped fixture (a
+    Dask cluster, a server) is set up once: dealt one test at a time, the two tests of
+    test_distributed_pma.py each started its own LocalCluster on another worker (~10 s
+    each). Modules go to the block with the fewest slow tests so far, the largest first.
+    Only the order changes: every worker collects the same items, and this ordering is the
+    same in each (it depends only on the collection and the worker count), as xdist
+    requires. Without xdist (a plain ``pytest``, a nested one) the order is the
+    collection's."""
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers <= 1 or len(items) < workers:
         return
-    slow: list[pytest.Item] = []
+    groups: dict[str, list[pytest.Item]] = {}
     fast: list[pytest.Item] = []
     for i in items:
-        (slow if _is_slow(i) else fast).append(i)
-    slow.sort(key=lambda i: i.get_closest_marker("integration") is None)  # stable
-    dealt: list[list[pytest.Item]] = [slow[k::workers] for k in range(workers)]
-    order: list[pytest.Item] = []
+        if _is_slow(i):
+            groups.setdefault(_module(i), []).append(i)
+        else:
+            fast.append(i)
+    dealt: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for group in sorted(groups.values(), key=len, reverse=True):  # stable: ties in order
+        min(dealt, key=len).extend(group)
+    for block in dealt:  # modules that start servers first; each module kept together
+        order = {m: k for k, m in enumerate(dict.fromkeys(map(_module, block)))}
+        serves = {_module(i) for i in block if i.get_closest_marker("integration")}
+        block.sort(key=lambda i: (_module(i) not in serves, order[_module(i)]))
+    order_: list[pytest.Item] = []
     left = len(items)
     for k in range(workers):
         size = left // (workers - k)  # what xdist's worksteal gives the k-th worker
         take = max(0, size - len(dealt[k]))
-        order += dealt[k] + fast[:take]
+        order_ += dealt[k] + fast[:take]
         del fast[:take]
         left -= size
-    order += fast
-    items[:] = order
+    order_ += fast
+    items[:] = order_
 
 
 _seeded_home = False
