@@ -233,6 +233,13 @@ CHROMIUM = next((c for c in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(c)), None)
 
 
+#: Seconds after which :func:`_browse` reloads a page that does not show what it waits for.
+#: Twice in full suite runs (four processes on two cores), the runs page drew its filters
+#: but no run list for all of the 90 s: the UI does not retry a list request that failed
+#: or timed out while the server was slow, and a user then presses reload.
+RELOAD_S = 30.0
+
+
 def _browse(url: str, profile: Path, until: Callable[[str], bool], screenshot: Path,
             timeout: float = 90.0) -> str:
     """The text of the page at ``url`` in headless Chromium, read (DevTools protocol,
@@ -272,8 +279,12 @@ def _browse(url: str, profile: Path, until: Callable[[str], bool], screenshot: P
 
             call("Page.navigate", url=url)
             deadline, text = time.time() + timeout, ""
+            reload_at = time.time() + RELOAD_S
             while not until(text) and time.time() < deadline:
                 time.sleep(0.5)
+                if time.time() > reload_at:  # as a user presses reload (see RELOAD_S)
+                    call("Page.reload")
+                    reload_at = time.time() + RELOAD_S
                 text = call("Runtime.evaluate", returnByValue=True,
                             expression="document.body ? document.body.innerText : ''"
                             )["result"].get("value", "")
