@@ -26,6 +26,25 @@ from tasks.run_record import RunOutcome, record_run, run_summary
 from tasks.tracking import DEFAULT_EXPERIMENT
 
 
+
+def refuse_lost(method: Any, ds: Any, spec: Any, released: tuple[int, str] | None) -> None:
+    """A plan ``released`` before (:func:`tasks.budget.released_plan`) whose first task has
+    no cached record for this code version is refused
+    (:func:`tasks.cached.refuse_uncached_release`): the ``train`` task's, or a staged
+    method's first stage's (:func:`tasks.staged.refuse_lost_stages`; ``run_stages`` checks
+    each stage again). The flow checks it before it runs anything; the command line calls
+    it too, before the flow starts."""
+    if method.staged:
+        from tasks.staged import refuse_lost_stages
+
+        refuse_lost_stages(method, ds, spec, released)
+        return
+    from tasks.train import train
+
+    refuse_uncached_release(train, released, method.name, ds["name"], "training",
+                            dataset=ds, spec=spec)
+
+
 @flow(name="dpgnn-pipeline", persist_result=False, log_prints=False)
 def pipeline(
     spec: AnySpec,
@@ -119,9 +138,7 @@ def pipeline(
 
         model, report = run_stages(the_method, ds, spec, refresh, states)
     else:
-        refuse_uncached_release(train, None if refresh else released_plan(ds, spec),
-                                the_method.name, ds["name"], "training", dataset=ds,
-                                spec=spec)
+        refuse_lost(the_method, ds, spec, None if refresh else released_plan(ds, spec))
         model, states["train"] = _run(train, refresh, dataset=ds, spec=spec)
         report = report_of(model)  # the core's typed report (JSON on the wire)
     method = report.method or the_method.name

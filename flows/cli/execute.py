@@ -108,8 +108,7 @@ def refuse_lost_release(spec: Any, dataset: Path, manifest: dict[str, Any],
     already released on the dataset whose cached result this code version does not hold
     (the cache or artifacts moved away, a code upgrade) is refused in one line, as the
     flow would refuse it after starting (issue 48 §4): the check is the flow's own
-    (:func:`tasks.cached.refuse_uncached_release` on the training task, or a staged
-    method's first stage: :func:`tasks.staged.refuse_lost_stages`), on the key Prefect
+    (:func:`flows.pipeline.refuse_lost`), on the key Prefect
     would cache the task under, in the result store Prefect resolves (the server may name
     its default storage: why it runs once the server answers). The flow checks again;
     a partitioned dataset's run is checked there only.
@@ -127,18 +126,10 @@ def refuse_lost_release(spec: Any, dataset: Path, manifest: dict[str, Any],
     released = released_plan({"content_sha256": manifest.get("content_sha256", "")}, spec)
     if released is None:
         return
+    from flows.pipeline import refuse_lost
+
     ds = dataset_summary(str(dataset.resolve()))  # what the flow reads
-    method = method_for(spec)
-    if method.staged:
-        from tasks.staged import refuse_lost_stages
-
-        refuse_lost_stages(method, ds, spec, released)
-        return
-    from tasks.cached import refuse_uncached_release
-    from tasks.train import train
-
-    refuse_uncached_release(train, released, method.name, ds["name"], "training",
-                            dataset=ds, spec=spec)
+    refuse_lost(method_for(spec), ds, spec, released)
 
 
 def refuse_cluster_mismatch(name: str, dataset: Path, manifest: dict[str, Any],
