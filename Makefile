@@ -62,6 +62,7 @@ test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks
 	$(COMPILE)
 	@log=$$(mktemp); waits=$$(mktemp); \
+	DPGNN_TEST_PREFECT_TEMPLATE=$$(mktemp -d); export DPGNN_TEST_PREFECT_TEMPLATE; \
 	( $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
 	( $(BIN)/python -m pytest -p no:xdist -q -m waits --durations=8 $(WAITS) \
 		> $$waits 2>&1 ) & \
@@ -69,7 +70,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q -m "not waits" --durations=25; tests=$$?; \
 	wait $$waiting; waited=$$?; echo "pytest -m waits $(WAITS) (beside the run above):"; \
 	cat $$waits; wait $$types; typed=$$?; echo "mypy dpgnn_core tasks flows:"; cat $$log; \
-	rm -f $$log $$waits; [ $$tests -eq 0 ] && [ $$waited -eq 0 ] && [ $$typed -eq 0 ]
+	rm -rf $$log $$waits $$DPGNN_TEST_PREFECT_TEMPLATE; [ $$tests -eq 0 ] && [ $$waited -eq 0 ] && [ $$typed -eq 0 ]
 
 # The inner loop: the tests not marked slow or integration (no servers, clusters, `dpgnn`
 # subprocesses or end-to-end flows); no lint or type check.

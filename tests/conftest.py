@@ -50,6 +50,9 @@ SHARED = REPO.parent / "shared" / "datasets"
 # folder that the controller process creates; each process's home, and every fresh home a test
 # asks for (``fresh_home``), starts from a copy. The folder travels to pytest-xdist workers
 # (and child pytests that pass it on) in this variable; the process that created it removes it.
+# `make test` creates it for both of its pytest sessions (the workers' and the one of the
+# tests that wait) and removes it: the first session to claim it (``_claim_build``) builds
+# it, once, and the other waits for it.
 PREFECT_TEMPLATE_ENV = "DPGNN_TEST_PREFECT_TEMPLATE"
 _TEMPLATE_OWNER = PREFECT_TEMPLATE_ENV not in os.environ
 if _TEMPLATE_OWNER:
@@ -120,9 +123,19 @@ def _build_prefect_template() -> None:
             (_TEMPLATE / "failed").write_text(str(e))
 
 
+def _claim_build() -> bool:
+    """Whether this process builds the template: the first to create its ``building`` mark."""
+    try:
+        os.close(os.open(_TEMPLATE / "building", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # Started while the workers import and collect; only by the process that owns the folder.
-    if _TEMPLATE_OWNER and not config.option.collectonly:
+    # Started while the workers import and collect, by the first process to claim the folder
+    # (an xdist controller configures before its workers start).
+    if not config.option.collectonly and _claim_build():
         threading.Thread(target=_build_prefect_template, daemon=True).start()
 
 
@@ -378,10 +391,10 @@ def _remove_home() -> None:
         return
     _stop_processes_under(_HOME)
     shutil.rmtree(_HOME, ignore_errors=True)
+    if _builder is not None and _builder.poll() is None:
+        _builder.kill()
+        _builder.wait()
     if _TEMPLATE_OWNER:
-        if _builder is not None and _builder.poll() is None:
-            _builder.kill()
-            _builder.wait()
         shutil.rmtree(_TEMPLATE, ignore_errors=True)
 
 

@@ -44,8 +44,16 @@ def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-def test_every_family_is_covered() -> None:
-    assert {CATALOG[n].family for n in FAMILIES} == {e.family for e in CATALOG.values()}
+#: The families that had model files before issue 50 (what ``FAMILIES`` must cover). A
+#: family added since has no file in the old format, and needs no entry here: adding a
+#: method (docs/adding-a-method.md) touches no test of another family.
+BEFORE_ISSUE_50 = {"baseline", "dp-gnn", "drw", "dp-mlp", "gap", "progap", "graph-cls", "dpdgc"}
+
+
+def test_every_family_with_old_files_is_covered() -> None:
+    families = {e.family for e in CATALOG.values()}
+    assert BEFORE_ISSUE_50 <= families  # none of them left the catalogue
+    assert {CATALOG[n].family for n in FAMILIES} == BEFORE_ISSUE_50
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
