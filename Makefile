@@ -45,7 +45,8 @@ demo: $(STAMP)
 # time-slicing two cores) and no longer filled any waiting: 9 min 59 s and 10 min 7 s with
 # three, 8 min 43 s to 9 min 49 s with two on fresh clones (benchmarks/RESULTS-history.md).
 # mypy (about 26 s of CPU without its cache, as on a fresh clone) runs beside pytest rather
-# than before it. So do the tests marked `waits`, in a pytest process of their own that
+# than before it, at a lower priority (nice 10): it takes the cores when both pytest sessions
+# wait, rather than slowing a test that computes. So do the tests marked `waits`, in a pytest process of their own that
 # collects only $(WAITS): the tests that wait for a schedule to fire by itself (the team's
 # PostgreSQL setup, the work-pool route, the one-minute cron, the budget-spending retrain:
 # ~360 s of wall time, most of it waiting for the scheduler), and two fault tests that
@@ -63,7 +64,7 @@ test: $(STAMP)
 	$(COMPILE)
 	@log=$$(mktemp); waits=$$(mktemp); \
 	DPGNN_TEST_PREFECT_TEMPLATE=$$(mktemp -d); export DPGNN_TEST_PREFECT_TEMPLATE; \
-	( $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
+	( nice -n 10 $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
 	( $(BIN)/python -m pytest -p no:xdist -q -m waits --durations=8 $(WAITS) \
 		> $$waits 2>&1 ) & \
 	waiting=$$!; \

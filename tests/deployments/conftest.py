@@ -23,13 +23,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def scheduling_server(tmp_path_factory: pytest.TempPathFactory,
                       seeded_prefect: Callable[[Path], bool]) -> Iterator[str]:
     """The API URL of a server started by ``dpgnn server start``'s own code
     (:func:`flows.server.start`, which runs ``prefect server start`` in its own session)
     on a free port, in a home of its own (its database a copy of the session's migrated
-    one), shared by the tests of this folder and stopped at the end of the session.
+    one), shared by the tests of this folder and stopped after the last of them (not at the
+    end of the session: a server with its services running costs ~0.1 core while idle,
+    and `make test`'s session of the tests that wait runs other folders after this one).
 
     Its environment is a user's, without this test process's Prefect settings, plus
     ``SCHEDULER_LOOP_SECONDS`` and no UI (the UI is tested in tests/flows/test_servers.py:
