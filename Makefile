@@ -46,18 +46,20 @@ demo: $(STAMP)
 # three, 8 min 43 s to 9 min 49 s with two on fresh clones (benchmarks/RESULTS-history.md).
 # mypy (about 26 s of CPU without its cache, as on a fresh clone) runs beside pytest rather
 # than before it, at a lower priority (nice 10): it takes the cores when both pytest sessions
-# wait, rather than slowing a test that computes. So do the tests marked `waits`, in a pytest process of their own that
-# collects only $(WAITS): the tests that wait for a schedule to fire by itself (the team's
-# PostgreSQL setup, the work-pool route, the one-minute cron, the budget-spending retrain:
-# ~360 s of wall time, most of it waiting for the scheduler), and two fault tests that
-# mostly wait on a real `dpgnn` child (its server killed, its disk filled), and the warm
-# runner's test (a real runner, the commands it forks, a killed client). On an xdist
+# wait, rather than slowing a test that computes. So do the tests marked `waits`, in a
+# pytest process of their own that collects only $(WAITS): the tests that wait for a
+# schedule to fire by itself (the team's PostgreSQL setup, the work-pool route, the
+# one-minute cron, the budget-spending retrain: ~360 s of wall time, most of it waiting for
+# the scheduler), four fault tests that mostly wait on a real `dpgnn` child (its server
+# killed, its disk filled, a `kill -9` of a sweep, a sweep that runs out of budget), and the
+# warm runner's test (a real runner, the commands it forks, a killed client). On an xdist
 # worker each left a core idle while it waited (the suite ran at ~150 % of 2 cores); beside
-# the workers their waits overlap the workers' computing. Their reports follow pytest's, and
-# any of the three failing fails the target. (Two xdist workers for them, with all of
-# test_faults.py, were slower: four processes contending; benchmarks/RESULTS-history.md.)
-# tests/test_layout.py checks that every test marked `waits` is in $(WAITS), so none is
-# skipped by both runs.
+# the workers their waits overlap the workers' computing. The two sessions end about
+# together (the last two fault tests moved across balanced them). Their reports follow
+# pytest's, and any of the three failing fails the target. (Two xdist workers for them,
+# with all of test_faults.py, were slower: four processes contending;
+# benchmarks/RESULTS-history.md.) tests/test_layout.py checks that every test marked
+# `waits` is in $(WAITS), so none is skipped by both runs.
 WAITS := tests/deployments tests/team tests/flows/test_faults.py tests/flows/test_warm.py
 test: $(STAMP)
 	$(BIN)/ruff check dpgnn_core tasks flows tests benchmarks

@@ -77,8 +77,6 @@ def _running(pid: int) -> bool:
     return state[state.rindex(b")") + 2:state.rindex(b")") + 3] not in (b"Z", b"X")
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
 def _worker(pid: int, tree: dict[int, tuple[int, str]]) -> bool:
     """Whether ``pid`` of ``tree`` (:func:`_children`) is a Dask worker process: spawned
     (``spawn_main``), or forked by the forkserver (its command line, as its parent's)."""
@@ -87,6 +85,8 @@ def _worker(pid: int, tree: dict[int, tuple[int, str]]) -> bool:
                                     and "multiprocessing.forkserver" in tree.get(ppid, (0, ""))[1])
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux /proc")
+@pytest.mark.waits  # mostly on its `dpgnn` child and the seconds it has to end (Makefile)
 def test_sigkilled_sweep_leaves_no_server_or_worker(dataset: Path, tmp_path: Path,
                                                     fresh_home: Path) -> None:
     """`kill -9` of `dpgnn sweep` once its ephemeral Prefect server and a Dask worker run:
@@ -259,6 +259,7 @@ def _sweep_on_a_worker_thread(dpgnn_here: Callable[..., Any], home: Path, args: 
 
 
 @pytest.mark.slow
+@pytest.mark.waits  # mostly on its `dpgnn` child's sweep (Makefile, WAITS)
 def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
         dataset: Path, tmp_path: Path, prefect_api_url: str,
         seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
