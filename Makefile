@@ -50,12 +50,13 @@ demo: $(STAMP)
 # pytest process of their own that collects only $(WAITS): the tests that wait for a
 # schedule to fire by itself (the team's PostgreSQL setup, the work-pool route, the
 # one-minute cron, the budget-spending retrain: ~360 s of wall time, most of it waiting for
-# the scheduler), four fault tests that mostly wait on a real `dpgnn` child (its server
-# killed, its disk filled, a `kill -9` of a sweep, a sweep that runs out of budget), and the
-# warm runner's test (a real runner, the commands it forks, a killed client). On an xdist
-# worker each left a core idle while it waited (the suite ran at ~150 % of 2 cores); beside
-# the workers their waits overlap the workers' computing. The two sessions end about
-# together (the last two fault tests moved across balanced them). Their reports follow
+# the scheduler), three fault tests that mostly wait on a real `dpgnn` child (its server
+# killed, its disk filled, a `kill -9` of a sweep), and the warm runner's test (a real
+# runner, the commands it forks, a killed client). On an xdist worker each left a core idle
+# while it waited (the suite ran at ~150 % of 2 cores); beside the workers their waits
+# overlap the workers' computing. (Not the budget-runs-out sweep test: its rerun runs on a
+# Dask worker thread of the test process, after which a plain pytest process, unlike an
+# xdist worker, hung at exit draining Prefect's log service.) Their reports follow
 # pytest's, and any of the three failing fails the target. (Two xdist workers for them,
 # with all of test_faults.py, were slower: four processes contending;
 # benchmarks/RESULTS-history.md.) tests/test_layout.py checks that every test marked

@@ -259,7 +259,6 @@ def _sweep_on_a_worker_thread(dpgnn_here: Callable[..., Any], home: Path, args: 
 
 
 @pytest.mark.slow
-@pytest.mark.waits  # mostly on its `dpgnn` child's sweep (Makefile, WAITS)
 def test_budget_running_out_mid_sweep_keeps_the_affordable_points(
         dataset: Path, tmp_path: Path, prefect_api_url: str,
         seeded_mlflow: Callable[[Path], bool], dpgnn_here: Callable[..., Any]) -> None:
