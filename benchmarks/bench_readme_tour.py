@@ -11,9 +11,11 @@ runner's and is not counted here: the CPU column is then a lower bound) and ``dp
 stop`` last.
 
     python benchmarks/bench_readme_tour.py [--tree DIR] [--server] [--port 4391]
+        [--shared DIR]
 
 ``--tree DIR`` runs another checkout's code and README (its ``PYTHONPATH``) with this
-venv, for a before/after on one machine.
+venv, for a before/after on one machine; ``--shared`` is the folder the tour's
+``../shared`` points to (default: the one beside this tree).
 """
 
 from __future__ import annotations
@@ -71,10 +73,11 @@ def main() -> None:
     p.add_argument("--tree", default=str(HERE.parent))
     p.add_argument("--server", action="store_true", help="dpgnn server start first")
     p.add_argument("--port", type=int, default=4391)
+    p.add_argument("--shared", default=str(HERE.parent.parent / "shared"))
     args = p.parse_args()
     tree = Path(args.tree).resolve()
     base = Path(tempfile.mkdtemp(prefix="dpgnn-tour-"))
-    (base / "shared").symlink_to((tree.parent / "shared").resolve())
+    (base / "shared").symlink_to(Path(args.shared).resolve())
     repo = base / "repo"
     repo.mkdir()
     (repo / "benchmarks").symlink_to(tree / "benchmarks")

@@ -114,7 +114,7 @@ def sparse_linear(rows: SparseRows, weight: Tensor, bias: Tensor, dropout: float
         raise ValueError(f"rows of {rows.in_dim} features, a Linear layer of "
                          f"{weight.shape[1]}")
     x, xt = rows.matrices(rows.dropped(dropout))
-    out: Tensor = _SparseLinear.apply(weight, bias, x, xt)
+    out: Tensor = _SparseLinear.apply(weight, bias, x, xt)  # type: ignore[no-untyped-call]
     return out
 
 
