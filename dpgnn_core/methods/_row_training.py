@@ -63,17 +63,18 @@ def fit_rows(model: nn.Module, inputs: Tensor, y: Tensor, spec: GapSpec | Progap
 def fit_source(model: nn.Module, source: RowSource, spec: GapSpec | ProgapSpec,
                private: bool, z: float, name: str,
                on_step: Callable[[int, dict[str, float]], None] | None, *,
-               randomness: Randomness | None = None) -> list[dict[str, float]]:
-    """Adam over mini-batches (``epochs`` epochs of :func:`batches_per_epoch` batches;
-    EDP, ∞), or DP-Adam over Poisson-sampled rows (``steps``; one row per training node,
-    clipped to ``spec.clip``, noise std ``z * clip``; node level), the rows drawn from
-    ``source`` (in memory, or from a dataset's partitions); the batches and the noise come
-    from :meth:`Randomness.for_spec` (secret by default), streams named after ``name``.
-    The model trains in training mode (dropout, batch statistics) and is left in
-    evaluation mode. With ``spec.selection == "best-val"`` (never at node level: the spec
-    refuses it) and labelled validation rows in ``source``, the weights of the epoch with
-    the best validation accuracy are kept. GAP's encoder and classifier and ProGAP's
-    stages train with it."""
+               randomness: Randomness | None = None, epochs: int | None = None
+               ) -> list[dict[str, float]]:
+    """Adam over mini-batches (``epochs`` epochs of :func:`batches_per_epoch` batches,
+    ``spec.epochs`` unless given; EDP, ∞), or DP-Adam over Poisson-sampled rows (``steps``;
+    one row per training node, clipped to ``spec.clip``, noise std ``z * clip``; node
+    level), the rows drawn from ``source`` (in memory, or from a dataset's partitions); the
+    batches and the noise come from :meth:`Randomness.for_spec` (secret by default), streams
+    named after ``name``. The model trains in training mode (dropout, batch statistics) and
+    is left in evaluation mode. With ``spec.selection == "best-val"`` (never at node level:
+    the spec refuses it) and labelled validation rows in ``source``, the weights of the
+    epoch with the best validation accuracy are kept. GAP's encoder and classifier and
+    ProGAP's stages train with it."""
     randomness = randomness or Randomness.for_spec(spec)
     noise_gen = randomness.torch_generator(f"{name}/noise", source.device)
     opt = adam(model.parameters(), lr=spec.lr)
@@ -92,7 +93,8 @@ def fit_source(model: nn.Module, source: RowSource, spec: GapSpec | ProgapSpec,
             if not queue:  # a few batches' rows at once (one trip to a cluster's workers)
                 queue.extend(source.take_many([draw() for _ in range(TAKE_AHEAD)]))
             return batch_losses(model, queue.pop(0))
-        hist = train_steps(model, opt, spec.epochs * per_epoch, minibatch, clipping=None,
+        epochs = spec.epochs if epochs is None else epochs
+        hist = train_steps(model, opt, epochs * per_epoch, minibatch, clipping=None,
                            on_step=on_step, select=select, select_every=per_epoch)
     else:
         spec = spec.with_batch_size(n)  # the rows trained on: the training nodes

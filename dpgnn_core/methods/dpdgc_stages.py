@@ -55,6 +55,7 @@ from dpgnn_core.methods.dpdgc_messages import (
 )
 from dpgnn_core.methods.private_run import PrivateRun, assemble_report
 from dpgnn_core.models.dpdgc import AdjacencyEncoder, DpdgcClassifier
+from dpgnn_core.models.sparse_rows import SparseRows
 from dpgnn_core.privacy import (
     GaussianEvent,
     Ledger,
@@ -200,8 +201,10 @@ def fit_classifier(data: GraphData, h: Tensor, spec: DpdgcSpec, z: float,
         opt = adam(clf.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
         n = inputs.shape[0]
         if spec.level in ("edge", "none"):
+            rows = SparseRows.of(inputs, data.num_features) or inputs  # fixed: built once
+
             def full() -> tuple[Tensor, float]:
-                losses = nn.functional.cross_entropy(clf(inputs), y, reduction="none")
+                losses = nn.functional.cross_entropy(clf(rows), y, reduction="none")
                 return losses, float(losses.detach().mean())
             hist = train_steps(clf, opt, spec.epochs, full, clipping=None, on_step=on_step)
         else:

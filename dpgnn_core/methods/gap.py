@@ -202,12 +202,19 @@ def calibrate_gap_for(spec: GapSpec, n_train: int, num_features: int, graph: Any
     return (make(z) if private else Ledger()), z, report
 
 
-def module_steps(spec: GapSpec, num_train: int) -> int:
-    """Optimisation steps of the encoder and of the classifier: ``steps`` under DP-Adam
-    (node level), ``epochs`` times :func:`batches_per_epoch` otherwise."""
+def module_epochs(spec: GapSpec, module: str) -> int:
+    """Adam epochs of the ``"encoder"`` (``encoder_epochs``) or of the ``"classifier"``
+    (``epochs``) at edge level and ∞."""
+    return spec.encoder_epochs if module == "encoder" else spec.epochs
+
+
+def module_steps(spec: GapSpec, num_train: int, module: str = "classifier") -> int:
+    """Optimisation steps of the ``"encoder"`` or of the ``"classifier"``: ``steps`` under
+    DP-Adam (node level), :func:`module_epochs` times :func:`batches_per_epoch`
+    otherwise."""
     if spec.level == "node":
         return spec.steps
-    return spec.epochs * batches_per_epoch(spec, num_train)
+    return module_epochs(spec, module) * batches_per_epoch(spec, num_train)
 
 
 def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[float]:
@@ -216,10 +223,10 @@ def _stage_epsilons(spec: GapSpec, n_train: int, z: float, stage: str) -> list[f
     gets); empty for GAP-∞."""
     if spec.level == "none":
         return []
-    steps = module_steps(spec, n_train)
+    enc, cls = module_steps(spec, n_train, "encoder"), module_steps(spec, n_train)
     delta = spec.delta if spec.delta is not None else 1.0 / (10 * n_train)
-    eps = epsilon_by_step(spec, n_train, z, delta, steps, steps)
-    return eps[:steps] if stage == "encoder" else eps[steps:]
+    eps = epsilon_by_step(spec, n_train, z, delta, enc, cls)
+    return eps[:enc] if stage == "encoder" else eps[enc:]
 
 
 def _gate(run: PrivateRun, spec: GapSpec, n_train: int, z: float) -> None:
@@ -259,7 +266,7 @@ def fit_encoder_on(rows: RowSource, spec: GapSpec, z: float, shape: tuple[int, i
     with seeded(spec.seed, rows.device):
         enc = new_encoder(spec, *shape).to(rows.device)
         hist = fit_source(enc, rows, spec, spec.level == "node", z * spec.budget_split[0],
-                          "encoder", run.on_step)
+                          "encoder", run.on_step, epochs=module_epochs(spec, "encoder"))
     events = Ledger()
     if spec.level == "node":
         events = Ledger(ledger_for(spec, n_train)(z).entries[:1])
@@ -424,9 +431,12 @@ def gap_stages(spec: GapSpec, z: float) -> tuple[Stage, ...]:
     checkpoint on the stored release)."""
     def steps(n: int) -> int:
         return module_steps(spec, n)
+
+    def encoder_steps(n: int) -> int:
+        return module_steps(spec, n, "encoder")
     return (graph_stage("gap", spec),
             Stage("encoder", "gap_encoder", functools.partial(_encoder_stage, z),
-                  params={"z": z}, gated=True, steps=steps, label="encoder"),
+                  params={"z": z}, gated=True, steps=encoder_steps, label="encoder"),
             Stage("aggregate", "gap_aggregate", functools.partial(_aggregate_stage, z),
                   reads={"graph": "graph", "encoder": "encoder"}, params={"z": z},
                   gated=True, aggregates=True),

@@ -49,8 +49,11 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
             edge level and ∞ only: it mixes the rows of a batch, which DP-Adam's per-row
             clipping cannot allow), ``layer`` (per row) or ``none``. (default: ``batch``
             at edge level and ∞, ``none`` at node level)
-        epochs (int): Adam epochs over mini-batches of ``batch_size`` training rows, for
-            the encoder and for the classifier (EDP, ∞). (default: 100)
+        epochs (int): Adam epochs of the classifier over mini-batches of ``batch_size``
+            training rows (EDP, ∞). (default: 100)
+        encoder_epochs (int): the same for the encoder (EDP, ∞). (default: 20; on Cora
+            its best validation epoch was within the first 15 on 30 seeds of 30:
+            benchmarks/RESULTS.md, "A small run's fixed cost, fourth pass")
         batch_size (int): EDP / ∞: rows per Adam mini-batch (each epoch visits every
             training row once, in ceil(N / batch_size) near-equal batches); NDP: expected
             rows per DP-Adam step (Poisson rate m/N). (default: min(N, max(64,
@@ -83,6 +86,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
         "max_degree": {"level": ("node",)}, "steps": {"level": ("node",)},
         "clip": {"level": ("node",)}, "budget_split": {"level": ("node",)},
         "row_clip": {"level": ("edge", "node")}, "epochs": {"level": ("edge", "none")},
+        "encoder_epochs": {"level": ("edge", "none")},
         "noise_multiplier": {"level": ()}}  # refused: one noise scale calibrated to ε
     #: Defaults that depend on the level: filled in where the input leaves them out.
     level_defaults: ClassVar[dict[str, dict[str, Any]]] = {
@@ -104,6 +108,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     dropout: float = Field(0.5, ge=0, lt=1)
     norm: Literal["batch", "layer", "none"] = "batch"
     epochs: int = Field(100, ge=1)
+    encoder_epochs: int = Field(20, ge=1)
     steps: int = Field(60, ge=1)
     lr: float = Field(1e-3, gt=0)
     selection: Literal["best-val", "last"] = "best-val"

@@ -11,7 +11,7 @@ def test_run_help_lists_the_training_options() -> None:
     r = CliRunner().invoke(app, ["run", "gap-edp", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     for option in ("--dropout", "--norm", "--selection", "--encoder-layers", "--batch-size",
-                   "--epochs", "--lr", "--encoder-dim"):
+                   "--epochs", "--encoder-epochs", "--lr", "--encoder-dim"):
         assert option in r.output, option
     r = CliRunner().invoke(app, ["run", "progap-edp", "--help"], env={"COLUMNS": "200"})
     for option in ("--dropout", "--norm", "--selection", "--batch-size"):

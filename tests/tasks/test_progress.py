@@ -237,13 +237,17 @@ def test_drw_and_gap_report_their_stages_and_epsilon() -> None:
     assert calls == [("random walks", 0, 1), ("random walks", 1, 1)]
 
     method = get("gap-edp")
-    spec = method.spec(epsilon=4.0, epochs=5, hops=2, hidden=16, encoder_dim=8,
-                       device="cpu", accountant="rdp")
+    spec = method.spec(epsilon=4.0, epochs=5, encoder_epochs=3, hops=2, hidden=16,
+                       encoder_dim=8, device="cpu", accountant="rdp")
     recs: list[dict[str, float]] = []
     fitted = method.fit(DATA, spec, on_step=lambda s, r: recs.append(r))
-    steps = gap.module_steps(spec, int(DATA.mask("train").sum()))  # 5 epochs of batches
-    assert steps > 5 and len(recs) == 2 * steps  # encoder steps, then classifier steps
-    assert [r["epsilon"] for r in recs[:steps]] == [0.0] * steps  # PMA not released yet
+    n_train = int(DATA.mask("train").sum())
+    steps = gap.module_steps(spec, n_train)  # 5 epochs of batches
+    enc = gap.module_steps(spec, n_train, "encoder")  # 3 epochs of the same batches
+    assert steps > 5 and enc * 5 == steps * 3
+    assert len(recs) == enc + steps  # encoder steps, then classifier steps
+    assert [r["epsilon"] for r in recs[:enc]] == [0.0] * enc  # PMA not released yet
+    assert recs[enc]["epsilon"] > 0
     assert recs[-1]["epsilon"] == pytest.approx(fitted.report.epsilon)
     hops: list[tuple[str, int, int]] = []
     enc = gap.GapEncoder(DATA.num_features, 16, 8, DATA.num_classes)
