@@ -203,9 +203,11 @@ def calibrate_gap_for(spec: GapSpec, n_train: int, num_features: int, graph: Any
 
 
 def module_epochs(spec: GapSpec, module: str) -> int:
-    """Adam epochs of the ``"encoder"`` (``encoder_epochs``) or of the ``"classifier"``
-    (``epochs``) at edge level and ∞."""
-    return spec.encoder_epochs if module == "encoder" else spec.epochs
+    """Adam epochs of the ``"encoder"`` (``encoder_epochs``, ``epochs`` when unset) or of
+    the ``"classifier"`` (``epochs``) at edge level and ∞."""
+    if module == "encoder" and spec.encoder_epochs is not None:
+        return spec.encoder_epochs
+    return spec.epochs
 
 
 def module_steps(spec: GapSpec, num_train: int, module: str = "classifier") -> int:

@@ -51,9 +51,10 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
             at edge level and ∞, ``none`` at node level)
         epochs (int): Adam epochs of the classifier over mini-batches of ``batch_size``
             training rows (EDP, ∞). (default: 100)
-        encoder_epochs (int): the same for the encoder (EDP, ∞). (default: 100; 20 gave
-            the same encoder on Cora but a lower validation accuracy on two Facebook100
-            schools: benchmarks/RESULTS.md, "A small run's fixed cost, fourth pass")
+        encoder_epochs (int, optional): the same for the encoder (EDP, ∞); unset, the
+            encoder trains for ``epochs`` too. (default: unset; 20 gave the same encoder
+            on Cora but a lower validation accuracy on two Facebook100 schools:
+            benchmarks/RESULTS.md, "A small run's fixed cost, fourth pass")
         batch_size (int): EDP / ∞: rows per Adam mini-batch (each epoch visits every
             training row once, in ceil(N / batch_size) near-equal batches); NDP: expected
             rows per DP-Adam step (Poisson rate m/N). (default: min(N, max(64,
@@ -108,7 +109,7 @@ class GapSpec(LargeBatchDefaults, PrivateSpec):
     dropout: float = Field(0.5, ge=0, lt=1)
     norm: Literal["batch", "layer", "none"] = "batch"
     epochs: int = Field(100, ge=1)
-    encoder_epochs: int = Field(100, ge=1)
+    encoder_epochs: int | None = Field(None, ge=1)
     steps: int = Field(60, ge=1)
     lr: float = Field(1e-3, gt=0)
     selection: Literal["best-val", "last"] = "best-val"
