@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,19 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
+
+
+def child_cpu_run(cmd: list[str], env: dict[str, str],
+                  cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run ``cmd`` to its end (output captured); the process, its wall seconds and its CPU
+    seconds (user + sys of it and its children, from ``RUSAGE_CHILDREN``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return proc, wall, cpu
 
 
 def machine() -> str:

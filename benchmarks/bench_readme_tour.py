@@ -24,17 +24,18 @@ import argparse
 import json
 import os
 import re
-import resource
 import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(HERE))
+
+from _util import child_cpu_run  # noqa: E402
 
 
 def tour_commands(readme: Path) -> list[list[str]]:
@@ -56,12 +57,7 @@ def tour_commands(readme: Path) -> list[list[str]]:
 
 def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc, wall, cpu = child_cpu_run(cmd, env, cwd)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return {"cmd": " ".join(cmd[1:4]), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
+
+from _util import child_cpu_run  # noqa: E402
 
 CORE = """
 import sys
@@ -86,12 +87,8 @@ print(json.dumps({"imports_cpu_s": t1 - t0, "fit_cpu_s": t2 - t1, "evaluate_cpu_
 
 def _cpu_run(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run ``cmd``; its wall seconds and CPU seconds (user + sys of it and its children)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out, wall, cpu = child_cpu_run(cmd, env)
+    out.check_returncode()
     return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "stdout": out.stdout,
             "stderr": out.stderr}
 
