@@ -246,7 +246,9 @@ def test_multi_run_audit_power_and_soundness(data):
                                runs=40)
     assert ctrl.bound.method == "multi-run" and ctrl.m == 1 and ctrl.r == 20
     assert ctrl.v >= ctrl.r - 1, ctrl.to_dict()  # the non-private model memorises it
-    assert ctrl.epsilon_lower > 0.4, ctrl.to_dict()  # ~0.8 is the most 20 judged runs give
+    # ~0.8 is the most 20 judged runs give (all 20 right), 0.27 with 19 right: the bound the
+    # line above admits (a full run drew 19 once: 0.4 here had made the test flaky)
+    assert ctrl.epsilon_lower > 0.2, ctrl.to_dict()
     assert priv.epsilon_lower < priv.reported_epsilon, priv.to_dict()
 
 
