@@ -11,7 +11,12 @@ import torch
 from torch import Tensor, nn
 
 from dpgnn_core.errors import DataError
-from dpgnn_core.models.sparse_rows import SPARSE_DENSITY, SparseRows, sparse_linear
+from dpgnn_core.models.sparse_rows import (
+    SPARSE_DENSITY,
+    SparseRows,
+    dropout_values,
+    sparse_linear,
+)
 
 #: :func:`input_dropout` draws sparsely when at most one entry in this many is non-zero.
 SPARSE_DROPOUT_DENSITY = SPARSE_DENSITY
@@ -31,10 +36,8 @@ def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     nz = x.nonzero(as_tuple=True)
     if nz[0].numel() * SPARSE_DROPOUT_DENSITY > x.numel():
         return nn.functional.dropout(x, p, training)
-    kept = torch.rand(nz[0].numel(), device=x.device) >= p
-    rows, cols = nz[0][kept], nz[1][kept]
     out = torch.zeros_like(x)
-    out[rows, cols] = x[rows, cols] * (1.0 / (1.0 - p))
+    out[nz] = dropout_values(x[nz], p)
     return out
 
 
@@ -49,8 +52,7 @@ def mask_dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     if p >= 1.0:
         return nn.functional.dropout(x, p, training)
-    keep = torch.rand(x.shape, device=x.device, dtype=x.dtype) >= p
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    return dropout_values(x, p)
 
 
 def _has_hooks(module: nn.Module) -> bool:

@@ -23,6 +23,15 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> T
         return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
+def dropout_values(values: Tensor, p: float) -> Tensor:
+    """``values`` after dropout with probability ``p`` (0 < p < 1): each kept with
+    probability 1 − p (its mask drawn as ``torch.rand(...) >= p`` from torch's global
+    generator, in ``values``' order) and scaled by 1/(1 − p): dropout's distribution. The
+    one draw of :meth:`SparseRows.dropped`, ``input_dropout`` and ``mask_dropout``."""
+    keep = torch.rand(values.shape, device=values.device) >= p
+    return values * keep.to(values.dtype).mul_(1.0 / (1.0 - p))
+
+
 def _row_pointers(rows: Tensor, num_rows: int) -> Tensor:
     crow = torch.zeros(num_rows + 1, dtype=torch.long, device=rows.device)
     crow[1:] = torch.bincount(rows, minlength=num_rows).cumsum(0)
@@ -74,8 +83,7 @@ class SparseRows:
             return self.values
         if p >= 1.0:
             return torch.zeros_like(self.values)
-        keep = torch.rand(self.values.numel(), device=self.values.device) >= p
-        return self.values * keep.to(self.values.dtype).mul_(1.0 / (1.0 - p))
+        return dropout_values(self.values, p)
 
     def matrices(self, values: Tensor) -> tuple[Tensor, Tensor]:
         """x and x^T, sparse (CSR), with non-zero ``values`` (row-major)."""
@@ -118,4 +126,4 @@ def sparse_linear(rows: SparseRows, weight: Tensor, bias: Tensor, dropout: float
     return out
 
 
-__all__ = ["SPARSE_DENSITY", "SparseRows", "sparse_linear"]
+__all__ = ["SPARSE_DENSITY", "SparseRows", "dropout_values", "sparse_linear"]
