@@ -18,9 +18,6 @@ from dpgnn_core.models.sparse_rows import (
     sparse_linear,
 )
 
-#: :func:`input_dropout` draws sparsely when at most one entry in this many is non-zero.
-SPARSE_DROPOUT_DENSITY = SPARSE_DENSITY
-
 
 def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``nn.functional.dropout(x, p, training)`` for a mostly-zero input that needs no
@@ -34,7 +31,7 @@ def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0 or x.requires_grad or p >= 1.0:
         return nn.functional.dropout(x, p, training)
     nz = x.nonzero(as_tuple=True)
-    if nz[0].numel() * SPARSE_DROPOUT_DENSITY > x.numel():
+    if nz[0].numel() * SPARSE_DENSITY > x.numel():  # denser: dropout itself
         return nn.functional.dropout(x, p, training)
     out = torch.zeros_like(x)
     out[nz] = dropout_values(x[nz], p)
