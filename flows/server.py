@@ -194,6 +194,9 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     if database_url:
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     env.update(_served_at(url, port, env))
+    from tasks import prefect_db
+
+    env.update(prefect_db.prepare(home / "prefect", env))
     env.pop(reaper.OWNER_ENV, None)  # outlives the command that starts it, by design
     log = open(home / "server.log", "ab")
     argv = [_prefect_exe(), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
@@ -209,6 +212,7 @@ def start(port: int = DEFAULT_PORT, home: Path | None = None, timeout: float = 1
     warm_info = warm_state.start(home, dict(os.environ))
     outcome = _until_healthy(proc, url, timeout, every=0.5)
     if outcome == "healthy":
+        _saved_template(env)
         return {**info, "running": True, "warm": warm_info}
     warm_state.stop(home)
     if outcome == "exited":
@@ -302,6 +306,7 @@ class _Temporary:
     proc: subprocess.Popen[bytes]
     url: str
     output: _Output | None = None
+    env: dict[str, str] | None = None  # the server's environment
 
 
 class _Output:
@@ -349,6 +354,16 @@ class _Output:
 
 #: This process's temporary server, when :func:`start_temporary` started one.
 _temporary: _Temporary | None = None
+
+
+def _saved_template(env: dict[str, str] | None) -> None:
+    """After a server on ``env``'s Prefect home answers: its freshly migrated database
+    becomes the template of new homes if there is none (:func:`tasks.prefect_db.after_start`;
+    never raises)."""
+    if env and env.get("PREFECT_HOME"):
+        from tasks import prefect_db  # lazily: importing tasks configures the environment
+
+        prefect_db.after_start(Path(env["PREFECT_HOME"]), env)
 
 
 def _free_port() -> int:
@@ -402,6 +417,10 @@ def start_temporary(wait: bool = True) -> str:
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
            "PREFECT__SERVER_FINAL": "1"}
     env.pop("PREFECT_API_URL", None)
+    if env.get("PREFECT_HOME"):
+        from tasks import prefect_db
+
+        env.update(prefect_db.prepare(Path(env["PREFECT_HOME"]), env))
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
     from flows.clilog import verbose
@@ -415,7 +434,8 @@ def start_temporary(wait: bool = True) -> str:
         stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
     if _temporary is None:
         atexit.register(_stop_temporary)
-    _temporary = _Temporary(proc, url, None if proc.stdout is None else _Output(proc.stdout))
+    _temporary = _Temporary(proc, url, None if proc.stdout is None else _Output(proc.stdout),
+                            env)
     os.environ["PREFECT_API_URL"] = url
     if wait:
         wait_temporary()
@@ -432,6 +452,7 @@ def wait_temporary() -> None:
         return
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
     if _until_healthy(t.proc, t.url, timeout, every=0.1) == "healthy":
+        _saved_template(t.env)
         return
     code = t.proc.poll()
     _stop_temporary()

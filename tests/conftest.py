@@ -58,6 +58,10 @@ _TEMPLATE_OWNER = PREFECT_TEMPLATE_ENV not in os.environ
 if _TEMPLATE_OWNER:
     os.environ[PREFECT_TEMPLATE_ENV] = tempfile.mkdtemp(prefix="dpgnn-test-prefect-")
 _TEMPLATE = Path(os.environ[PREFECT_TEMPLATE_ENV])
+# dpgnn's own cache (tasks.prefect_db: the Prefect database template of new homes) is the
+# session's, never the user's ~/.cache/dpgnn; the session's migrated database becomes its
+# template once built (``_build_prefect_template``), as a first server would make it.
+os.environ["DPGNN_CACHE"] = str(_TEMPLATE / "cache")
 # The template also holds the block types a server registers when it starts (what Prefect's
 # own start-up does, ``add_block_types``), so that servers on a copy skip that step
 # (PREFECT_API_BLOCKS_REGISTER_ON_START above): ~2 s of each server's ~10 s of CPU, and the
@@ -117,6 +121,12 @@ def _build_prefect_template() -> None:
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, err = _builder.communicate(timeout=600)
         ok = _builder.returncode == 0 and (_TEMPLATE / "prefect.db").is_file()
+        if ok:
+            from tasks import prefect_db
+
+            template = prefect_db.template_path()
+            if template is not None:
+                _copy_atomically(_TEMPLATE / "prefect.db", template)
         (_TEMPLATE / ("ready" if ok else "failed")).write_bytes(err[-2000:])
     except (OSError, subprocess.SubprocessError) as e:
         with contextlib.suppress(OSError):
