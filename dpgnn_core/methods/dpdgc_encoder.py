@@ -16,6 +16,7 @@ from dpgnn_core.methods.dpdgc_messages import _bound
 from dpgnn_core.privacy.pma import clip_rows
 from dpgnn_core.privacy.randomness import Randomness
 from dpgnn_core.specs import DpdgcSpec
+from dpgnn_core.training import eager_optim
 from dpgnn_core.training.loop import seeded
 from dpgnn_core.training.optim import adam
 
@@ -117,7 +118,7 @@ def fit_adjacency_encoder(data: GraphData, spec: DpdgcSpec, z: float, adj_t: Ten
                 grad.add_(torch.randn(grad.shape, generator=gen, device=device,
                                       dtype=grad.dtype), alpha=sigma)
             w.grad = grad / n_train
-        opt.step()
+        eager_optim.step(opt)
         with torch.no_grad():
             w.copy_(project_rows(w))
         # a private step's loss is read off the private adjacency without noise: recorded

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from dpgnn_core.privacy.events import PrivacyError, neighbourhood_size
-from dpgnn_core.training import checkpoint
+from dpgnn_core.training import checkpoint, eager_optim
 from dpgnn_core.training.per_sample import PerSampleClipper, private_step
 
 
@@ -170,7 +170,7 @@ def train_steps(
             else:
                 losses, reported = step_losses()
                 losses.mean().backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
+            eager_optim.step(optimizer)
             rec: dict[str, float] = {"step": step}
             if clipper is None or log_raw_loss:
                 rec["train_loss"] = reported

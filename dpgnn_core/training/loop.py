@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from dpgnn_core.training import eager_optim
 from dpgnn_core.training.optim import adam
 
 
@@ -67,7 +68,7 @@ def train_full_batch(
         out = model(x, edge_index)
         loss = loss_fn(out[train_mask], y[train_mask])
         loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
+        eager_optim.step(opt)
         model.eval()
         with torch.no_grad():
             logits = model(x, edge_index)
