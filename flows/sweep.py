@@ -121,16 +121,18 @@ START_METHODS = ("forkserver", "spawn")
 #: What the forkserver of a sweep's local cluster imports once, before it forks the workers
 #: (a spawned worker spends ~12-18 s of CPU on its imports; a forked one inherits these).
 #: Third-party modules only, each checked to read no setting of dpgnn, Prefect, MLflow or
-#: Dask from the environment at import, to start no thread and not to initialise CUDA
-#: (torch._dynamo only asks whether torch was built with CUDA). Not pandas, pyarrow,
+#: Dask from the environment at import, to start no thread and not to initialise CUDA.
+#: Not ``torch._dynamo`` (~1.4 s of CPU, before any worker forks): training no longer
+#: imports it (dpgnn_core/training/eager_optim.py), so DP-MLP, GAP and DPDGC points never
+#: need it; a point of a PyTorch Geometric model imports it with PyG. Not pandas, pyarrow,
 #: sklearn.metrics or mlflow: importing pyarrow (which pandas imports) starts jemalloc's
 #: background thread. Never Prefect, prefect_dask or a dpgnn module that imports them:
 #: Prefect builds its settings from the environment when it is imported. First
 #: :mod:`dpgnn_core.freeze_at_exit` (the standard library only): the forkserver, which
 #: ends when its sweep's process does, skips the garbage collection of its heap (2-2.5 s of
 #: CPU after these imports; the forked workers end with ``os._exit`` and run no handler).
-FORKSERVER_PRELOAD = ("dpgnn_core.freeze_at_exit", "distributed", "torch", "torch._dynamo",
-                      "dp_accounting", "opacus")
+FORKSERVER_PRELOAD = ("dpgnn_core.freeze_at_exit", "distributed", "torch", "dp_accounting",
+                      "opacus")
 
 
 def worker_start_method() -> str:
