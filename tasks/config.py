@@ -51,11 +51,11 @@ def configure_environment(home: Path | None = None) -> Path:
     for key in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH"):
         Path(os.environ[key]).expanduser().mkdir(parents=True, exist_ok=True)
     # A new home's Prefect database copied from the migrated template (tasks.prefect_db).
-    # What it returns (no migration at start) is for the servers flows.server starts, in
-    # their own environment: set here, it would reach every child, whatever its home.
+    # Whether a server may skip its migration is decided where flows.server starts one, in
+    # that server's environment: set here, it would reach every child, whatever its home.
     from tasks import prefect_db
 
-    prefect_db.prepare(Path(os.environ["PREFECT_HOME"]))
+    prefect_db.seed(Path(os.environ["PREFECT_HOME"]))
     return home
 
 

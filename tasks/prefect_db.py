@@ -26,6 +26,7 @@ template holds none at all (it is saved only while no flow run is recorded)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import re
@@ -36,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = ["CACHE_ENV", "MIGRATE_ENV", "SWITCH_ENV", "after_start", "cache_dir", "head",
-           "prepare", "revision", "template_path"]
+           "prepare", "revision", "seed", "template_path"]
 
 #: dpgnn's cache folder (else ``$XDG_CACHE_HOME/dpgnn``, else ``~/.cache/dpgnn``).
 CACHE_ENV = "DPGNN_CACHE"
@@ -67,10 +68,12 @@ def template_path(env: Mapping[str, str] | None = None) -> Path | None:
     return cache_dir(env) / f"prefect-{version}.db"
 
 
+@functools.cache
 def head() -> str | None:
     """The head revision of the installed Prefect's SQLite migrations, read from the newest
     migration script (their names start with the date; the script's ``revision = "..."``
-    line), without importing Prefect or alembic; None when it cannot be read."""
+    line), without importing Prefect or alembic; None when it cannot be read. Read once per
+    process: the installed Prefect does not change under it."""
     spec = importlib.util.find_spec("prefect")
     if spec is None or spec.origin is None:
         return None
@@ -140,22 +143,47 @@ def _copy_new(source: Path, target: Path) -> bool:
     return True
 
 
+def _trusted(prefect_home: Path, env: Mapping[str, str]) -> tuple[Path, str] | None:
+    """The template and its revision, when ``prefect_home``'s server would use its own
+    SQLite database (:func:`_ours`) and the template is at the installed Prefect's head (a
+    template that is not is never used); else None."""
+    if not _ours(prefect_home, env):
+        return None
+    template = template_path(env)
+    at = head()
+    if template is None or at is None or revision(template) != at:
+        return None
+    return template, at
+
+
+def seed(prefect_home: Path, env: Mapping[str, str] | None = None) -> bool:
+    """Copy the template into ``prefect_home`` if it has no database yet (what every
+    process does when it configures its home: :func:`tasks.config.configure_environment`);
+    returns whether it did. Never raises."""
+    env = os.environ if env is None else env
+    db = prefect_home.expanduser() / _DB
+    try:
+        if db.exists():
+            return False
+        found = _trusted(prefect_home.expanduser(), env)
+        return found is not None and _copy_new(found[0], db)
+    except OSError:
+        return False
+
+
 def prepare(prefect_home: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Before a Prefect server starts on ``prefect_home`` (``PREFECT_HOME``) with ``env``:
-    copy the template into a home that has no database yet, and return the settings the
-    server should start with (``{MIGRATE_ENV: "false"}`` when its database is at the
-    template's revision and the user set no migration setting; else nothing). Never
+    copy the template into a home that has no database yet (:func:`seed`), and return the
+    settings the server should start with (``{MIGRATE_ENV: "false"}`` when its database is
+    at the template's revision and the user set no migration setting; else nothing). Never
     raises: any failure leaves Prefect to migrate as it always does."""
     env = os.environ if env is None else env
     prefect_home = prefect_home.expanduser()
     try:
-        if not _ours(prefect_home, env):
+        found = _trusted(prefect_home, env)
+        if found is None:
             return {}
-        template = template_path(env)
-        at = head()
-        # A template that is not at the installed Prefect's head is never used.
-        if template is None or at is None or revision(template) != at:
-            return {}
+        template, at = found
         db = prefect_home / _DB
         if not db.exists():
             _copy_new(template, db)
@@ -179,7 +207,7 @@ def after_start(prefect_home: Path, env: Mapping[str, str] | None = None) -> boo
         if (template is None or template.exists() or not _ours(prefect_home, env)
                 or env.get(MIGRATE_ENV, env.get("PREFECT_API_DATABASE_MIGRATE_ON_START",
                                                 "true")).lower() in ("false", "0")
-                or revision(db) is None or revision(db) != head()):
+                or head() is None or revision(db) != head()):
             return False
         template.parent.mkdir(parents=True, exist_ok=True)
         tmp = template.with_name(f".{template.name}.{os.getpid()}.{secrets.token_hex(4)}")

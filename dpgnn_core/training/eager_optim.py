@@ -26,6 +26,7 @@ calls are made.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Callable
@@ -77,13 +78,21 @@ def _hooked(optimizer: torch.optim.Optimizer) -> bool:
                 or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks)
 
 
+@functools.cache
+def _update(wrapped: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The optimiser's own update under a class's ``step`` (looked up once per class's
+    step); None where that step is not torch's two wrappers around it."""
+    update: Callable[..., Any] = inspect.unwrap(wrapped)
+    if update is wrapped or getattr(wrapped, "__wrapped__", None) is update:
+        return None
+    return update
+
+
 def step(optimizer: torch.optim.Optimizer) -> None:
     """``optimizer.step()`` (no closure), without importing ``torch._dynamo`` (module
     docstring)."""
-    wrapped = type(optimizer).step
-    update = inspect.unwrap(wrapped)
-    if ("torch._dynamo" in sys.modules or update is wrapped or _hooked(optimizer)
-            or getattr(wrapped, "__wrapped__", None) is update):  # not torch's two wrappers
+    update = _update(type(optimizer).step)
+    if update is None or "torch._dynamo" in sys.modules or _hooked(optimizer):
         optimizer.step()
         return
     with torch.autograd.profiler.record_function(
