@@ -248,10 +248,10 @@ def tuning_rdp(rdp: RdpCurve, distribution: TuningDistribution,
     if distribution.kind == "poisson":
         mu = distribution.mean()
         out = np.empty_like(eps)
-        for i, lam in enumerate(o):
-            eps_hat = math.log1p(1.0 / (lam - 1.0))
-            delta_hat = R.delta_from_rdp(o, eps, eps_hat)[0]
-            out[i] = eps[i] + mu * delta_hat + math.log(mu) / (lam - 1.0)
+        eps_hats = np.array([math.log1p(1.0 / (lam - 1.0)) for lam in o.tolist()])
+        delta_hats = R.deltas_from_rdp(o, eps, eps_hats).tolist()
+        for i, lam in enumerate(o.tolist()):
+            out[i] = eps[i] + mu * delta_hats[i] + math.log(mu) / (lam - 1.0)
         return o, out
     eta, gamma = distribution._eta, distribution._gamma
     hat = (1.0 + eta) * ((1.0 - 1.0 / o) * eps + math.log(1.0 / gamma) / o)

@@ -1,12 +1,13 @@
 """dpgnn's loop-free copies of dp-accounting's PLD helpers (:mod:`dpgnn_core.privacy.
 pld_library`: tail truncation, the connect-the-dots PMF) and of its sampled-without-
 replacement Gaussian RDP (:func:`~dpgnn_core.privacy.rdp.wor_gaussian_rdp`) and of the
-Poisson-subsampled Gaussian's integer-order term (``rdp.poisson_log_a_int``) give the
-library's own numbers, bit for bit, on adversarial inputs; so every PLD and every DRW
-curve dpgnn computes is the library's."""
+Poisson-subsampled Gaussian's integer- and fractional-order terms (``rdp.poisson_log_a_int``,
+``poisson_log_a_frac``) give the library's own numbers, bit for bit, on adversarial inputs;
+so every PLD and every DRW curve dpgnn computes is the library's."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -156,3 +157,25 @@ def test_poisson_log_a_int_equals_the_librarys(q: float, sigma: float) -> None:
         assert rdp.poisson_log_a_int(q, sigma, alpha) == rdp._LIBRARY_LOG_A_INT(
             q, sigma, alpha), alpha
     assert lib_rdp._compute_log_a_int is rdp.poisson_log_a_int  # installed
+
+
+@pytest.mark.parametrize(("q", "sigma"), [(0.01, 1.0), (0.3, 0.6), (1e-4, 5.0), (0.5, 0.3),
+                                          (1 / 3, 2.0), (0.9, 12.0), (0.02, 0.45),
+                                          (0.5, 100.0)])
+def test_poisson_log_a_frac_equals_the_librarys(q: float, sigma: float,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Every fractional order dpgnn's RDP curves use, and some beyond; (0.5, 100) does not
+    converge at the smallest orders: +inf and the library's warning, as the library."""
+    from dpgnn_core.privacy import rdp
+
+    orders = [a for a in rdp.DEFAULT_ORDERS if not float(a).is_integer()] + [
+        15.25, 63.5, 200.5]
+    for alpha in orders:
+        caplog.clear()
+        ours = rdp.poisson_log_a_frac(q, sigma, alpha)
+        ours_log = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        theirs = rdp._LIBRARY_LOG_A_FRAC(q, sigma, alpha)
+        assert ours == theirs or (math.isnan(ours) and math.isnan(theirs)), alpha
+        assert ours_log == [r.getMessage() for r in caplog.records], alpha
+    assert lib_rdp._compute_log_a_frac is rdp.poisson_log_a_frac  # installed

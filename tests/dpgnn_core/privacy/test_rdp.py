@@ -173,3 +173,24 @@ def test_uniform_event_refused_by_pld() -> None:
     with pytest.raises(PrivacyError, match="use the RDP accountant"):
         PldAccountant().epsilon(ledger, 1e-5)
     assert RdpAccountant().epsilon(ledger, 1e-5) > 0
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 0.1, 1.0, 10.0])
+def test_deltas_from_rdp_equal_the_librarys(scale: float) -> None:
+    """The vectorised conversion (the Poisson tuning bound's δ̂ at one ε per order) gives
+    dp-accounting's ``compute_delta`` at every ε, on curves with unusable (+inf) orders, a
+    zero value, ε = 0 and an ε beyond every order's bound."""
+    from dpgnn_core.privacy import PrivacyError
+    from dpgnn_core.privacy import rdp as R
+
+    o = R.DEFAULT_ORDERS
+    r = scale * o * np.linspace(0.5, 2.0, o.size)
+    r[:12] = np.inf
+    r[40] = 0.0
+    epsilons = np.concatenate([np.log1p(1 / (o - 1)), [0.0, 0.5, 3.0, 50.0]])
+    ours = R.deltas_from_rdp(o, r, epsilons)
+    theirs = np.array([dpa_rdp.compute_delta(list(o), list(r), float(e))[0]
+                       for e in epsilons])
+    np.testing.assert_allclose(ours, theirs, rtol=1e-15, atol=0)
+    with pytest.raises(PrivacyError, match="orders > 1"):
+        R.deltas_from_rdp(np.array([1.0, 2.0]), np.array([0.1, 0.2]), np.array([1.0]))
