@@ -326,21 +326,56 @@ def _pmf_epsilon(pmf: Any, delta: float) -> float:
         step, infinity_mass = float(pmf._discretization), float(pmf._infinity_mass)
     except AttributeError:
         return float(pmf.get_epsilon_for_delta(delta))
-    # The library's losses come from itertools.count(top, -step): repeated subtraction.
-    losses = np.cumsum(np.concatenate(([top], np.full(len(probs) - 1, -step))))
-    return _scan(infinity_mass, losses, probs, delta)
+    return _scan(infinity_mass, top, step, probs, delta)
 
 
-def _scan(infinity_mass: float, losses: npt.NDArray[np.float64],
+#: Grid points :func:`_scan` reads in its first chunk (each next chunk is twice as long).
+SCAN_CHUNK = 1 << 14
+
+
+def _scan(infinity_mass: float, top: float, step: float,
           probs: npt.NDArray[np.float64], delta: float) -> float:
     """dp-accounting's scan from the largest loss down, in closed form: before grid point
     k the masses are U = m∞ + Σ_{i<k} p_i and L = Σ_{i<k} e^{-ℓ_i} p_i; the scan stops at
     the first k with U > δ, L > 0 and log((U - δ)/L) ≥ ℓ_k (ε = that log), or returns
-    max(0, ℓ_k) at the first k where U ≥ δ while L underflows to 0 after adding p_k."""
+    max(0, ℓ_k) at the first k where U ≥ δ while L underflows to 0 after adding p_k.
+
+    The losses ℓ_k are the library's ``itertools.count(top, -step)`` (repeated
+    subtraction). The sums are taken in chunks from the top, the first of
+    :data:`SCAN_CHUNK` points and each next one twice as long, and the scan ends in the
+    chunk where it stops: it stops about where δ is reached, often well before the
+    bottom of a grid of 10^5-10^6 points. Each chunk's running sums start from the last
+    one's (a cumulative sum is sequential), so every U, L and ℓ_k is the float a single
+    pass over the whole grid gives."""
     if infinity_mass > delta:
         return math.inf
-    upper = np.cumsum(np.concatenate(([infinity_mass], probs)))  # upper[k]: before point k
-    lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
+    n = len(probs)
+    carry_u, carry_l, carry_loss = infinity_mass, 0.0, top
+    start, size = 0, SCAN_CHUNK
+    while start < n:
+        end = min(n, start + size)
+        p = probs[start:end]
+        if start == 0:
+            losses = np.cumsum(np.concatenate(([top], np.full(end - 1, -step))))
+        else:
+            losses = np.cumsum(np.concatenate(([carry_loss], np.full(end - start, -step))))[1:]
+        upper = np.cumsum(np.concatenate(([carry_u], p)))  # upper[i]: before point start+i
+        lower = np.cumsum(np.concatenate(([carry_l], np.exp(-losses) * p)))
+        found = _scan_chunk(upper, lower, losses, delta)
+        if found is not None:
+            return found
+        carry_u, carry_l, carry_loss = float(upper[-1]), float(lower[-1]), float(losses[-1])
+        start, size = end, 2 * size
+    u, low = carry_u, carry_l
+    if u <= low + delta:
+        return 0.0
+    return math.log((u - delta) / low)
+
+
+def _scan_chunk(upper: npt.NDArray[np.float64], lower: npt.NDArray[np.float64],
+                losses: npt.NDArray[np.float64], delta: float) -> float | None:
+    """:func:`_scan` within one chunk (``upper``/``lower``: the sums before each of its
+    points and after its last); None if the scan goes on past it."""
     before_u, before_l = upper[:-1], lower[:-1]
     ok = (before_u > delta) & (before_l > 0)
     # over: (U - δ)/L beyond ~1e308 (L subnormal) is inf, and so is its log: an ε beyond
@@ -351,9 +386,11 @@ def _scan(infinity_mass: float, losses: npt.NDArray[np.float64],
                                     / np.where(ok, before_l, 1.0)), -np.inf)
     stop = np.flatnonzero(ok & (ratio >= losses))
     underflow = np.flatnonzero((upper[1:] >= delta) & (lower[1:] == 0))
-    k_stop = int(stop[0]) if stop.size else len(probs)
+    k_stop = int(stop[0]) if stop.size else len(losses)
     if underflow.size and int(underflow[0]) < k_stop:
         return max(0.0, float(losses[int(underflow[0])]))
+    if not stop.size:
+        return None
     u, low = float(upper[k_stop]), float(lower[k_stop])
     if u <= low + delta:
         return 0.0

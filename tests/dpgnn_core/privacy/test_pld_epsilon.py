@@ -157,3 +157,23 @@ def test_accountant_epsilon_is_the_composed_plds_also_when_cached() -> None:
     for _ in range(2):
         with pytest.raises(PrivacyError, match="does not analyse"):
             acc.epsilon(wor, 1e-6)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_chunked_scan_is_the_whole_grids_scan(chunk: int, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """The scan reads the grid in chunks from the top and ends in the chunk where it stops;
+    with chunks of 1, 7 or 1,000 points (boundaries everywhere: before, at and after the
+    stop, the underflow and the bottom) every ε is the float one pass over the whole grid
+    gives."""
+    from dpgnn_core.privacy import pld as ours
+
+    whole = {}
+    monkeypatch.setattr(ours, "SCAN_CHUNK", 1 << 40)
+    for name in sorted(_BUILDERS):
+        for delta in (1e-12, 1e-5, 0.3, 0.999):
+            whole[name, delta] = epsilon_for_delta(_case(name), delta)
+    monkeypatch.setattr(ours, "SCAN_CHUNK", chunk)
+    for (name, delta), want in whole.items():
+        got = epsilon_for_delta(_case(name), delta)
+        assert got == want or (math.isinf(got) and math.isinf(want)), (name, delta)
