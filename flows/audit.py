@@ -30,6 +30,9 @@ from tasks.ingest import dataset_summary
 from tasks.refs import ModelRef, report_of
 from tasks.tracking import check_tracking_uri, default_tracking_uri, log_run, run_url
 from tasks.train import train
+from tasks.heartbeats import install as _install_heartbeats
+
+_install_heartbeats()  # a flow run ends without waiting out its heartbeat thread's second
 
 #: The MLflow experiment audits are logged to.
 AUDIT_EXPERIMENT = "dpgnn-audits"

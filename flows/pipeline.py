@@ -24,6 +24,9 @@ from tasks.ingest import dataset_summary, ingest
 from tasks.refs import ledger_of, report_of
 from tasks.run_record import RunOutcome, record_run, run_summary
 from tasks.tracking import DEFAULT_EXPERIMENT
+from tasks.heartbeats import install as _install_heartbeats
+
+_install_heartbeats()  # a flow run ends without waiting out its heartbeat thread's second
 
 
 

@@ -61,6 +61,9 @@ from tasks.evaluate import evaluate
 from tasks.ingest import dataset_summary, ensure_ingested
 from tasks.refs import ledger_of, report_of
 from tasks.train import train
+from tasks.heartbeats import install as _install_heartbeats
+
+_install_heartbeats()  # a flow run ends without waiting out its heartbeat thread's second
 
 
 class ClusterError(DpgnnError, RuntimeError):
