@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_calibration.py", "bench_pld_epsilon.py", "bench_run_overhead.py", "bench_flow_end.py",
-           "bench_scale_data.py", "bench_dgl.py"]
+SCRIPTS = ["bench_calibration.py", "bench_pld_epsilon.py", "bench_run_overhead.py",
+           "bench_flow_end.py", "bench_scale_data.py", "bench_dgl.py"]
 
 if __name__ == "__main__":
     for name in SCRIPTS:
