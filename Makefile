@@ -29,6 +29,9 @@ COMPILE = $(BIN)/python -m compileall -q dpgnn_core tasks flows deployments test
 # Beside it, pytest's rewritten test modules (tests/rewrite_cache.py: pytest writes none of
 # its own where PYTHONDONTWRITEBYTECODE is set, so each of the suite's pytest processes
 # rewrote every module it collected: ~5 s of CPU per process collecting the whole suite).
+# And numba's cache of dpgnn's two kernels (dpgnn_core/graph/warm_kernels.py), compiled
+# beside the sessions' start (their collection takes longer): a process that reached a
+# kernel before any had saved its cache compiled it again (~8 s of CPU for both).
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -74,6 +77,7 @@ test: $(STAMP)
 	@log=$$(mktemp); waits=$$(mktemp); waits2=$$(mktemp); \
 	DPGNN_TEST_PREFECT_TEMPLATE=$$(mktemp -d); export DPGNN_TEST_PREFECT_TEMPLATE; \
 	( nice -n 10 $(BIN)/mypy dpgnn_core tasks flows > $$log 2>&1 ) & types=$$!; \
+	( $(BIN)/python -m dpgnn_core.graph.warm_kernels > /dev/null 2>&1 ) & \
 	( $(BIN)/python -m pytest -p no:xdist -q -m waits --durations=8 $(WAITS_1) \
 		> $$waits 2>&1 ) & \
 	waiting=$$!; \
