@@ -350,21 +350,18 @@ def _scan(infinity_mass: float, top: float, step: float,
     if infinity_mass > delta:
         return math.inf
     n = len(probs)
-    carry_u, carry_l, carry_loss = infinity_mass, 0.0, top
+    carry_u, carry_l, head = infinity_mass, 0.0, top  # head: the chunk's first loss
     start, size = 0, SCAN_CHUNK
     while start < n:
         end = min(n, start + size)
         p = probs[start:end]
-        if start == 0:
-            losses = np.cumsum(np.concatenate(([top], np.full(end - 1, -step))))
-        else:
-            losses = np.cumsum(np.concatenate(([carry_loss], np.full(end - start, -step))))[1:]
+        losses = np.cumsum(np.concatenate(([head], np.full(end - start - 1, -step))))
         upper = np.cumsum(np.concatenate(([carry_u], p)))  # upper[i]: before point start+i
         lower = np.cumsum(np.concatenate(([carry_l], np.exp(-losses) * p)))
         found = _scan_chunk(upper, lower, losses, delta)
         if found is not None:
             return found
-        carry_u, carry_l, carry_loss = float(upper[-1]), float(lower[-1]), float(losses[-1])
+        carry_u, carry_l, head = float(upper[-1]), float(lower[-1]), float(losses[-1]) - step
         start, size = end, 2 * size
     u, low = carry_u, carry_l
     if u <= low + delta:

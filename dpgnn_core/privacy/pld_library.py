@@ -115,11 +115,12 @@ def _default_log_mgfs(p: npt.NDArray[np.float64], k: npt.NDArray[np.float64]
     library's own logsumexp rounds too)."""
     n = len(p)
     out = np.empty(40)
-    for sign, base in ((1.0, np.exp(k / n)), (-1.0, np.exp(-k / n))):
+    # orders 1/n .. 20/n fill slots 20..39; -1/n .. -20/n fill slots 19..0
+    for base, slots in ((np.exp(k / n), range(20, 40)), (np.exp(-k / n), range(19, -1, -1))):
         term = p.copy()
-        for m in range(1, 21):
+        for slot in slots:
             term *= base
-            out[19 + m if sign > 0 else 20 - m] = term.sum()
+            out[slot] = term.sum()
     with np.errstate(divide="ignore"):
         return np.log(out)
 
